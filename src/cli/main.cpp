@@ -1,0 +1,24 @@
+#include "cli/commands.h"
+#include "core/error.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+
+int main(int argc, char** argv) {
+  CLI::App app{"packtrain: padding-free, 2:4-sparse training of Llama-style models"};
+  app.require_subcommand(1);
+  pt::cli::register_info(app);
+  pt::cli::register_tokenizer(app);
+  pt::cli::register_prepare(app);
+  pt::cli::register_pack_report(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const pt::Error& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,2 @@
+#include "cli/commands.h"
+namespace pt::cli { void register_tokenizer(CLI::App&) {} }

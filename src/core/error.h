@@ -1,0 +1,41 @@
+// Errors with context. Every user-facing failure says where (file, line or byte offset), what was
+// expected, and what to do; callers throw pt::Error and the CLI prints its message and exits non-zero.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace pt {
+
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+template <class... Args>
+[[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {
+  throw Error(fmt::format(format, std::forward<Args>(args)...));
+}
+
+// A place in an input: "data.jsonl:17" or "tokens.bin@4096" (byte offset).
+struct Location {
+  std::string file;
+  long long line = -1;         // 1-based line, or -1
+  long long byte_offset = -1;  // or -1
+
+  std::string str() const {
+    if (line >= 0) return fmt::format("{}:{}", file, line);
+    if (byte_offset >= 0) return fmt::format("{}@byte {}", file, byte_offset);
+    return file;
+  }
+};
+
+}  // namespace pt
+
+// Internal invariant (a bug in packtrain, not bad input).
+#define PT_ASSERT(cond)                                                                        \
+  do {                                                                                         \
+    if (!(cond)) ::pt::fail("internal error at {}:{}: {} does not hold", __FILE__, __LINE__, #cond); \
+  } while (0)

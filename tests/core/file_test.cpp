@@ -1,0 +1,45 @@
+#include "core/error.h"
+#include "core/file.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace pt {
+namespace {
+
+std::filesystem::path temp_dir(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("packtrain_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+TEST(AtomicWriter, CommitReplacesAndUncommittedLeavesOldFile) {
+  auto dir = temp_dir("atomic");
+  auto path = (dir / "f.bin").string();
+  write_file_atomic(path, "old");
+  {
+    AtomicWriter w(path);
+    w.write("new contents that are never committed");
+  }  // abandoned: the old file must survive and no temporary stays behind
+  EXPECT_EQ(read_file(path), "old");
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  write_file_atomic(path, "new");
+  EXPECT_EQ(read_file(path), "new");
+  MappedFile m(path);
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(static_cast<char>(m.bytes()[0]), 'n');
+}
+
+TEST(MappedFile, MissingFileNamesThePath) {
+  try {
+    MappedFile m("/nonexistent/packtrain/file.bin");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/packtrain/file.bin"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace pt
