@@ -15,7 +15,7 @@ DEB_PACKAGES=(
   libutf8proc-dev              # Unicode NFC normalisation (Qwen2-style tokenizers)
   libxxhash-dev                # checksums of prepared datasets
   libopenblas-dev              # CPU GEMMs
-  fortune-mod fortunes wordnet-base   # the default corpus: real text that ships with Debian
+  python3 man-db fortune-mod fortunes wordnet-base   # the default corpus: real text shipped by Debian
 )
 
 missing=()
