@@ -1,22 +1,15 @@
 #include "core/error.h"
 #include "core/file.h"
 
-#include <gtest/gtest.h>
+#include "test_util.h"
 
-#include <filesystem>
+#include <gtest/gtest.h>
 
 namespace pt {
 namespace {
 
-std::filesystem::path temp_dir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("packtrain_" + name + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
 TEST(AtomicWriter, CommitReplacesAndUncommittedLeavesOldFile) {
-  auto dir = temp_dir("atomic");
+  auto dir = test::fresh_temp_dir();
   auto path = (dir / "f.bin").string();
   write_file_atomic(path, "old");
   {
