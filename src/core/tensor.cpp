@@ -1,0 +1,57 @@
+#include "core/tensor.h"
+
+#include <fmt/format.h>
+
+namespace pt {
+
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "f32";
+    case DType::f64: return "f64";
+    case DType::bf16: return "bf16";
+    case DType::i32: return "i32";
+  }
+  return "?";
+}
+
+const char* device_name(Device device) { return device == Device::cpu ? "cpu" : "cuda"; }
+
+int64_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return 4;
+    case DType::f64: return 8;
+    case DType::bf16: return 2;
+    case DType::i32: return 4;
+  }
+  return 0;
+}
+
+Tensor::Tensor(void* data_, DType dtype_, std::initializer_list<int64_t> dims, Device device_)
+    : data(data_), dtype(dtype_), device(device_), ndim(static_cast<int>(dims.size())) {
+  if (dims.size() > kMaxDims) fail("tensor with {} dims: at most {} are supported", dims.size(), kMaxDims);
+  int i = 0;
+  for (int64_t d : dims) {
+    if (d < 0) fail("tensor dimension {} is {}: sizes must be >= 0", i, d);
+    shape[static_cast<size_t>(i++)] = d;
+  }
+}
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; ++i) n *= shape[static_cast<size_t>(i)];
+  return n;
+}
+
+int64_t Tensor::size(int dim) const {
+  int d = dim < 0 ? dim + ndim : dim;
+  if (d < 0 || d >= ndim) fail("tensor {} has no dimension {}", str(), dim);
+  return shape[static_cast<size_t>(d)];
+}
+
+std::string Tensor::str() const {
+  std::string dims;
+  for (int i = 0; i < ndim; ++i) dims += fmt::format("{}{}", i ? "," : "", shape[static_cast<size_t>(i)]);
+  return fmt::format("{}[{}]@{}", dtype_name(dtype), dims, device_name(device));
+}
+
+}  // namespace pt

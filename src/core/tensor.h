@@ -1,0 +1,73 @@
+// A non-owning view of a contiguous row-major tensor: pointer, element type, device and up to 4 dims.
+// Ops take views and never allocate their outputs, so the caller (model, optimizer, test) owns memory
+// and the same op signatures serve the CPU and CUDA backends.
+#pragma once
+
+#include "core/error.h"
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <type_traits>
+
+namespace pt {
+
+enum class DType : uint8_t { f32, f64, bf16, i32 };
+enum class Device : uint8_t { cpu, cuda };
+
+// bfloat16 as raw storage bits; arithmetic on it comes with the CUDA backend.
+struct bf16 {
+  uint16_t bits;
+};
+
+const char* dtype_name(DType dtype);
+const char* device_name(Device device);
+int64_t dtype_size(DType dtype);
+
+template <class T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<float>() { return DType::f32; }
+template <>
+constexpr DType dtype_of<double>() { return DType::f64; }
+template <>
+constexpr DType dtype_of<bf16>() { return DType::bf16; }
+template <>
+constexpr DType dtype_of<int32_t>() { return DType::i32; }
+
+struct Tensor {
+  static constexpr int kMaxDims = 4;
+
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  Device device = Device::cpu;
+  int ndim = 0;
+  std::array<int64_t, kMaxDims> shape{};
+
+  Tensor() = default;
+  Tensor(void* data_, DType dtype_, std::initializer_list<int64_t> dims, Device device_ = Device::cpu);
+
+  // The element type follows the pointer: Tensor::of(floats.data(), {T, C}).
+  template <class T>
+  static Tensor of(T* data_, std::initializer_list<int64_t> dims, Device device_ = Device::cpu) {
+    return Tensor(const_cast<std::remove_const_t<T>*>(data_), dtype_of<std::remove_const_t<T>>(), dims,
+                  device_);
+  }
+
+  bool empty() const { return data == nullptr; }  // "no tensor" for optional arguments
+  int64_t numel() const;
+  int64_t bytes() const { return numel() * dtype_size(dtype); }
+  int64_t size(int dim) const;  // negative counts from the end, like Python
+  std::string str() const;      // "f32[4,8]@cpu"
+
+  // Typed access; the element type must match dtype exactly.
+  template <class T>
+  T* ptr() const {
+    if (dtype_of<T>() != dtype)
+      fail("tensor {} accessed as {}: element types differ", str(), dtype_name(dtype_of<T>()));
+    return static_cast<T*>(data);
+  }
+};
+
+}  // namespace pt

@@ -1,0 +1,55 @@
+#include "ops/arg_check.h"
+
+#include <fmt/format.h>
+
+namespace pt::ops {
+
+namespace {
+
+std::string dims_str(std::initializer_list<int64_t> dims) {
+  std::string s;
+  for (int64_t d : dims) s += fmt::format("{}{}", s.empty() ? "" : ",", d < 0 ? std::string("*") : std::to_string(d));
+  return "[" + s + "]";
+}
+
+}  // namespace
+
+void ArgCheck::common(const char* name, const Tensor& t, std::initializer_list<int64_t> dims) {
+  bool shape_ok = t.ndim == static_cast<int>(dims.size());
+  int i = 0;
+  for (int64_t d : dims) shape_ok = shape_ok && (d < 0 || t.shape[static_cast<size_t>(i++)] == d);
+  if (!shape_ok) fail("{}: {} must have shape {}, got {}", op_, name, dims_str(dims), t.str());
+  if (t.data == nullptr && t.numel() > 0) fail("{}: {} ({}) has no data pointer", op_, name, t.str());
+  if (!seen_) {
+    device_ = t.device;
+    seen_ = true;
+  } else if (t.device != device_) {
+    fail("{}: {} is on {} but earlier arguments are on {}; move all tensors to one device", op_, name,
+         device_name(t.device), device_name(device_));
+  }
+}
+
+ArgCheck& ArgCheck::real(const char* name, const Tensor& t, std::initializer_list<int64_t> dims) {
+  common(name, t, dims);
+  if (t.dtype == DType::i32) fail("{}: {} must be floating point, got {}", op_, name, t.str());
+  if (!seen_real_) {
+    dtype_ = t.dtype;
+    seen_real_ = true;
+  } else if (t.dtype != dtype_) {
+    fail("{}: {} is {} but earlier arguments are {}; use one floating-point type", op_, name,
+         dtype_name(t.dtype), dtype_name(dtype_));
+  }
+  return *this;
+}
+
+ArgCheck& ArgCheck::ints(const char* name, const Tensor& t, std::initializer_list<int64_t> dims) {
+  common(name, t, dims);
+  if (t.dtype != DType::i32) fail("{}: {} must be i32, got {}", op_, name, t.str());
+  return *this;
+}
+
+void ArgCheck::unsupported_device() const {
+  fail("{}: no {} implementation in this build; run it on cpu", op_, device_name(device_));
+}
+
+}  // namespace pt::ops

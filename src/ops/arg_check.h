@@ -1,0 +1,34 @@
+// Argument validation shared by the op front ends, so every backend receives tensors whose shapes,
+// element types and device already agree. Messages name the op and the argument.
+#pragma once
+
+#include "core/tensor.h"
+
+#include <initializer_list>
+
+namespace pt::ops {
+
+class ArgCheck {
+ public:
+  explicit ArgCheck(const char* op) : op_(op) {}
+
+  // A floating-point tensor; every one an op takes shares one dtype. In `dims`, -1 matches any size.
+  ArgCheck& real(const char* name, const Tensor& t, std::initializer_list<int64_t> dims);
+  // An int32 tensor (token ids, labels, positions, sequence offsets).
+  ArgCheck& ints(const char* name, const Tensor& t, std::initializer_list<int64_t> dims);
+
+  Device device() const { return device_; }
+  DType dtype() const { return dtype_; }
+  const char* op() const { return op_; }
+  [[noreturn]] void unsupported_device() const;
+
+ private:
+  void common(const char* name, const Tensor& t, std::initializer_list<int64_t> dims);
+
+  const char* op_;
+  bool seen_ = false, seen_real_ = false;
+  Device device_ = Device::cpu;
+  DType dtype_ = DType::f32;
+};
+
+}  // namespace pt::ops

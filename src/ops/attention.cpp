@@ -1,0 +1,48 @@
+#include "ops/attention.h"
+
+#include "ops/arg_check.h"
+#include "ops/cpu/cpu_ops.h"
+
+namespace pt::ops {
+
+namespace {
+
+// Checks the inputs attention_forward reads; returns the argument checker for further outputs.
+ArgCheck check_inputs(const char* op, const AttentionParams& p) {
+  ArgCheck a(op);
+  a.real("q", p.q, {-1, -1, -1});
+  const int64_t T = p.q.size(0), H = p.q.size(1), D = p.q.size(2);
+  a.real("k", p.k, {T, -1, D});
+  const int64_t Hkv = p.k.size(1);
+  if (Hkv == 0 || H % Hkv != 0) fail("{}: {} query heads cannot share {} kv heads evenly", op, H, Hkv);
+  a.real("v", p.v, {T, Hkv, D}).ints("cu_seqlens", p.cu_seqlens, {-1});
+  if (p.cu_seqlens.size(0) < 1) fail("{}: cu_seqlens needs at least one entry (0)", op);
+  if (!p.valid_lens.empty()) a.ints("valid_lens", p.valid_lens, {p.cu_seqlens.size(0) - 1});
+  if (p.softmax_scale < 0) fail("{}: softmax_scale must be > 0 (or 0 for 1/sqrt(D)), got {}", op, p.softmax_scale);
+  a.real("out", p.out, {T, H, D}).real("lse", p.lse, {H, T});
+  return a;
+}
+
+}  // namespace
+
+void attention_forward(const AttentionParams& p) {
+  ArgCheck a = check_inputs("attention_forward", p);
+  switch (a.device()) {
+    case Device::cpu: return cpu::attention_forward(p);
+    case Device::cuda: break;
+  }
+  a.unsupported_device();
+}
+
+void attention_backward(const AttentionParams& p, const AttentionGrads& g) {
+  ArgCheck a = check_inputs("attention_backward", p);
+  a.real("dout", g.dout, {p.q.size(0), p.q.size(1), p.q.size(2)}).real("dq", g.dq, {p.q.size(0), p.q.size(1), p.q.size(2)});
+  a.real("dk", g.dk, {p.k.size(0), p.k.size(1), p.k.size(2)}).real("dv", g.dv, {p.k.size(0), p.k.size(1), p.k.size(2)});
+  switch (a.device()) {
+    case Device::cpu: return cpu::attention_backward(p, g);
+    case Device::cuda: break;
+  }
+  a.unsupported_device();
+}
+
+}  // namespace pt::ops

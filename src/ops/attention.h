@@ -1,0 +1,36 @@
+// Causal self-attention over packed variable-length segments, in the manner of flash-attention's
+// mha_varlen_fwd: tokens are flattened to T, and segment s covers [cu_seqlens[s], cu_seqlens[s+1]);
+// no query attends across a segment boundary. H query heads share Hkv key/value heads (GQA, H % Hkv == 0).
+// The forward keeps one log-sum-exp per query so the backward recomputes probabilities instead of
+// storing them; no T x T (or segment x segment) matrix is ever formed.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace pt::ops {
+
+struct AttentionParams {
+  Tensor q;           // [T,H,D]
+  Tensor k, v;        // [T,Hkv,D]
+  Tensor cu_seqlens;  // [S+1] i32: 0 = cu_seqlens[0] <= ... <= cu_seqlens[S] = T
+  // Optional [S] i32: real tokens at the start of each segment; the rest are pads that are neither
+  // queries (output and lse 0, no gradient) nor keys, and cost no work. Empty: every token is real.
+  Tensor valid_lens;
+  Tensor out;  // [T,H,D]
+  Tensor lse;  // [H,T], same dtype as q: log-sum-exp of the scaled scores of each query row
+  double softmax_scale = 0;  // 0 means 1/sqrt(D)
+};
+
+struct AttentionGrads {
+  Tensor dout;        // [T,H,D]
+  Tensor dq;          // [T,H,D], overwritten
+  Tensor dk, dv;      // [T,Hkv,D], overwritten
+};
+
+// Reads q, k, v, cu_seqlens, valid_lens; writes out and lse.
+void attention_forward(const AttentionParams& p);
+
+// Reads everything attention_forward read plus its out and lse; writes dq, dk, dv.
+void attention_backward(const AttentionParams& p, const AttentionGrads& g);
+
+}  // namespace pt::ops

@@ -1,0 +1,158 @@
+// Reference varlen causal attention. Work is split into (segment, kv head) tasks: a task owns the dq rows
+// of its query heads and the dk/dv rows of its kv head within its segment, so GQA gradients accumulate
+// without races, and each output is computed in a fixed order whatever the thread count.
+#include "core/parallel.h"
+#include "ops/cpu/cpu_ops.h"
+#include "ops/cpu/dispatch.h"
+#include "ops/cpu/threads.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace pt::ops::cpu {
+
+namespace {
+
+struct Segment {
+  int64_t start, valid, len;  // tokens [start, start + valid) are real, the rest up to len are pads
+};
+
+struct Layout {
+  int64_t T, H, Hkv, D, group;
+  double scale;
+  std::vector<Segment> segments;
+};
+
+Layout layout(const char* op, const AttentionParams& p) {
+  Layout l{p.q.size(0), p.q.size(1), p.k.size(1), p.q.size(2), 0, p.softmax_scale, {}};
+  l.group = l.H / l.Hkv;
+  if (l.scale == 0) l.scale = 1.0 / std::sqrt(double(l.D));
+  const int32_t* cu = p.cu_seqlens.ptr<int32_t>();
+  const int64_t S = p.cu_seqlens.size(0) - 1;
+  if (cu[0] != 0 || cu[S] != l.T)
+    fail("{}: cu_seqlens must run from 0 to the token count {}, got {} .. {}", op, l.T, cu[0], cu[S]);
+  const int32_t* valid = p.valid_lens.empty() ? nullptr : p.valid_lens.ptr<int32_t>();
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t len = int64_t{cu[s + 1]} - cu[s];
+    if (len < 0) fail("{}: cu_seqlens decreases at segment {} ({} then {})", op, s, cu[s], cu[s + 1]);
+    const int64_t v = valid ? valid[s] : len;
+    if (v < 0 || v > len) fail("{}: valid length {} of segment {} is outside [0, {}]", op, v, s, len);
+    l.segments.push_back({cu[s], v, len});
+  }
+  return l;
+}
+
+// Runs task(segment, kv_head) for every pair, longest segments first and handed out one at a time, so a
+// single long example does not leave the other threads idle.
+template <class Fn>
+void for_each_task(const Layout& l, Fn&& task) {
+  std::vector<std::pair<int64_t, int64_t>> tasks;  // (segment, kv head)
+  for (int64_t s = 0; s < static_cast<int64_t>(l.segments.size()); ++s)
+    for (int64_t h = 0; h < l.Hkv; ++h) tasks.emplace_back(s, h);
+  std::stable_sort(tasks.begin(), tasks.end(), [&](const auto& a, const auto& b) {
+    return l.segments[static_cast<size_t>(a.first)].valid > l.segments[static_cast<size_t>(b.first)].valid;
+  });
+  std::atomic<size_t> next{0};
+  const int threads = cpu_threads();
+  parallel_for(threads, threads, [&](int64_t, int64_t) {
+    for (size_t i = next++; i < tasks.size(); i = next++)
+      task(l.segments[static_cast<size_t>(tasks[i].first)], tasks[i].second);
+  });
+}
+
+template <class R>
+R dot(const R* a, const R* b, int64_t n) {
+  R sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+template <class R>
+void axpy(R alpha, const R* x, R* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+template <class R>
+void forward(const AttentionParams& p, const Layout& l) {
+  const R *q = p.q.ptr<R>(), *k = p.k.ptr<R>(), *v = p.v.ptr<R>();
+  R *out = p.out.ptr<R>(), *lse = p.lse.ptr<R>();
+  const int64_t T = l.T, H = l.H, Hkv = l.Hkv, D = l.D;
+  const R scale = R(l.scale);
+  for_each_task(l, [&](const Segment& seg, int64_t kvh) {
+    std::vector<R> scores(static_cast<size_t>(seg.valid));  // O(L) scratch: one query row's scores
+    for (int64_t h = kvh * l.group; h < (kvh + 1) * l.group; ++h) {
+      for (int64_t i = seg.start; i < seg.start + seg.len; ++i) {
+        R* o = out + (i * H + h) * D;
+        std::fill_n(o, D, R(0));
+        lse[h * T + i] = R(0);
+        if (i >= seg.start + seg.valid) continue;  // pad query
+        const R* qi = q + (i * H + h) * D;
+        R max = -std::numeric_limits<R>::infinity();
+        for (int64_t j = seg.start; j <= i; ++j) {
+          R& s = scores[static_cast<size_t>(j - seg.start)];
+          s = scale * dot(qi, k + (j * Hkv + kvh) * D, D);
+          max = std::max(max, s);
+        }
+        R sum = 0;
+        for (int64_t j = seg.start; j <= i; ++j) {
+          const R e = std::exp(scores[static_cast<size_t>(j - seg.start)] - max);
+          sum += e;
+          axpy(e, v + (j * Hkv + kvh) * D, o, D);
+        }
+        for (int64_t d = 0; d < D; ++d) o[d] /= sum;
+        lse[h * T + i] = max + std::log(sum);
+      }
+    }
+  });
+}
+
+// With P = exp(S - lse) recomputed per key: dV += P dO, dS = P (dO.V - dO.O), dQ = scale dS K,
+// dK += scale dS Q. dO.O equals the row sum of P * (dO.V), the softmax-backward correction term.
+template <class R>
+void backward(const AttentionParams& p, const AttentionGrads& g, const Layout& l) {
+  const R *q = p.q.ptr<R>(), *k = p.k.ptr<R>(), *v = p.v.ptr<R>(), *out = p.out.ptr<R>();
+  const R *lse = p.lse.ptr<R>(), *dout = g.dout.ptr<R>();
+  R *dq = g.dq.ptr<R>(), *dk = g.dk.ptr<R>(), *dv = g.dv.ptr<R>();
+  const int64_t T = l.T, H = l.H, Hkv = l.Hkv, D = l.D;
+  const R scale = R(l.scale);
+  for_each_task(l, [&](const Segment& seg, int64_t kvh) {
+    for (int64_t j = seg.start; j < seg.start + seg.len; ++j) {
+      std::fill_n(dk + (j * Hkv + kvh) * D, D, R(0));
+      std::fill_n(dv + (j * Hkv + kvh) * D, D, R(0));
+    }
+    for (int64_t h = kvh * l.group; h < (kvh + 1) * l.group; ++h) {
+      for (int64_t i = seg.start; i < seg.start + seg.len; ++i) {
+        R* dqi = dq + (i * H + h) * D;
+        std::fill_n(dqi, D, R(0));
+        if (i >= seg.start + seg.valid) continue;
+        const R *qi = q + (i * H + h) * D, *doi = dout + (i * H + h) * D;
+        const R delta = dot(doi, out + (i * H + h) * D, D), row_lse = lse[h * T + i];
+        for (int64_t j = seg.start; j <= i; ++j) {
+          const R *kj = k + (j * Hkv + kvh) * D, *vj = v + (j * Hkv + kvh) * D;
+          const R prob = std::exp(scale * dot(qi, kj, D) - row_lse);
+          const R ds = prob * (dot(doi, vj, D) - delta);
+          axpy(scale * ds, kj, dqi, D);
+          axpy(scale * ds, qi, dk + (j * Hkv + kvh) * D, D);
+          axpy(prob, doi, dv + (j * Hkv + kvh) * D, D);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void attention_forward(const AttentionParams& p) {
+  const Layout l = layout("attention_forward", p);
+  dispatch_real("attention_forward", p.q.dtype, [&](auto tag) { forward<decltype(tag)>(p, l); });
+}
+
+void attention_backward(const AttentionParams& p, const AttentionGrads& g) {
+  const Layout l = layout("attention_backward", p);
+  dispatch_real("attention_backward", p.q.dtype, [&](auto tag) { backward<decltype(tag)>(p, g, l); });
+}
+
+}  // namespace pt::ops::cpu

@@ -1,0 +1,43 @@
+// The CPU reference backend: one function per op with the front end's signature. Arguments arrive
+// validated (shapes, dtypes, device agree), so these check only data-dependent conditions (ids in range).
+// A CUDA backend provides the same set in ops/cuda/, and tests compare the two op by op.
+#pragma once
+
+#include "ops/adamw.h"
+#include "ops/attention.h"
+#include "ops/cross_entropy.h"
+#include "ops/write_mode.h"
+
+#include <span>
+
+namespace pt::ops::cpu {
+
+void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out);
+void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dtable, Write mode);
+
+void rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Tensor& y, const Tensor& rstd);
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                      const Tensor& dx, const Tensor& dweight, Write dweight_mode);
+
+// sign = +1 rotates forward, -1 applies the inverse rotation (the backward).
+void rope_rotate(const Tensor& x, const Tensor& position_ids, double theta, int sign, const Tensor& out);
+
+void attention_forward(const AttentionParams& p);
+void attention_backward(const AttentionParams& p, const AttentionGrads& g);
+
+void swiglu_forward(const Tensor& h, const Tensor& out);
+void swiglu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh);
+
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode);
+void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, Write dx_mode,
+                     const Tensor& dw, Write dw_mode);
+
+CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, double grad_scale,
+                                 const Tensor& dlogits);
+
+void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);
+
+double sum_of_squares(const Tensor& t);
+void scale(const Tensor& t, double factor);
+
+}  // namespace pt::ops::cpu

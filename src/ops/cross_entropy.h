@@ -1,0 +1,24 @@
+// Softmax cross-entropy over a vocabulary, loss and gradient in one pass per row. Targets are already
+// aligned with the logits (the model shifts Hugging Face labels); -100 (pt::kIgnoreLabel) ignores a row.
+#pragma once
+
+#include "core/tensor.h"
+
+#include <cstdint>
+
+namespace pt::ops {
+
+struct CrossEntropyResult {
+  double loss_sum = 0;  // sum of -log p(target) over non-ignored rows
+  int64_t tokens = 0;   // non-ignored rows
+};
+
+// logits[T,V], targets[T] (i32 in [0, V) or -100). dlogits[T,V] receives (softmax - onehot) * grad_scale
+// and zeros on ignored rows; pass grad_scale = 1 / (loss tokens of the whole optimizer step) so gradient
+// accumulation over micro-batches equals one large batch. dlogits may be logits itself (overwritten in
+// place, no extra [T,V] buffer) or an empty Tensor() for the loss alone. The loss uses a max-subtracted
+// log-sum-exp and is summed in token order (deterministic).
+CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, double grad_scale,
+                                 const Tensor& dlogits);
+
+}  // namespace pt::ops

@@ -1,0 +1,28 @@
+#include "ops/embedding.h"
+
+#include "ops/arg_check.h"
+#include "ops/cpu/cpu_ops.h"
+
+namespace pt::ops {
+
+void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out) {
+  ArgCheck a("embedding_forward");
+  a.ints("ids", ids, {-1}).real("table", table, {-1, -1}).real("out", out, {ids.size(0), table.size(1)});
+  switch (a.device()) {
+    case Device::cpu: return cpu::embedding_forward(ids, table, out);
+    case Device::cuda: break;
+  }
+  a.unsupported_device();
+}
+
+void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dtable, Write mode) {
+  ArgCheck a("embedding_backward");
+  a.ints("ids", ids, {-1}).real("dtable", dtable, {-1, -1}).real("dout", dout, {ids.size(0), dtable.size(1)});
+  switch (a.device()) {
+    case Device::cpu: return cpu::embedding_backward(ids, dout, dtable, mode);
+    case Device::cuda: break;
+  }
+  a.unsupported_device();
+}
+
+}  // namespace pt::ops

@@ -1,0 +1,17 @@
+// Token embedding lookup. T tokens, V vocabulary rows, C hidden.
+#pragma once
+
+#include "core/tensor.h"
+#include "ops/write_mode.h"
+
+namespace pt::ops {
+
+// ids[T] (i32, each in [0, V)), table[V,C] -> out[T,C], out[t] = table[ids[t]].
+// An id outside the table is a pt::Error naming the token index.
+void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out);
+
+// dtable[V,C] (overwritten or added to) receives dout[t] in row ids[t] for every t. Deterministic: each
+// thread owns a slice of columns and adds tokens in order, so there are no races and no thread-count effects.
+void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dtable, Write mode);
+
+}  // namespace pt::ops

@@ -1,0 +1,35 @@
+#include "ops/linear.h"
+
+#include "ops/arg_check.h"
+#include "ops/cpu/cpu_ops.h"
+
+namespace pt::ops {
+
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode) {
+  ArgCheck a("linear_forward");
+  a.real("x", x, {-1, -1});
+  a.real("w", w, {-1, x.size(1)}).real("y", y, {x.size(0), w.size(0)});
+  switch (a.device()) {
+    case Device::cpu: return cpu::linear_forward(x, w, y, mode);
+    case Device::cuda: break;
+  }
+  a.unsupported_device();
+}
+
+void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, Write dx_mode,
+                     const Tensor& dw, Write dw_mode) {
+  ArgCheck a("linear_backward");
+  a.real("x", x, {-1, -1});
+  const int64_t M = x.size(0), K = x.size(1);
+  a.real("w", w, {-1, K});
+  a.real("dy", dy, {M, w.size(0)});
+  if (!dx.empty()) a.real("dx", dx, {M, K});
+  if (!dw.empty()) a.real("dw", dw, {w.size(0), K});
+  switch (a.device()) {
+    case Device::cpu: return cpu::linear_backward(dy, x, w, dx, dx_mode, dw, dw_mode);
+    case Device::cuda: break;
+  }
+  a.unsupported_device();
+}
+
+}  // namespace pt::ops

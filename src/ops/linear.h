@@ -1,0 +1,18 @@
+// Bias-free linear layer y = x W^T with W stored [out, in] as in PyTorch and Hugging Face checkpoints.
+// The CPU backend calls CBLAS (cblas_sgemm / cblas_dgemm).
+#pragma once
+
+#include "core/tensor.h"
+#include "ops/write_mode.h"
+
+namespace pt::ops {
+
+// x[M,K], w[N,K] -> y[M,N] (overwritten, or added to with Write::accumulate).
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode = Write::overwrite);
+
+// dy[M,N] -> dx[M,K] = dy W and dw[N,K] = dy^T x, each overwritten or added to. Either output may be an
+// empty Tensor() to skip it (no dx for a layer whose input needs no gradient).
+void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, Write dx_mode,
+                     const Tensor& dw, Write dw_mode);
+
+}  // namespace pt::ops
