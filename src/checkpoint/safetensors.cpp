@@ -4,6 +4,7 @@
 #include "core/float16.h"
 
 #include <nlohmann/json.hpp>
+#include <xxhash.h>
 
 #include <cstring>
 #include <filesystem>
@@ -29,6 +30,8 @@ const DtypeName& dtype_entry(StDtype d) {
     if (e.dtype == d) return e;
   PT_ASSERT(false);
 }
+
+std::string checksum_key(const std::string& tensor) { return "packtrain.xxh64." + tensor; }
 
 std::string shape_str(std::span<const int64_t> shape) {
   std::string s = "[";
@@ -150,6 +153,10 @@ void SafetensorsReader::read_f32(const std::string& name, std::span<const int64_
          shape_str(t.shape), shape_str(expected_shape));
   size_t n = t.bytes / dtype_entry(t.dtype).size;
   PT_ASSERT(n == out.size());
+  if (auto it = metadata_.find(checksum_key(name)); it != metadata_.end() &&
+                                                     it->second != fmt::format("{:016x}", XXH64(t.data, t.bytes, 0)))
+    fail("{}: tensor \"{}\" does not match its checksum: the file is corrupt; use another checkpoint", t.file,
+         name);
   auto load = [&](auto convert, size_t elem) {
     for (size_t i = 0; i < n; ++i) out[i] = convert(t.data + i * elem);
   };
@@ -168,36 +175,46 @@ void SafetensorsReader::read_f32(const std::string& name, std::span<const int64_
   }
 }
 
+namespace {
+
+// The bytes a tensor takes in the file: float data converted to bf16 where asked, else as given.
+std::span<const std::byte> file_bytes(const StTensorToWrite& t, std::vector<uint16_t>& scratch) {
+  uint64_t numel = 1;
+  for (auto s : t.shape) numel *= static_cast<uint64_t>(s);
+  if (t.dtype != StDtype::kBF16)
+    return {static_cast<const std::byte*>(t.data), numel * dtype_entry(t.dtype).size};
+  const float* f = static_cast<const float*>(t.data);
+  scratch.resize(numel);
+  for (size_t i = 0; i < numel; ++i) scratch[i] = float_to_bf16(f[i]);
+  return {reinterpret_cast<const std::byte*>(scratch.data()), numel * 2};
+}
+
+}  // namespace
+
 void write_safetensors(const std::string& path, const std::vector<StTensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata) {
+  // Per-tensor checksums in the metadata let a reader name the tensor a corruption hit.
+  json meta = metadata;
   json header = json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::vector<uint16_t> scratch;
   uint64_t offset = 0;
   for (const auto& t : tensors) {
-    uint64_t numel = 1;
-    for (auto s : t.shape) numel *= static_cast<uint64_t>(s);
-    uint64_t bytes = numel * dtype_entry(t.dtype).size;
-    header[t.name] = {{"dtype", dtype_entry(t.dtype).name}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
-    offset += bytes;
+    auto bytes = file_bytes(t, scratch);
+    meta[checksum_key(t.name)] = fmt::format("{:016x}", XXH64(bytes.data(), bytes.size(), 0));
+    header[t.name] = {{"dtype", dtype_entry(t.dtype).name}, {"shape", t.shape},
+                      {"data_offsets", {offset, offset + bytes.size()}}};
+    offset += bytes.size();
   }
+  header["__metadata__"] = meta;
   std::string h = header.dump();
   h.append((8 - h.size() % 8) % 8, ' ');  // align the data section to 8 bytes, as the reference writer does
   uint64_t len = h.size();
   AtomicWriter w(path);
   w.write(&len, 8);
   w.write(h);
-  std::vector<uint16_t> buf;
   for (const auto& t : tensors) {
-    uint64_t numel = 1;
-    for (auto s : t.shape) numel *= static_cast<uint64_t>(s);
-    if (t.dtype == StDtype::kBF16) {
-      const float* f = static_cast<const float*>(t.data);
-      buf.resize(numel);
-      for (size_t i = 0; i < numel; ++i) buf[i] = float_to_bf16(f[i]);
-      w.write(buf.data(), numel * 2);
-    } else {
-      w.write(t.data, numel * dtype_entry(t.dtype).size);
-    }
+    auto bytes = file_bytes(t, scratch);
+    w.write(bytes.data(), bytes.size());
   }
   w.commit();
 }

@@ -9,5 +9,8 @@ void register_info(CLI::App& app);
 void register_tokenizer(CLI::App& app);
 void register_prepare(CLI::App& app);
 void register_pack_report(CLI::App& app);
+void register_train(CLI::App& app);
+void register_eval(CLI::App& app);
+void register_generate(CLI::App& app);
 
 }  // namespace pt::cli

@@ -12,6 +12,9 @@ int main(int argc, char** argv) {
   pt::cli::register_tokenizer(app);
   pt::cli::register_prepare(app);
   pt::cli::register_pack_report(app);
+  pt::cli::register_train(app);
+  pt::cli::register_eval(app);
+  pt::cli::register_generate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,6 +1,10 @@
 #include "core/device.h"
 
+#include "core/error.h"
+
 #include <cuda_runtime.h>
+
+#include <string>
 
 namespace pt {
 
@@ -19,6 +23,24 @@ std::string cuda_device_name(int i) {
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) return "";
   return prop.name;
+}
+
+void* cuda_malloc_zeroed(size_t bytes) {
+  void* p = nullptr;
+  cudaError_t err = cudaMalloc(&p, bytes);
+  if (err == cudaSuccess) err = cudaMemset(p, 0, bytes);
+  if (err != cudaSuccess)
+    throw Error("cannot allocate " + std::to_string(bytes >> 20) + " MiB of GPU memory: " + cudaGetErrorString(err));
+  return p;
+}
+
+void cuda_free(void* p) { cudaFree(p); }
+
+void copy_bytes(void* dst, bool dst_on_gpu, const void* src, bool src_on_gpu, size_t bytes) {
+  auto kind = dst_on_gpu ? (src_on_gpu ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                         : (src_on_gpu ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+  cudaError_t err = cudaMemcpy(dst, src, bytes, kind);
+  if (err != cudaSuccess) throw Error("copy of " + std::to_string(bytes) + " bytes failed: " + cudaGetErrorString(err));
 }
 
 }  // namespace pt

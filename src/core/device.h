@@ -2,6 +2,7 @@
 // device_nocuda.cpp otherwise; GPU tests skip themselves when cuda_device_count() is 0.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace pt {
@@ -9,5 +10,11 @@ namespace pt {
 bool built_with_cuda();
 int cuda_device_count();              // 0 without CUDA, a driver or a GPU
 std::string cuda_device_name(int i);  // "" when unavailable
+
+// Device memory for arenas; errors name the size and the CUDA error.
+void* cuda_malloc_zeroed(size_t bytes);
+void cuda_free(void* p);
+// Copies between host memory and device memory (kind by the sides' devices); cpu->cpu is memcpy.
+void copy_bytes(void* dst, bool dst_on_gpu, const void* src, bool src_on_gpu, size_t bytes);
 
 }  // namespace pt

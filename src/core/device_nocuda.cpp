@@ -1,9 +1,21 @@
 #include "core/device.h"
 
+#include "core/error.h"
+
+#include <cstring>
+
 namespace pt {
 
 bool built_with_cuda() { return false; }
 int cuda_device_count() { return 0; }
 std::string cuda_device_name(int) { return ""; }
+
+void* cuda_malloc_zeroed(size_t) { fail("this build has no CUDA: rebuild where nvcc is installed"); }
+void cuda_free(void*) {}
+
+void copy_bytes(void* dst, bool dst_on_gpu, const void* src, bool src_on_gpu, size_t bytes) {
+  if (dst_on_gpu || src_on_gpu) fail("this build has no CUDA: rebuild where nvcc is installed");
+  std::memcpy(dst, src, bytes);
+}
 
 }  // namespace pt

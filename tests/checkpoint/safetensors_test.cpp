@@ -62,6 +62,26 @@ TEST(Safetensors, TruncatedFileIsAnErrorNotACrash) {
   }
 }
 
+TEST(Safetensors, CorruptTensorIsNamed) {
+  auto dir = test::fresh_temp_dir();
+  std::vector<float> a(64, 1.0f), b(64, 2.0f);
+  auto path = (dir / "m.safetensors").string();
+  write_safetensors(path, {{"first", StDtype::kF32, {64}, a.data()}, {"second", StDtype::kF32, {64}, b.data()}}, {});
+  auto bytes = read_file(path);
+  bytes[bytes.size() - 10] ^= 0x40;  // flip a bit in the last tensor's data
+  write_file_atomic(path, bytes);
+  auto r = SafetensorsReader::open(path);
+  std::vector<float> out(64);
+  std::vector<int64_t> shape = {64};
+  r.read_f32("first", shape, out);
+  try {
+    r.read_f32("second", shape, out);
+    FAIL() << "corruption not detected";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("\"second\""), std::string::npos) << e.what();
+  }
+}
+
 TEST(Safetensors, ShardedIndex) {
   auto dir = test::fresh_temp_dir();
   std::vector<float> a = {1, 2}, b = {3, 4, 5};

@@ -38,6 +38,7 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, do
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);
 
 double sum_of_squares(const Tensor& t);
+void add(const Tensor& src, const Tensor& dst);  // dst += src
 void scale(const Tensor& t, double factor);
 
 }  // namespace pt::ops::cpu

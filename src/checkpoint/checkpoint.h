@@ -1,0 +1,59 @@
+// Checkpoints. A model directory is what Hugging Face loads: config.json, model.safetensors (HF Llama
+// tensor names, fp32) and tokenizer.json. A training checkpoint is a model directory plus optimizer.safetensors
+// (AdamW moments) and trainer_state.json (step, data position, seed), so a run resumes bit for bit.
+//
+// Saves are atomic at the directory level: everything is written into NAME.tmp/ (each file fsynced), the
+// directory is renamed to NAME, and only then does the `latest` pointer file move to it. A crash at any
+// point leaves the previous checkpoint complete and `latest` pointing at it.
+#pragma once
+
+#include "model/config.h"
+#include "model/parameters.h"
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace pt {
+
+struct ModelWeights {
+  LlamaConfig config;
+  std::vector<float> params;  // flat, ParameterLayout(config) order
+};
+
+// Writes config.json, model.safetensors and (if tokenizer_json is not empty) tokenizer.json into dir.
+void save_model_dir(const std::string& dir, const LlamaConfig& config, std::span<const float> params,
+                    const std::string& tokenizer_json);
+
+// Reads an HF Llama model directory: config.json plus model.safetensors or a sharded index; fp32, bf16 or
+// fp16 tensors. Errors name the tensor and the mismatch (missing, shape, corrupt).
+ModelWeights load_model_dir(const std::string& dir);
+
+struct TrainerState {
+  int64_t step = 0;             // optimizer steps done
+  int64_t epoch = 0;            // data position: epoch ...
+  int64_t batches_in_epoch = 0;  // ... and micro-batches of it consumed
+  uint64_t seed = 0;
+  int64_t tokens_seen = 0;
+};
+
+struct TrainingCheckpoint {
+  ModelWeights weights;
+  std::vector<float> adam_m, adam_v;
+  TrainerState state;
+  std::string dir;
+};
+
+// Saves into root/step-NNNNNNNN and moves root/latest to it; returns the directory.
+std::string save_training_checkpoint(const std::string& root, const LlamaConfig& config,
+                                     std::span<const float> params, std::span<const float> adam_m,
+                                     std::span<const float> adam_v, const TrainerState& state,
+                                     const std::string& tokenizer_json);
+
+// The checkpoint root/latest points to, or nullopt when there is none yet.
+std::optional<std::string> latest_checkpoint(const std::string& root);
+TrainingCheckpoint load_training_checkpoint(const std::string& dir);
+
+}  // namespace pt

@@ -1,0 +1,36 @@
+// `packtrain eval`: validation loss and perplexity of a model directory on a prepared dataset.
+#include "checkpoint/checkpoint.h"
+#include "cli/commands.h"
+#include "core/log.h"
+#include "data/dataset.h"
+#include "train/evaluate.h"
+
+#include <cmath>
+#include <memory>
+
+namespace pt::cli {
+
+void register_eval(CLI::App& app) {
+  auto* cmd = app.add_subcommand("eval", "Validation loss and perplexity of a model on a prepared dataset");
+  struct Args {
+    std::string model_dir, data, split = "val";
+    int64_t max_tokens = 8192;
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("--model", a->model_dir, "Model directory (a checkpoint, final/, or a Hugging Face Llama)")->required();
+  cmd->add_option("--data", a->data, "Prepared dataset directory")->required();
+  cmd->add_option("--split", a->split, "val or train")->check(CLI::IsMember({"val", "train"}))->capture_default_str();
+  cmd->add_option("--batch-tokens", a->max_tokens, "Tokens per forward pass")->capture_default_str();
+  cmd->callback([a] {
+    auto weights = load_model_dir(a->model_dir);
+    auto data = PreparedDataset::open(a->data);
+    const auto& split = a->split == "val" ? data.val() : data.train();
+    int64_t longest = 0;
+    for (int64_t i = 0; i < split.size(); ++i) longest = std::max(longest, split.length(i));
+    LlamaModel model(weights.config, std::max(a->max_tokens, longest));
+    auto r = evaluate(model, Tensor::of(weights.params.data(), {static_cast<int64_t>(weights.params.size())}), split);
+    fmt::print("{} loss {:.4f} perplexity {:.2f} over {} tokens\n", a->split, r.loss, std::exp(r.loss), r.tokens);
+  });
+}
+
+}  // namespace pt::cli

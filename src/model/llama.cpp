@@ -1,0 +1,189 @@
+#include "model/llama.h"
+
+#include "core/device.h"
+#include "core/error.h"
+#include "ops/attention.h"
+#include "ops/cross_entropy.h"
+#include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/linear.h"
+#include "ops/rmsnorm.h"
+#include "ops/rope.h"
+#include "ops/swiglu.h"
+
+namespace pt {
+
+using ops::Write;
+
+std::vector<int32_t> shifted_targets(const Batch& batch) {
+  std::vector<int32_t> targets(batch.labels.size(), kIgnoreLabel);
+  for (size_t t = 0; t + 1 < batch.labels.size(); ++t)
+    if ((t + 1) % static_cast<size_t>(batch.row_len) != 0) targets[t] = batch.labels[t + 1];
+  return targets;
+}
+
+LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device device, DType dtype)
+    : config_(config), layout_(config), max_tokens_(max_tokens), dtype_(dtype), arena_(device) {
+  config_.validate("model config");
+  const int64_t T = max_tokens, C = config.hidden_size, F = config.intermediate_size, D = config.head_dim;
+  const int64_t H = config.num_attention_heads, Hkv = config.num_key_value_heads, V = config.vocab_size;
+  auto real = [&](std::initializer_list<int64_t> shape) { return arena_.reserve(dtype, shape); };
+  auto ints = [&](std::initializer_list<int64_t> shape) { return arena_.reserve(DType::i32, shape); };
+  ids_ = ints({T});
+  positions_ = ints({T});
+  targets_ = ints({T});
+  cu_seqlens_ = ints({T + 1});
+  valid_lens_ = ints({T});
+  for (int l = 0; l < config.num_hidden_layers; ++l) {
+    layers_.push_back({real({T, C}), real({T}), real({T, C}), real({T, H, D}), real({T, Hkv, D}),
+                       real({T, Hkv, D}), real({T, H, D}), real({H, T}), real({T, C}), real({T}),
+                       real({T, C}), real({T, 2 * F}), real({T, F})});
+  }
+  final_in_ = real({T, C});
+  rstd_f_ = real({T});
+  xn_f_ = real({T, C});
+  logits_ = real({T, V});
+  dx_ = real({T, C});
+  dtmp_ = real({T, C});
+  dxn_ = real({T, C});
+  dact_ = real({T, F});
+  dh_ = real({T, 2 * F});
+  dq_ = real({T, H, D});
+  dk_ = real({T, Hkv, D});
+  dv_ = real({T, Hkv, D});
+  dattn_ = real({T, H, D});
+  arena_.allocate();
+}
+
+Tensor LlamaModel::param(const Tensor& params, int64_t offset, std::initializer_list<int64_t> shape) const {
+  return Tensor(static_cast<char*>(params.data) + offset * dtype_size(params.dtype), params.dtype, shape,
+                params.device);
+}
+
+Tensor LlamaModel::logits() const { return arena_.view(logits_, {tokens_, config_.vocab_size}); }
+
+void LlamaModel::upload(const Batch& batch) {
+  const int64_t T = batch.num_tokens();
+  if (T > max_tokens_)
+    fail("a batch of {} tokens exceeds the model's activation arena ({} tokens); lower the batch size",
+         T, max_tokens_);
+  if (T == 0) fail("empty batch");
+  tokens_ = T;
+  segments_ = static_cast<int64_t>(batch.cu_seqlens.size()) - 1;
+  // When every row is exactly one attention segment (padding, concat), its pad tail is skipped by
+  // giving attention each segment's real length; other strategies keep pads in segments of their own.
+  use_valid_lens_ = segments_ == batch.rows;
+  const bool gpu = arena_.device() == Device::cuda;
+  auto put = [&](int handle, const std::vector<int32_t>& v) {
+    copy_bytes(arena_.view(handle).data, gpu, v.data(), false, v.size() * sizeof(int32_t));
+  };
+  put(ids_, batch.input_ids);
+  put(positions_, batch.position_ids);
+  put(targets_, shifted_targets(batch));
+  put(cu_seqlens_, batch.cu_seqlens);
+  if (use_valid_lens_) put(valid_lens_, batch.row_real_len);
+}
+
+void LlamaModel::run_forward(const Tensor& params, int64_t T) {
+  const auto& c = config_;
+  const int64_t C = c.hidden_size, F = c.intermediate_size, D = c.head_dim, V = c.vocab_size;
+  const int64_t H = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  Tensor ids = arena_.view(ids_, {T}), pos = arena_.view(positions_, {T});
+
+  Tensor first_in = layers_.empty() ? arena_.view(final_in_, {T, C}) : arena_.view(layers_[0].resid_in, {T, C});
+  ops::embedding_forward(ids, param(params, layout_.embedding(), {V, C}), first_in);
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const LayerActs& a = layers_[l];
+    const LayerParams& w = layout_.layer(static_cast<int>(l));
+    Tensor x = arena_.view(a.resid_in, {T, C}), xn1 = arena_.view(a.xn1, {T, C});
+    Tensor q = arena_.view(a.q, {T, H, D}), k = arena_.view(a.k, {T, Hkv, D}), v = arena_.view(a.v, {T, Hkv, D});
+    Tensor attn = arena_.view(a.attn, {T, H, D}), mid = arena_.view(a.mid, {T, C});
+    ops::rmsnorm_forward(x, param(params, w.attn_norm, {C}), c.rms_norm_eps, xn1, arena_.view(a.rstd1, {T}));
+    ops::linear_forward(xn1, param(params, w.wq, {H * D, C}), arena_.view(a.q, {T, H * D}));
+    ops::linear_forward(xn1, param(params, w.wk, {Hkv * D, C}), arena_.view(a.k, {T, Hkv * D}));
+    ops::linear_forward(xn1, param(params, w.wv, {Hkv * D, C}), arena_.view(a.v, {T, Hkv * D}));
+    ops::rope_forward(q, pos, c.rope_theta, q);
+    ops::rope_forward(k, pos, c.rope_theta, k);
+    ops::attention_forward({q, k, v, arena_.view(cu_seqlens_, {segments_ + 1}),
+                            use_valid_lens_ ? arena_.view(valid_lens_, {segments_}) : Tensor(), attn,
+                            arena_.view(a.lse, {H, T})});
+    ops::copy(x, mid);
+    ops::linear_forward(arena_.view(a.attn, {T, H * D}), param(params, w.wo, {C, H * D}), mid, Write::accumulate);
+    Tensor xn2 = arena_.view(a.xn2, {T, C}), h = arena_.view(a.h, {T, 2 * F}), act = arena_.view(a.act, {T, F});
+    ops::rmsnorm_forward(mid, param(params, w.ffn_norm, {C}), c.rms_norm_eps, xn2, arena_.view(a.rstd2, {T}));
+    ops::linear_forward(xn2, param(params, w.w_gate_up, {2 * F, C}), h);
+    ops::swiglu_forward(h, act);
+    Tensor next = l + 1 < layers_.size() ? arena_.view(layers_[l + 1].resid_in, {T, C}) : arena_.view(final_in_, {T, C});
+    ops::copy(mid, next);
+    ops::linear_forward(act, param(params, w.w_down, {C, F}), next, Write::accumulate);
+  }
+  ops::rmsnorm_forward(arena_.view(final_in_, {T, C}), param(params, layout_.final_norm(), {C}), c.rms_norm_eps,
+                       arena_.view(xn_f_, {T, C}), arena_.view(rstd_f_, {T}));
+  ops::linear_forward(arena_.view(xn_f_, {T, C}), param(params, layout_.lm_head(), {V, C}), logits());
+}
+
+LossSum LlamaModel::forward(const Batch& batch, const Tensor& params) {
+  upload(batch);
+  run_forward(params, tokens_);
+  auto ce = ops::cross_entropy(logits(), arena_.view(targets_, {tokens_}), 1.0, Tensor());
+  return {ce.loss_sum, ce.tokens};
+}
+
+LossSum LlamaModel::forward_backward(const Batch& batch, const Tensor& params, const Tensor& grads,
+                                     double grad_scale) {
+  upload(batch);
+  const int64_t T = tokens_;
+  run_forward(params, T);
+  const auto& c = config_;
+  const int64_t C = c.hidden_size, F = c.intermediate_size, D = c.head_dim, V = c.vocab_size;
+  const int64_t H = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  Tensor pos = arena_.view(positions_, {T});
+  Tensor dx = arena_.view(dx_, {T, C}), dtmp = arena_.view(dtmp_, {T, C}), dxn = arena_.view(dxn_, {T, C});
+
+  // The logits buffer becomes dlogits in place: no second [T, V] buffer.
+  auto ce = ops::cross_entropy(logits(), arena_.view(targets_, {T}), grad_scale, logits());
+  ops::linear_backward(logits(), arena_.view(xn_f_, {T, C}), param(params, layout_.lm_head(), {V, C}), dxn,
+                       Write::overwrite, param(grads, layout_.lm_head(), {V, C}), Write::accumulate);
+  ops::rmsnorm_backward(dxn, arena_.view(final_in_, {T, C}), param(params, layout_.final_norm(), {C}),
+                        arena_.view(rstd_f_, {T}), dx, param(grads, layout_.final_norm(), {C}), Write::accumulate);
+  for (size_t l = layers_.size(); l-- > 0;) {
+    const LayerActs& a = layers_[l];
+    const LayerParams& w = layout_.layer(static_cast<int>(l));
+    // FFN: dx flows into the down projection and, unchanged, along the residual.
+    Tensor dact = arena_.view(dact_, {T, F}), dh = arena_.view(dh_, {T, 2 * F});
+    ops::linear_backward(dx, arena_.view(a.act, {T, F}), param(params, w.w_down, {C, F}), dact, Write::overwrite,
+                         param(grads, w.w_down, {C, F}), Write::accumulate);
+    ops::swiglu_backward(dact, arena_.view(a.h, {T, 2 * F}), dh);
+    ops::linear_backward(dh, arena_.view(a.xn2, {T, C}), param(params, w.w_gate_up, {2 * F, C}), dxn,
+                         Write::overwrite, param(grads, w.w_gate_up, {2 * F, C}), Write::accumulate);
+    ops::rmsnorm_backward(dxn, arena_.view(a.mid, {T, C}), param(params, w.ffn_norm, {C}),
+                          arena_.view(a.rstd2, {T}), dtmp, param(grads, w.ffn_norm, {C}), Write::accumulate);
+    ops::add(dtmp, dx);
+    // Attention.
+    Tensor dq = arena_.view(dq_, {T, H, D}), dk = arena_.view(dk_, {T, Hkv, D}), dv = arena_.view(dv_, {T, Hkv, D});
+    ops::linear_backward(dx, arena_.view(a.attn, {T, H * D}), param(params, w.wo, {C, H * D}),
+                         arena_.view(dattn_, {T, H * D}), Write::overwrite, param(grads, w.wo, {C, H * D}),
+                         Write::accumulate);
+    ops::AttentionParams ap{arena_.view(a.q, {T, H, D}), arena_.view(a.k, {T, Hkv, D}), arena_.view(a.v, {T, Hkv, D}),
+                            arena_.view(cu_seqlens_, {segments_ + 1}),
+                            use_valid_lens_ ? arena_.view(valid_lens_, {segments_}) : Tensor(),
+                            arena_.view(a.attn, {T, H, D}), arena_.view(a.lse, {H, T})};
+    ops::attention_backward(ap, {arena_.view(dattn_, {T, H, D}), dq, dk, dv});
+    ops::rope_backward(dq, pos, c.rope_theta, dq);
+    ops::rope_backward(dk, pos, c.rope_theta, dk);
+    Tensor xn1 = arena_.view(a.xn1, {T, C});
+    ops::linear_backward(arena_.view(dq_, {T, H * D}), xn1, param(params, w.wq, {H * D, C}), dxn, Write::overwrite,
+                         param(grads, w.wq, {H * D, C}), Write::accumulate);
+    ops::linear_backward(arena_.view(dk_, {T, Hkv * D}), xn1, param(params, w.wk, {Hkv * D, C}), dxn,
+                         Write::accumulate, param(grads, w.wk, {Hkv * D, C}), Write::accumulate);
+    ops::linear_backward(arena_.view(dv_, {T, Hkv * D}), xn1, param(params, w.wv, {Hkv * D, C}), dxn,
+                         Write::accumulate, param(grads, w.wv, {Hkv * D, C}), Write::accumulate);
+    ops::rmsnorm_backward(dxn, arena_.view(a.resid_in, {T, C}), param(params, w.attn_norm, {C}),
+                          arena_.view(a.rstd1, {T}), dtmp, param(grads, w.attn_norm, {C}), Write::accumulate);
+    ops::add(dtmp, dx);
+  }
+  ops::embedding_backward(arena_.view(ids_, {T}), dx, param(grads, layout_.embedding(), {V, C}), Write::accumulate);
+  return {ce.loss_sum, ce.tokens};
+}
+
+}  // namespace pt

@@ -1,0 +1,24 @@
+#include "train/evaluate.h"
+
+#include "data/packing/packer.h"
+
+namespace pt {
+
+EvalResult evaluate(LlamaModel& model, const Tensor& params, const DatasetSplit& split, int64_t max_batches) {
+  PackingOptions options;
+  options.strategy = Strategy::kFlatten;
+  options.tokens_per_batch = model.max_tokens();
+  options.shuffle = false;
+  auto packer = make_packer(split, options, 0);
+  double loss = 0;
+  int64_t tokens = 0, batches = 0;
+  while (auto batch = packer->next()) {
+    auto r = model.forward(*batch, params);
+    loss += r.loss_sum;
+    tokens += r.tokens;
+    if (max_batches > 0 && ++batches >= max_batches) break;
+  }
+  return {tokens ? loss / static_cast<double>(tokens) : 0.0, tokens};
+}
+
+}  // namespace pt

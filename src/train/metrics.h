@@ -1,0 +1,34 @@
+// Training metrics: one record per optimizer step, printed to the console and appended to a JSONL file
+// (metrics.jsonl in the run directory), plus validation records.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace pt {
+
+struct StepMetrics {
+  int64_t step = 0, total_steps = 0;
+  double loss = 0, lr = 0, grad_norm = 0;
+  double real_tokens_per_s = 0, padding_pct = 0, mfu_pct = 0;
+  double peak_memory_gib = 0, eta_s = 0, elapsed_s = 0;
+  int64_t tokens_seen = 0;
+};
+
+class MetricsLog {
+ public:
+  explicit MetricsLog(const std::string& jsonl_path);  // appends (a resumed run continues its file)
+  ~MetricsLog();
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
+
+  void step(const StepMetrics& m);
+  void validation(int64_t step, double loss, int64_t tokens);
+
+ private:
+  void append(const std::string& line);
+  std::FILE* file_ = nullptr;
+};
+
+}  // namespace pt

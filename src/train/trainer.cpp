@@ -1,0 +1,194 @@
+#include "train/trainer.h"
+
+#include "checkpoint/checkpoint.h"
+#include "core/arena.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "core/host.h"
+#include "core/log.h"
+#include "data/batch_stream.h"
+#include "model/flops.h"
+#include "model/init.h"
+#include "model/llama.h"
+#include "ops/grad_norm.h"
+#include "train/evaluate.h"
+#include "train/metrics.h"
+
+#include <chrono>
+#include <filesystem>
+
+namespace pt {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Master weights, gradients and AdamW moments: four flat fp32 buffers in ParameterLayout order.
+struct OptimizerState {
+  Arena arena{Device::cpu};
+  Tensor params, grads, m, v;
+  std::vector<ops::AdamWTensor> per_param;  // views of the four buffers, one entry per named parameter
+  std::vector<Tensor> grad_views;
+
+  explicit OptimizerState(const ParameterLayout& layout) {
+    const int64_t n = layout.total();
+    int hp = arena.reserve(DType::f32, {n}), hg = arena.reserve(DType::f32, {n});
+    int hm = arena.reserve(DType::f32, {n}), hv = arena.reserve(DType::f32, {n});
+    arena.allocate();
+    params = arena.view(hp), grads = arena.view(hg), m = arena.view(hm), v = arena.view(hv);
+    for (const auto& p : layout.params()) {
+      auto at = [&](const Tensor& t) { return Tensor(t.ptr<float>() + p.offset, DType::f32, {p.numel}); };
+      per_param.push_back({at(params), at(grads), at(m), at(v), p.weight_decay});
+      grad_views.push_back(at(grads));
+    }
+  }
+  std::span<float> span(const Tensor& t) const { return {t.ptr<float>(), static_cast<size_t>(t.numel())}; }
+};
+
+int64_t count_targets(const Batch& batch) {
+  int64_t n = 0;
+  for (int32_t t : shifted_targets(batch)) n += t != kIgnoreLabel;
+  return n;
+}
+
+LlamaConfig resolve_config(const TrainConfig& tc, const PreparedDataset& data) {
+  if (!tc.init_from.empty()) return load_config((fs::path(tc.init_from) / "config.json").string());
+  LlamaConfig c = is_preset_name(tc.model) ? preset_config(tc.model) : load_config(tc.model);
+  if (c.vocab_size == 0 || is_preset_name(tc.model)) c.vocab_size = data.vocab_size();
+  c.validate(tc.model);
+  return c;
+}
+
+// The largest micro-batch the packer can produce, which sizes the activation arena once.
+int64_t max_batch_tokens(const PackingOptions& p, const DatasetSplit& split) {
+  int64_t longest = 0;
+  for (int64_t i = 0; i < split.size(); ++i) longest = std::max(longest, split.length(i));
+  switch (p.strategy) {
+    case Strategy::kFlatten:
+      return p.tokens_per_batch > 0 ? std::max(p.tokens_per_batch, longest) : int64_t{p.examples_per_batch} * longest;
+    case Strategy::kPadding:
+      return p.tokens_per_batch > 0 ? std::max(p.tokens_per_batch, longest) : int64_t{p.examples_per_batch} * longest;
+    default: {
+      BatchStream probe(split, p);  // fixed-length rows: the first batch has the steady-state row count
+      return std::max<int64_t>(probe.next().num_tokens(), p.row_len);
+    }
+  }
+}
+
+}  // namespace
+
+TrainResult train(const TrainConfig& tc) {
+  auto data = PreparedDataset::open(tc.data_dir);
+  const LlamaConfig config = resolve_config(tc, data);
+  if (config.vocab_size < data.vocab_size())
+    fail("the model's vocab_size ({}) is smaller than the dataset's tokenizer ({}); use a matching config",
+         config.vocab_size, data.vocab_size());
+  const std::string tokenizer_json = read_file((fs::path(tc.data_dir) / "tokenizer.json").string());
+  const fs::path ckpt_root = fs::path(tc.out_dir) / "checkpoints";
+  fs::create_directories(ckpt_root);
+
+  LlamaModel model(config, max_batch_tokens(tc.packing, data.train()));
+  OptimizerState opt(model.layout());
+  TrainerState state;
+  state.seed = tc.seed;
+  if (auto latest = tc.resume ? latest_checkpoint(ckpt_root.string()) : std::nullopt) {
+    auto ck = load_training_checkpoint(*latest);
+    std::copy(ck.weights.params.begin(), ck.weights.params.end(), opt.span(opt.params).begin());
+    std::copy(ck.adam_m.begin(), ck.adam_m.end(), opt.span(opt.m).begin());
+    std::copy(ck.adam_v.begin(), ck.adam_v.end(), opt.span(opt.v).begin());
+    state = ck.state;
+    log_info("resumed from {} at step {}", *latest, state.step);
+  } else {
+    auto init = tc.init_from.empty() ? init_params(config, tc.seed) : load_model_dir(tc.init_from).params;
+    std::copy(init.begin(), init.end(), opt.span(opt.params).begin());
+  }
+  log_info("model: {} layers, hidden {}, {} heads ({} kv), vocab {}: {:.2f}M parameters; activations {:.1f} MiB",
+           config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
+           config.vocab_size, static_cast<double>(config.num_parameters()) / 1e6,
+           static_cast<double>(model.activation_bytes()) / (1 << 20));
+
+  PackingOptions packing = tc.packing;
+  packing.seed = tc.seed;
+  BatchStream stream(data.train(), packing, state.epoch, state.batches_in_epoch);
+  MetricsLog metrics((fs::path(tc.out_dir) / "metrics.jsonl").string());
+  LrSchedule lr = tc.lr;
+  lr.total_steps = tc.steps;
+  const double peak_flops = tc.peak_tflops > 0 ? tc.peak_tflops * 1e12 : cpu_peak_flops_estimate();
+  TrainResult result;
+  auto validate = [&] {
+    auto r = evaluate(model, opt.params, data.val(), tc.eval_batches);
+    metrics.validation(state.step, r.loss, r.tokens);
+    if (result.first_val_loss == 0) result.first_val_loss = r.loss;
+    result.final_val_loss = r.loss;
+  };
+  auto save = [&] {
+    auto dir = save_training_checkpoint(ckpt_root.string(), config, opt.span(opt.params), opt.span(opt.m),
+                                        opt.span(opt.v), state, tokenizer_json);
+    log_info("saved {}", dir);
+  };
+
+  if (state.step == 0) validate();
+  const auto run_start = Clock::now();
+  const int64_t first_step = state.step;
+  for (int64_t done_here = 0; state.step < tc.steps; ++done_here) {
+    if (tc.stop_after > 0 && done_here == tc.stop_after) {
+      save();
+      return result;
+    }
+    const auto t0 = Clock::now();
+    // 1. The optimizer step's micro-batches, and its target count (the loss normaliser).
+    std::vector<Batch> micro;
+    int64_t targets = 0, real = 0, processed = 0;
+    double flops = 0;
+    for (int i = 0; i < tc.grad_accum; ++i) {
+      micro.push_back(stream.next());
+      targets += count_targets(micro.back());
+      real += micro.back().real_tokens;
+      processed += micro.back().processed_tokens;
+      flops += training_flops(config, micro.back());
+    }
+    // 2. Forward and backward; gradients accumulate over micro-batches.
+    std::fill(opt.span(opt.grads).begin(), opt.span(opt.grads).end(), 0.0f);
+    double loss_sum = 0;
+    for (const Batch& b : micro)
+      loss_sum += model.forward_backward(b, opt.params, opt.grads, 1.0 / static_cast<double>(std::max<int64_t>(1, targets))).loss_sum;
+    // 3. Clip, step.
+    const double grad_norm = ops::clip_grad_norm(opt.grad_views, tc.max_grad_norm);
+    ++state.step;
+    ops::AdamWConfig adamw = tc.adamw;
+    adamw.lr = lr.at(state.step);
+    ops::adamw_step(opt.per_param, adamw, state.step);
+    state.epoch = stream.epoch();
+    state.batches_in_epoch = stream.batches_in_epoch();
+    state.tokens_seen += real;
+    // 4. Log.
+    const double step_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double elapsed = std::chrono::duration<double>(Clock::now() - run_start).count();
+    if (state.step % tc.log_every == 0 || state.step == tc.steps) {
+      StepMetrics m;
+      m.step = state.step, m.total_steps = tc.steps;
+      m.loss = loss_sum / static_cast<double>(std::max<int64_t>(1, targets));
+      m.lr = adamw.lr, m.grad_norm = grad_norm;
+      m.real_tokens_per_s = static_cast<double>(real) / step_s;
+      m.padding_pct = 100.0 * static_cast<double>(processed - real) / static_cast<double>(std::max<int64_t>(1, processed));
+      m.mfu_pct = peak_flops > 0 ? 100.0 * flops / step_s / peak_flops : 0;
+      m.peak_memory_gib = peak_host_memory_gib();
+      m.elapsed_s = elapsed;
+      m.eta_s = elapsed / static_cast<double>(state.step - first_step) * static_cast<double>(tc.steps - state.step);
+      m.tokens_seen = state.tokens_seen;
+      metrics.step(m);
+    }
+    if (tc.eval_every > 0 && state.step % tc.eval_every == 0 && state.step != tc.steps) validate();
+    if (tc.save_every > 0 && state.step % tc.save_every == 0 && state.step != tc.steps) save();
+  }
+  validate();
+  save();
+  result.final_dir = (fs::path(tc.out_dir) / "final").string();
+  save_model_dir(result.final_dir, config, opt.span(opt.params), tokenizer_json);
+  log_info("final model (Hugging Face format) in {}", result.final_dir);
+  return result;
+}
+
+}  // namespace pt
