@@ -32,8 +32,8 @@ class DatasetWriter {
   DatasetWriter(const std::string& dir, uint64_t seed, double val_fraction);
   ~DatasetWriter();
 
-  // One record's kept pieces: example holds them back to back, piece_lengths says where they end.
-  void add(uint64_t record_index, const EncodedExample& example, const std::vector<uint32_t>& piece_lengths);
+  // One record's kept pieces: example holds them back to back, piece_lengths says how long each is.
+  void add(uint64_t record_index, EncodedExample&& example, std::vector<uint32_t>&& piece_lengths);
   int64_t records_added() const { return records_added_; }
   WrittenDataset commit();
 

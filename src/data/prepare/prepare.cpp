@@ -61,7 +61,8 @@ PrepareReport prepare_dataset(const PrepareOptions& options) {
       for (size_t i = 0; i < results.size(); ++i) {
         for (const auto& issue : results[i].issues)
           issues.report(chunk.where(chunk.records[i]), issue.kind, issue.message, issue.action);
-        writer.add(static_cast<uint64_t>(records_read++), results[i].example, results[i].piece_lengths);
+        writer.add(static_cast<uint64_t>(records_read++), std::move(results[i].example),
+                   std::move(results[i].piece_lengths));
       }
       if (progress) progress->update(static_cast<double>(bytes_before + reader.bytes_consumed()) / kMB);
     }
