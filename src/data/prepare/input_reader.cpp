@@ -23,6 +23,7 @@ bool InputReader::next(InputChunk& chunk) {
   std::string_view line;
   bool in_document = false;  // plain text: the last record may still grow
   while (lines_.next(line)) {
+    if (lines_.line_number() == 1 && line.starts_with("\xEF\xBB\xBF")) line.remove_prefix(3);  // UTF-8 BOM
     if (is_blank(line)) {
       in_document = false;
       if (chunk.data.size() >= chunk_bytes_) break;

@@ -79,9 +79,9 @@ TEST_F(BadInputTest, EachBadJsonRecordIsSkippedCountedAndLocated) {
   }
 }
 
-TEST_F(BadInputTest, UnknownFieldsAndBlankLinesAreNotProblems) {
+TEST_F(BadInputTest, UnknownFieldsBlankLinesAndAByteOrderMarkAreNotProblems) {
   auto input = test::write_input(dir_, "in.jsonl",
-                                 "\n" R"({"text": "a", "id": 7, "meta": {"source": "web"}})" "\n  \n"
+                                 "\xEF\xBB\xBF" R"({"text": "a", "id": 7, "meta": {"source": "web"}})" "\n\n  \n"
                                  R"({"messages": [{"role": "assistant", "content": "x", "name": "bob"}], "tags": []})" "\n");
   auto o = test::quiet_options(dir_, {input});
   o.strict = true;
