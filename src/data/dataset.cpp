@@ -2,7 +2,94 @@
 
 #include "core/error.h"
 
+#include <nlohmann/json.hpp>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fmt/format.h>
+
 namespace pt {
+
+namespace {
+
+constexpr std::string_view kRedo = "re-run `packtrain prepare` to rebuild the dataset";
+
+struct MappedSplit {
+  MappedFile tokens, mask, offsets;
+};
+
+// A validated split's views and the mapped files that back them.
+struct SplitViews {
+  std::shared_ptr<const MappedSplit> files;
+  std::span<const uint32_t> tokens;
+  std::span<const uint8_t> mask;
+  std::span<const uint64_t> offsets;
+};
+
+uint64_t parse_hex64(const nlohmann::json& value, const std::string& what) {
+  auto s = value.get<std::string>();
+  if (s.size() != 16 || s.find_first_not_of("0123456789abcdef") != std::string::npos)
+    fail("{} is not a 16-digit hex number", what);
+  return std::stoull(s, nullptr, 16);
+}
+
+template <class T>
+std::span<const T> as_span(const MappedFile& file) {
+  return {reinterpret_cast<const T*>(file.bytes().data()), file.size() / sizeof(T)};
+}
+
+// Maps one data file and checks it against metadata.json's record of it.
+MappedFile open_data_file(const std::filesystem::path& dir, const std::string& split, const std::string& name,
+                          const nlohmann::json& split_meta, uint64_t expected_bytes, bool verify_checksums) {
+  auto path = (dir / split / name).string();
+  if (!std::filesystem::exists(path)) fail("{} is missing; {}", path, kRedo);
+  MappedFile file(path);
+  const auto& record = split_meta.at("files").at(name);
+  auto recorded_bytes = record.at("bytes").get<uint64_t>();
+  if (file.size() != recorded_bytes || recorded_bytes != expected_bytes)
+    fail("{} has {} bytes, but metadata.json records {} (and its counts imply {}): the file is truncated or was "
+         "changed; {}", path, file.size(), recorded_bytes, expected_bytes, kRedo);
+  if (verify_checksums) {
+    uint64_t expected = parse_hex64(record.at("xxh64"), path + " checksum in metadata.json");
+    uint64_t actual = XXH64(file.bytes().data(), file.size(), 0);
+    if (actual != expected)
+      fail("{} fails its checksum (xxh64 {:016x}, metadata.json records {:016x}): the file is corrupt or was "
+           "changed; {}", path, actual, expected, kRedo);
+  }
+  return file;
+}
+
+SplitViews open_split(const std::filesystem::path& dir, const std::string& name, const nlohmann::json& meta,
+                        int32_t vocab_size, bool verify_checksums) {
+  const auto& split_meta = meta.at("splits").at(name);
+  auto examples = split_meta.at("examples").get<uint64_t>();
+  auto tokens = split_meta.at("tokens").get<uint64_t>();
+  auto files = std::make_shared<MappedSplit>(MappedSplit{
+      open_data_file(dir, name, "tokens.bin", split_meta, tokens * sizeof(uint32_t), verify_checksums),
+      open_data_file(dir, name, "loss_mask.bin", split_meta, tokens, verify_checksums),
+      open_data_file(dir, name, "offsets.bin", split_meta, (examples + 1) * sizeof(uint64_t), verify_checksums)});
+
+  auto offsets = as_span<uint64_t>(files->offsets);
+  auto offsets_path = (dir / name / "offsets.bin").string();
+  if (offsets.front() != 0) fail("{}: the first offset is {}, expected 0; {}", offsets_path, offsets.front(), kRedo);
+  for (size_t i = 1; i < offsets.size(); ++i)
+    if (offsets[i] < offsets[i - 1])
+      fail("{}: offsets decrease at example {} ({} then {}); {}", offsets_path, i - 1, offsets[i - 1], offsets[i], kRedo);
+  if (offsets.back() != tokens)
+    fail("{}: the last offset is {}, expected the token count {}; {}", offsets_path, offsets.back(), tokens, kRedo);
+
+  auto ids = as_span<uint32_t>(files->tokens);
+  auto bad = std::find_if(ids.begin(), ids.end(), [&](uint32_t id) { return id >= static_cast<uint32_t>(vocab_size); });
+  if (bad != ids.end())
+    fail("{}: token {} has id {}, not below the vocabulary size {}; {}", (dir / name / "tokens.bin").string(),
+         bad - ids.begin(), *bad, vocab_size, kRedo);
+
+  auto mask = as_span<uint8_t>(files->mask);
+  return {std::move(files), ids, mask, offsets};
+}
+
+}  // namespace
 
 DatasetSplit DatasetSplit::from_vectors(std::vector<uint32_t> tokens, std::vector<uint8_t> loss_mask,
                                         std::vector<uint64_t> offsets) {
@@ -24,6 +111,41 @@ DatasetSplit DatasetSplit::from_vectors(std::vector<uint32_t> tokens, std::vecto
   split.offsets_ = owned->offsets;
   split.storage_ = std::move(owned);
   return split;
+}
+
+PreparedDataset PreparedDataset::open(const std::string& dir, bool verify_checksums) {
+  std::filesystem::path root(dir);
+  auto metadata_path = (root / "metadata.json").string();
+  if (!std::filesystem::exists(metadata_path))
+    fail("{} is not a prepared dataset: {} is missing (prepare did not finish, or this is the wrong directory); {}",
+         dir, metadata_path, kRedo);
+  nlohmann::json meta;
+  try {
+    meta = nlohmann::json::parse(read_file(metadata_path));
+  } catch (const nlohmann::json::exception& e) {
+    fail("{} is not valid JSON ({}); {}", metadata_path, e.what(), kRedo);
+  }
+  PreparedDataset ds;
+  ds.dir_ = dir;
+  try {
+    auto version = meta.at("format_version").get<int>();
+    if (version != kDatasetFormatVersion)
+      fail("{}: dataset format version {}, but this build reads version {}; {}", metadata_path, version,
+           kDatasetFormatVersion, kRedo);
+    const auto& tokenizer = meta.at("tokenizer");
+    ds.tokenizer_hash_ = parse_hex64(tokenizer.at("hash"), metadata_path + ": tokenizer.hash");
+    ds.vocab_size_ = tokenizer.at("vocab_size").get<int32_t>();
+    for (auto [name, split] : {std::pair{"train", &ds.train_}, std::pair{"val", &ds.val_}}) {
+      auto views = open_split(root, name, meta, ds.vocab_size_, verify_checksums);
+      split->tokens_ = views.tokens;
+      split->mask_ = views.mask;
+      split->offsets_ = views.offsets;
+      split->storage_ = std::move(views.files);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail("{} lacks a field or has one of the wrong type ({}); {}", metadata_path, e.what(), kRedo);
+  }
+  return ds;
 }
 
 }  // namespace pt
