@@ -78,6 +78,8 @@ PrepareReport prepare_dataset(const PrepareOptions& options) {
   auto metadata_path = (fs::path(options.output_dir) / "metadata.json").string();
   fs::remove(metadata_path);
   auto written = writer.commit();
+  // The dataset carries its tokenizer, so training and checkpoints never depend on the original path.
+  write_file_atomic((fs::path(options.output_dir) / "tokenizer.json").string(), read_file(options.tokenizer_path));
   auto metadata = make_metadata({options, tokenizer, chat_template_name(encoder.chat_template()), records_read,
                                  writer.records_added(), issues, written});
   write_file_atomic(metadata_path, metadata.dump(2) + "\n");
