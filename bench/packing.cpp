@@ -13,8 +13,8 @@ int main() {
   pt::DatasetSplit split = pt::synthetic_split(lengths, 1);
   fmt::print("split: {} examples, {} tokens (lognormal lengths, median 330, max 2048); row length 2048\n\n",
              split.size(), split.num_tokens());
-  fmt::print("{:<13} {:>4} {:>8} {:>11} {:>14} {:>16}\n", "strategy", "N", "batches", "efficiency", "real Mtok/s",
-             "processed Mtok/s");
+  fmt::print("{:<13} {:>4} {:>8} {:>11} {:>14} {:>16}\n", "strategy", "N", "batches", "efficiency",
+             "real Mtok/s", "processed Mtok/s");
   for (int32_t n : {16, 64}) {
     for (pt::Strategy s : pt::kAllStrategies) {
       pt::PackingOptions options;

@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -33,15 +35,15 @@ void print_table(const std::vector<StrategyReport>& reports, const PackingOption
   fmt::print("{:<13} {:>9} {:>10} {:>13} {:>13} {:>9} {:>13} {:>9} {:>10}\n", "strategy", "batches", "rows",
              "real tokens", "processed", "padding%", "loss tokens", "split", "attention");
   for (const auto& r : reports)
-    fmt::print("{:<13} {:>9} {:>10} {:>13} {:>13} {:>8.2f}% {:>13} {:>9} {:>9.3f}x\n", strategy_name(r.strategy),
-               r.batches, r.rows, r.real_tokens, r.processed_tokens, 100 * r.padding_fraction(), r.loss_tokens,
-               r.examples_split, r.attention_vs_padding);
+    fmt::print("{:<13} {:>9} {:>10} {:>13} {:>13} {:>8.2f}% {:>13} {:>9} {:>9.3f}x\n",
+               strategy_name(r.strategy), r.batches, r.rows, r.real_tokens, r.processed_tokens,
+               100 * r.padding_fraction(), r.loss_tokens, r.examples_split, r.attention_vs_padding);
   fmt::print(
-      "\nprocessed: rows x row length, what the model computes on; padding%: share of processed tokens that are\n"
-      "padding; loss tokens: targets with a loss; split: examples cut across rows (their later pieces lose\n"
-      "one target). attention: attention FLOPs relative to padding, counted as the sum over attention\n"
-      "segments of L^2 where L is the segment's real tokens (varlen attention skips padding), except padding\n"
-      "and concat, whose attention spans whole rows: row_len^2 per row.\n");
+      "\nprocessed: rows x row length, what the model computes on; padding%: share of processed tokens\n"
+      "that are padding; loss tokens: targets with a loss; split: examples cut across rows (each later\n"
+      "piece loses one target). attention: attention FLOPs relative to padding, counted as the sum over\n"
+      "attention segments of L^2 where L is the segment's real tokens (varlen attention skips padding),\n"
+      "except for padding and concat, whose attention spans whole rows: row_len^2 per row.\n");
 }
 
 nlohmann::json to_json(const std::vector<StrategyReport>& reports, const PackingOptions& options,
@@ -78,22 +80,19 @@ void run(const PackReportArgs& args) {
   const DatasetSplit& split = args.split == "val" ? dataset.val() : dataset.train();
   if (split.size() == 0) fail("{}: the {} split has no examples", args.data_dir, args.split);
 
-  // One bar per strategy, counting the epoch's examples.
+  // One bar over the five epochs, counted in examples.
   auto examples = static_cast<double>(split.size());
-  std::unique_ptr<Progress> bar;
-  Strategy current = Strategy::kPadding;
+  Progress bar("pack-report", examples * std::size(kAllStrategies), "examples");
   auto reports = pack_report(split, options, [&](Strategy s, double fraction) {
-    if (!bar || s != current) {
-      if (bar) bar->finish();
-      bar = std::make_unique<Progress>(fmt::format("{:<13}", strategy_name(s)), examples, "examples");
-      current = s;
-    }
-    bar->update(fraction * examples);
+    auto index =
+        std::find(std::begin(kAllStrategies), std::end(kAllStrategies), s) - std::begin(kAllStrategies);
+    bar.update((static_cast<double>(index) + fraction) * examples);
   });
-  bar.reset();
+  bar.finish();
 
   print_table(reports, options);
-  if (!args.json_path.empty()) write_file_atomic(args.json_path, to_json(reports, options, args.split).dump(2) + "\n");
+  if (!args.json_path.empty())
+    write_file_atomic(args.json_path, to_json(reports, options, args.split).dump(2) + "\n");
 }
 
 }  // namespace
@@ -101,8 +100,9 @@ void run(const PackReportArgs& args) {
 void register_pack_report(CLI::App& app) {
   auto args = std::make_shared<PackReportArgs>();
   auto* cmd = app.add_subcommand(
-      "pack-report", "Pack one epoch of a prepared dataset with every strategy and compare padding, rows and "
-                     "attention cost");
+      "pack-report",
+      "Pack one epoch of a prepared dataset with every strategy and compare padding, rows and "
+      "attention cost");
   cmd->add_option("--data", args->data_dir, "Prepared dataset directory")->required();
   auto* examples = cmd->add_option("--examples", args->examples, "Examples per batch (default 16)")
                        ->check(CLI::PositiveNumber);

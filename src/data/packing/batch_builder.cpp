@@ -74,7 +74,6 @@ void BatchBuilder::end_row(int32_t row_len, PadTail tail) {
   segment_start_ = -1;
 }
 
-
 Batch BatchBuilder::finish() {
   PT_ASSERT(static_cast<int64_t>(batch_.input_ids.size()) == row_start_);
   batch_.cu_seqlens.push_back(static_cast<int32_t>(row_start_));

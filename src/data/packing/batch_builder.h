@@ -36,7 +36,7 @@ class BatchBuilder {
 
   Batch batch_;
   int32_t pad_id_;
-  int64_t row_start_ = 0;     // flattened offset of the open row
+  int64_t row_start_ = 0;       // flattened offset of the open row
   int64_t segment_start_ = -1;  // flattened offset of the open segment, -1 before the row's first
   int32_t next_position_ = 0;
 };

@@ -18,7 +18,8 @@ int64_t minibatch_end(const DatasetSplit& split, std::span<const int64_t> order,
   int64_t end = begin, longest = 0, total = 0;
   for (; end < n; ++end) {
     int64_t length = split.length(order[end]);
-    int64_t after = cost == BudgetCost::kPaddedRows ? (end - begin + 1) * std::max(longest, length) : total + length;
+    int64_t after =
+        cost == BudgetCost::kPaddedRows ? (end - begin + 1) * std::max(longest, length) : total + length;
     if (after > options.tokens_per_batch && end > begin) break;
     longest = std::max(longest, length);
     total += length;
@@ -28,7 +29,8 @@ int64_t minibatch_end(const DatasetSplit& split, std::span<const int64_t> order,
 
 int32_t fixed_rows_per_batch(const DatasetSplit& split, const PackingOptions& options) {
   if (options.tokens_per_batch > 0) return static_cast<int32_t>(options.tokens_per_batch / options.row_len);
-  double mean = split.size() > 0 ? static_cast<double>(split.num_tokens()) / static_cast<double>(split.size()) : 0;
+  double mean =
+      split.size() > 0 ? static_cast<double>(split.num_tokens()) / static_cast<double>(split.size()) : 0;
   double rows = std::round(options.examples_per_batch * mean / options.row_len);
   return std::max(1, static_cast<int32_t>(rows));
 }

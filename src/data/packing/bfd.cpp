@@ -112,16 +112,17 @@ class BfdPacker final : public Packer {
   int32_t rows_per_batch_;
   int64_t window_tokens_;
   SplitMix64 rng_;
-  int64_t next_ = 0;               // position in order_ of the next example to pack
-  std::vector<int64_t> carried_;   // examples of rows left over from the last window
-  std::vector<Row> rows_;          // the packed window
+  int64_t next_ = 0;              // position in order_ of the next example to pack
+  std::vector<int64_t> carried_;  // examples of rows left over from the last window
+  std::vector<Row> rows_;         // the packed window
   size_t next_row_ = 0;
   int64_t emitted_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<Packer> make_bfd_packer(const DatasetSplit& split, const PackingOptions& options, int64_t epoch) {
+std::unique_ptr<Packer> make_bfd_packer(const DatasetSplit& split, const PackingOptions& options,
+                                        int64_t epoch) {
   return std::make_unique<BfdPacker>(split, options, epoch);
 }
 

@@ -14,6 +14,7 @@ std::unique_ptr<Packer> make_concat_packer(const DatasetSplit& split, const Pack
                                            int64_t epoch, bool keep_boundaries);
 std::unique_ptr<Packer> make_flatten_packer(const DatasetSplit& split, const PackingOptions& options,
                                             int64_t epoch);
-std::unique_ptr<Packer> make_bfd_packer(const DatasetSplit& split, const PackingOptions& options, int64_t epoch);
+std::unique_ptr<Packer> make_bfd_packer(const DatasetSplit& split, const PackingOptions& options,
+                                        int64_t epoch);
 
 }  // namespace pt

@@ -88,7 +88,8 @@ void EpochChecker::check(const Batch& b) {
         if (!dense && strategy_ != Strategy::kConcatPosId) {
           auto seg = std::upper_bound(b.cu_seqlens.begin(), b.cu_seqlens.end(), static_cast<int32_t>(t));
           int32_t seg_real_end = std::min(*seg, r * b.row_len + real_len);
-          EXPECT_EQ(seg_real_end - static_cast<int32_t>(t), end(e) - start(e)) << "example " << e << " is not whole";
+          EXPECT_EQ(seg_real_end - static_cast<int32_t>(t), end(e) - start(e))
+              << "example " << e << " is not whole";
         }
       } else if (c > 0 && strategy_ != Strategy::kConcat) {
         // No example's position ids continue from another's: inside a segment, tokens run on in one example.

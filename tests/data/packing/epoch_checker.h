@@ -32,10 +32,10 @@ class EpochChecker {
   DatasetSplit split_;
   Strategy strategy_;
   int32_t pad_id_;
-  std::vector<int64_t> starts_;        // examples + 1 global token offsets
-  std::vector<uint8_t> mask_;          // loss mask by global token
-  std::vector<uint8_t> seen_;          // by global token
-  std::vector<int64_t> stream_;        // global tokens in batch, row, column order
+  std::vector<int64_t> starts_;  // examples + 1 global token offsets
+  std::vector<uint8_t> mask_;    // loss mask by global token
+  std::vector<uint8_t> seen_;    // by global token
+  std::vector<int64_t> stream_;  // global tokens in batch, row, column order
   int64_t batches_ = 0, examples_ = 0, examples_split_ = 0;
 };
 

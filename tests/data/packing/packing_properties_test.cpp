@@ -25,11 +25,16 @@ std::vector<int64_t> awkward_lengths(int64_t count, uint64_t seed, bool fit_rows
   std::vector<int64_t> lengths;
   for (int64_t i = 0; i < count; ++i) {
     uint64_t kind = rng.below(20);
-    if (kind == 0) lengths.push_back(0);
-    else if (kind <= 2) lengths.push_back(1);
-    else if (kind <= 4) lengths.push_back(kRowLen);
-    else if (kind <= 6 && !fit_rows) lengths.push_back(kRowLen + 1 + static_cast<int64_t>(rng.below(2 * kRowLen)));
-    else lengths.push_back(1 + static_cast<int64_t>(rng.below(kRowLen - 1)));
+    if (kind == 0)
+      lengths.push_back(0);
+    else if (kind <= 2)
+      lengths.push_back(1);
+    else if (kind <= 4)
+      lengths.push_back(kRowLen);
+    else if (kind <= 6 && !fit_rows)
+      lengths.push_back(kRowLen + 1 + static_cast<int64_t>(rng.below(2 * kRowLen)));
+    else
+      lengths.push_back(1 + static_cast<int64_t>(rng.below(kRowLen - 1)));
   }
   return lengths;
 }
@@ -85,8 +90,9 @@ TEST_P(PackingProperties, BatchesHaveTheRequestedSize) {
   while (auto batch = packer->next()) batches.push_back(std::move(*batch));
   ASSERT_GT(batches.size(), 3u);
   double mean = static_cast<double>(data.num_tokens()) / static_cast<double>(data.size());
-  int32_t fixed_rows = token_mode() ? static_cast<int32_t>(kTokensPerBatch / kRowLen)
-                                    : std::max(1, static_cast<int32_t>(std::round(kExamplesPerBatch * mean / kRowLen)));
+  int32_t fixed_rows = token_mode()
+                           ? static_cast<int32_t>(kTokensPerBatch / kRowLen)
+                           : std::max(1, static_cast<int32_t>(std::round(kExamplesPerBatch * mean / kRowLen)));
   for (size_t i = 0; i < batches.size(); ++i) {
     const Batch& b = batches[i];
     bool last = i + 1 == batches.size();
@@ -163,7 +169,8 @@ std::string param_name(const ::testing::TestParamInfo<std::tuple<Strategy, bool>
 }
 
 INSTANTIATE_TEST_SUITE_P(AllStrategies, PackingProperties,
-                         ::testing::Combine(::testing::ValuesIn(kAllStrategies), ::testing::Bool()), param_name);
+                         ::testing::Combine(::testing::ValuesIn(kAllStrategies), ::testing::Bool()),
+                         param_name);
 
 }  // namespace
 }  // namespace pt

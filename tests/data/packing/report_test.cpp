@@ -28,8 +28,11 @@ TEST(PackReport, MatchesHandComputedNumbersOnATinySplit) {
   // concat-posid: the same rows, segments 3,1 | 1,3 | 1,1,(2 pads): 9+1+1+9+1+1.
   // flatten: rows [3 2] and [4 1]: 9+4+16+1.
   // bfd: 4,3,2,1 best fit into rows of 4: [4] [3 1] [2 . .]: 16+9+1+4.
-  const Expected expected[] = {{2, 4, 14, 6, 0, 50}, {3, 3, 12, 4, 2, 48}, {3, 3, 12, 4, 2, 22},
-                               {2, 2, 10, 6, 0, 30}, {3, 3, 12, 6, 0, 30}};
+  const Expected expected[] = {{2, 4, 14, 6, 0, 50},
+                               {3, 3, 12, 4, 2, 48},
+                               {3, 3, 12, 4, 2, 22},
+                               {2, 2, 10, 6, 0, 30},
+                               {3, 3, 12, 6, 0, 30}};
   ASSERT_EQ(reports.size(), 5u);
   for (size_t i = 0; i < reports.size(); ++i) {
     const StrategyReport& r = reports[i];
