@@ -22,10 +22,10 @@ struct Batch {
   // Attention segments in flattened token coordinates: attention is causal within
   // [cu_seqlens[i], cu_seqlens[i+1]) and never crosses a boundary. Covers all rows*row_len tokens.
   // padding: one segment per row (pads trail the example, so causal attention keeps them out of it);
-  // concat: one segment per row; concat-posid, flatten, bfd: one per example piece (plus trailing pad
-  // segments in bfd rows).
+  // concat: one segment per row; concat-posid, flatten, bfd: one per example piece, plus a segment of
+  // its own for the pad tail of a bfd row or of the epoch's last concat-posid row.
   std::vector<int32_t> cu_seqlens;
-  int32_t max_seqlen = 0;
+  int32_t max_seqlen = 0;  // longest segment, pad segments included
   // Real (non-pad) tokens per row, so a backend can skip the pad tail of each row.
   std::vector<int32_t> row_real_len;
 
@@ -33,7 +33,7 @@ struct Batch {
   int64_t processed_tokens = 0;  // rows * row_len: what the model computes on
   int64_t loss_tokens = 0;       // labels != -100
   int32_t examples = 0;          // examples that start in this batch
-  int32_t examples_split = 0;    // examples cut across rows or batches (concat, concat-posid)
+  int32_t examples_split = 0;    // examples that start here and run past their row (concat, concat-posid)
 
   int64_t num_tokens() const { return int64_t{rows} * row_len; }
 };

@@ -1,5 +1,6 @@
 // Packing strategies: one interface, one file per strategy. A packer walks one epoch of a dataset
 // split in a seeded shuffled order and yields batches; the same (seed, epoch) gives the same batches.
+// Every non-empty example appears exactly once per epoch (empty ones carry nothing and are skipped).
 #pragma once
 
 #include "data/dataset.h"
@@ -14,7 +15,13 @@
 
 namespace pt {
 
-enum class Strategy { kPadding, kConcat, kConcatPosId, kFlatten, kBfd };
+enum class Strategy {
+  kPadding,      // each example its own row, padded to the minibatch's longest
+  kConcat,       // examples streamed into rows of row_len; attention spans the row (fixed-length packing)
+  kConcatPosId,  // the same rows; attention and position ids restart at every example piece
+  kFlatten,      // a minibatch's examples side by side in one unpadded row (HF DataCollatorWithFlattening)
+  kBfd,          // whole examples best-fit-decreasing into rows of row_len
+};
 
 inline constexpr Strategy kAllStrategies[] = {Strategy::kPadding, Strategy::kConcat, Strategy::kConcatPosId,
                                               Strategy::kFlatten, Strategy::kBfd};
@@ -25,10 +32,14 @@ Strategy parse_strategy(std::string_view name);    // throws pt::Error listing t
 struct PackingOptions {
   Strategy strategy = Strategy::kFlatten;
   // A batch is either a number of examples or a token budget (exactly one of the two is > 0).
+  // Examples: padding and flatten take N examples; the fixed-row strategies take
+  // max(1, round(N * mean_length / row_len)) rows, about N examples.
+  // Tokens: padding takes examples while rows * longest fits, flatten while their sum fits; the
+  // fixed-row strategies take budget / row_len rows.
   int32_t examples_per_batch = 0;
   int64_t tokens_per_batch = 0;
-  // Row length of the fixed-row strategies (concat, concat-posid, bfd). Examples longer than it were
-  // handled at prepare time (truncate/split/drop); a longer one here is an error.
+  // Row length of the fixed-row strategies (concat, concat-posid, bfd). concat cuts longer examples
+  // across rows; bfd never cuts one, so a longer example is an error there (prepare with --max-len).
   int32_t row_len = 2048;
   int32_t pad_id = 0;
   uint64_t seed = 0;

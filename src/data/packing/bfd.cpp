@@ -1,0 +1,129 @@
+// bfd: best-fit-decreasing bin packing of whole examples into rows of row_len (multipack-style). Packing
+// a window of many shuffled examples at once keeps rows nearly full while the data stays random; the
+// window's rows are shuffled before they are cut into batches, so batch order is random too.
+#include "data/packing/batch_builder.h"
+#include "data/packing/batch_sizing.h"
+#include "data/packing/shuffle.h"
+#include "data/packing/strategies.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+namespace pt {
+namespace {
+
+// Batches' worth of tokens packed together: enough small examples to fill the gaps big ones leave.
+constexpr int64_t kWindowBatches = 256;
+constexpr uint64_t kRowOrderStream = 2;
+
+struct Row {
+  std::vector<int64_t> examples;  // dataset indices
+  int32_t fill = 0;
+};
+
+// Best fit decreasing: longest first, each into the row it fills most (least room left that fits).
+std::vector<Row> best_fit_decreasing(const DatasetSplit& split, std::span<const int64_t> examples,
+                                     int32_t row_len) {
+  std::vector<std::pair<int64_t, int64_t>> by_length;  // (-length, position): a total order, so deterministic
+  by_length.reserve(examples.size());
+  for (size_t i = 0; i < examples.size(); ++i)
+    by_length.emplace_back(-split.length(examples[i]), static_cast<int64_t>(i));
+  std::sort(by_length.begin(), by_length.end());
+
+  std::vector<Row> rows;
+  std::set<std::pair<int32_t, size_t>> open;  // (room left, row)
+  for (auto [negative_length, position] : by_length) {
+    auto length = static_cast<int32_t>(-negative_length);
+    auto fit = open.lower_bound({length, 0});
+    size_t row;
+    if (fit == open.end()) {
+      row = rows.size();
+      rows.emplace_back();
+    } else {
+      row = fit->second;
+      open.erase(fit);
+    }
+    rows[row].examples.push_back(examples[static_cast<size_t>(position)]);
+    rows[row].fill += length;
+    if (rows[row].fill < row_len) open.emplace(row_len - rows[row].fill, row);
+  }
+  return rows;
+}
+
+class BfdPacker final : public Packer {
+ public:
+  BfdPacker(const DatasetSplit& split, const PackingOptions& options, int64_t epoch)
+      : split_(split),
+        options_(options),
+        order_(packing_order(split, options, epoch)),
+        rows_per_batch_(fixed_rows_per_batch(split, options)),
+        window_tokens_(kWindowBatches * rows_per_batch_ * options.row_len),
+        rng_(seeded_stream(options.seed, epoch, kRowOrderStream)) {}
+
+  std::optional<Batch> next() override {
+    while (next_row_ == rows_.size() && (next_ < std::ssize(order_) || !carried_.empty())) pack_window();
+    if (next_row_ == rows_.size()) return std::nullopt;
+    size_t end = std::min(rows_.size(), next_row_ + static_cast<size_t>(rows_per_batch_));
+    BatchBuilder builder(options_.pad_id, static_cast<int64_t>(end - next_row_) * options_.row_len);
+    for (; next_row_ < end; ++next_row_) {
+      for (int64_t index : rows_[next_row_].examples) {
+        Example example = split_.example(index);
+        builder.append(example, 0, std::ssize(example.tokens), true);
+      }
+      builder.end_row(options_.row_len, PadTail::kOwnSegment);
+    }
+    Batch batch = builder.finish();
+    emitted_ += batch.examples;
+    return batch;
+  }
+
+  double progress() const override {
+    return order_.empty() ? 1.0 : static_cast<double>(emitted_) / static_cast<double>(order_.size());
+  }
+
+ private:
+  // Packs the examples carried over plus the next window's into rows_. Before the epoch's end only whole
+  // batches are kept: the emptiest rows go back into the pool, where the next window can still fill them.
+  void pack_window() {
+    std::vector<int64_t> pool = std::move(carried_);
+    carried_.clear();
+    int64_t tokens = 0;
+    for (int64_t index : pool) tokens += split_.length(index);
+    for (; next_ < std::ssize(order_) && tokens < window_tokens_; ++next_) {
+      pool.push_back(order_[next_]);
+      tokens += split_.length(order_[next_]);
+    }
+    rows_ = best_fit_decreasing(split_, pool, options_.row_len);
+    next_row_ = 0;
+    if (next_ < std::ssize(order_)) {
+      std::stable_sort(rows_.begin(), rows_.end(), [](const Row& a, const Row& b) { return a.fill > b.fill; });
+      size_t keep = rows_.size() / static_cast<size_t>(rows_per_batch_) * static_cast<size_t>(rows_per_batch_);
+      for (size_t r = keep; r < rows_.size(); ++r)
+        carried_.insert(carried_.end(), rows_[r].examples.begin(), rows_[r].examples.end());
+      rows_.resize(keep);
+    }
+    if (options_.shuffle) shuffle_in_place(std::span<Row>(rows_), rng_);
+  }
+
+  DatasetSplit split_;
+  PackingOptions options_;
+  std::vector<int64_t> order_;
+  int32_t rows_per_batch_;
+  int64_t window_tokens_;
+  SplitMix64 rng_;
+  int64_t next_ = 0;              // position in order_ of the next example to pack
+  std::vector<int64_t> carried_;  // examples of rows left over from the last window
+  std::vector<Row> rows_;         // the packed window
+  size_t next_row_ = 0;
+  int64_t emitted_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Packer> make_bfd_packer(const DatasetSplit& split, const PackingOptions& options,
+                                        int64_t epoch) {
+  return std::make_unique<BfdPacker>(split, options, epoch);
+}
+
+}  // namespace pt
