@@ -31,21 +31,23 @@ utf8proc_int32_t char_at(std::string_view text, size_t pos, size_t* length) {
   return n > 0 ? cp : -1;
 }
 
-// Rust's char::is_whitespace: the Unicode White_Space property.
+// Rust regex's Unicode \s (the White_Space property), which HF uses for lstrip/rstrip.
 bool is_whitespace(utf8proc_int32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
          (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
          c == 0x3000;
 }
 
-// Rust's char::is_alphanumeric, plus '_': what HF treats as part of a word.
+// Rust regex's Unicode \w, which HF uses for single_word: Alphabetic, marks, decimal digits,
+// connector punctuation and joiners.
 bool is_word_char(utf8proc_int32_t c) {
   if (c < 0) return false;
-  if (c == '_') return true;
+  if (c == 0x200C || c == 0x200D || (c >= 0x24B6 && c <= 0x24E9)) return true;
   switch (utf8proc_category(c)) {
     case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
-    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_ND:
-    case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO:
+    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ME: case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_PC:
       return true;
     default:
       return false;
