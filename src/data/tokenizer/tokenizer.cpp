@@ -28,8 +28,10 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
 
 void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& out) const {
   const Impl& t = *impl_;
-  std::vector<TextSegment> raw_segments, segments;
-  Pieces pieces;
+  // Scratch reused across calls on this thread; encode_append never re-enters itself.
+  thread_local std::vector<TextSegment> raw_segments, segments;
+  thread_local Pieces pieces;
+  raw_segments.clear();
   auto encode_plain = [&](std::string_view plain) {
     t.pretokenizer.split(plain, pieces);
     for (std::string_view piece : pieces.list) t.bpe.encode_word(piece, out);
