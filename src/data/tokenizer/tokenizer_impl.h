@@ -1,0 +1,35 @@
+// The parts of a loaded Tokenizer, in pipeline order. Built by tokenizer_json.cpp from a tokenizer.json;
+// used by tokenizer.cpp to encode and decode.
+#pragma once
+
+#include "data/tokenizer/added_tokens.h"
+#include "data/tokenizer/bpe.h"
+#include "data/tokenizer/normalizer.h"
+#include "data/tokenizer/pretokenizer.h"
+#include "data/tokenizer/string_map.h"
+#include "data/tokenizer/tokenizer.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pt {
+
+struct Tokenizer::Impl {
+  Impl(std::string_view json, const std::string& origin);  // parses; throws pt::Error
+
+  AddedTokenMatcher raw_added;         // added tokens with normalized=false, matched on the input
+  Normalizer normalizer;
+  AddedTokenMatcher normalized_added;  // added tokens with normalized=true, matched after normalising
+  PreTokenizer pretokenizer;
+  BpeModel bpe;
+
+  std::vector<std::string> spelling;  // id -> token as written in tokenizer.json ("" for unused ids)
+  std::vector<std::string> bytes;     // id -> the bytes it decodes to
+  std::vector<bool> used;             // id -> whether any token has it
+  StringMap<int32_t> ids;             // spelling -> id, added tokens included
+  uint64_t hash = 0;
+};
+
+}  // namespace pt

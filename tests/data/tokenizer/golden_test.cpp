@@ -1,0 +1,38 @@
+// HF `tokenizers` ids for GPT-2, Llama-3 and Qwen2 pipelines and for packtrain-trained tokenizers
+// (tests/fixtures/tokenizer, made by scripts/make_tokenizer_fixtures.py): every string must encode to
+// exactly HF's ids and decode to HF's text.
+#include "core/file.h"
+#include "data/tokenizer/tokenizer.h"
+#include "fixtures.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <gtest/gtest.h>
+
+namespace pt {
+namespace {
+
+class GoldenTest : public testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenTest, EncodesAndDecodesAsHuggingFace) {
+  auto cases = nlohmann::json::parse(read_file(test::tokenizer_fixture(GetParam() + ".cases.json")));
+  auto tokenizer = Tokenizer::from_file(test::tokenizer_fixture(cases["tokenizer"].get<std::string>()));
+  ASSERT_GT(cases["cases"].size(), 300u);
+  int mismatches = 0;
+  for (const auto& c : cases["cases"]) {
+    auto text = c["text"].get<std::string>();
+    auto expected = c["ids"].get<std::vector<int32_t>>();
+    auto ids = tokenizer.encode(text);
+    if (ids != expected && ++mismatches <= 5)
+      ADD_FAILURE() << fmt::format("text {:?}\n  HF:       {}\n  packtrain: {}", text, expected, ids);
+    EXPECT_EQ(tokenizer.decode(expected), c["decoded"].get<std::string>()) << fmt::format("text {:?}", text);
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest,
+                         testing::Values("gpt2", "gpt2_options", "llama3", "qwen2", "packtrain_llama3",
+                                         "packtrain_qwen2"));
+
+}  // namespace
+}  // namespace pt
