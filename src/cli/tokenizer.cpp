@@ -30,7 +30,7 @@ struct TrainArgs {
   TrainerOptions options;
 };
 
-void register_train(CLI::App& parent) {
+void register_tokenizer_train(CLI::App& parent) {
   auto args = std::make_shared<TrainArgs>();
   args->options.threads = hardware_threads();
   auto* cmd = parent.add_subcommand("train", "Learn a byte-level BPE tokenizer.json from text or JSONL files");
@@ -59,7 +59,7 @@ void register_train(CLI::App& parent) {
   });
 }
 
-void register_encode(CLI::App& parent) {
+void register_tokenizer_encode(CLI::App& parent) {
   struct Args {
     std::string tokenizer;
     std::optional<std::string> text;
@@ -75,7 +75,7 @@ void register_encode(CLI::App& parent) {
   });
 }
 
-void register_decode(CLI::App& parent) {
+void register_tokenizer_decode(CLI::App& parent) {
   struct Args {
     std::string tokenizer;
     std::vector<int32_t> ids;
@@ -110,9 +110,9 @@ void register_decode(CLI::App& parent) {
 void register_tokenizer(CLI::App& app) {
   auto* cmd = app.add_subcommand("tokenizer", "Train, or apply, a byte-level BPE tokenizer");
   cmd->require_subcommand(1);
-  register_train(*cmd);
-  register_encode(*cmd);
-  register_decode(*cmd);
+  register_tokenizer_train(*cmd);
+  register_tokenizer_encode(*cmd);
+  register_tokenizer_decode(*cmd);
 }
 
 }  // namespace pt::cli
