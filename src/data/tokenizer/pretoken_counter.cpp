@@ -3,10 +3,9 @@
 #include "core/file.h"
 #include "core/parallel.h"
 #include "core/progress.h"
+#include "data/prepare/record.h"
 #include "data/tokenizer/added_tokens.h"
 #include "data/tokenizer/trainer.h"
-
-#include <nlohmann/json.hpp>
 
 #include <cstring>
 #include <memory>
@@ -98,20 +97,16 @@ class Counter {
   StringMap<int64_t>& counts() { return counts_; }
 
  private:
+  // Every text of a record counts, whatever its kind (text, prompt/completion, chat messages): the
+  // tokenizer must serve all of what `packtrain prepare` will encode.
   void add_record(std::string_view line, const Location& where) {
     if (line.find_first_not_of(" \t\r\n") == std::string_view::npos) return;
-    nlohmann::json record;
-    try {
-      record = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
-      fail("{}: malformed JSON at column {}: {}; each line must be one JSON object", where.str(), e.byte, e.what());
-    }
-    auto it = record.is_object() ? record.find("text") : record.end();
-    if (it == record.end() || !it->is_string())
-      fail("{}: expected a JSON object with a \"text\" string field", where.str());
-    add_text(it->get_ref<const std::string&>());
+    auto parsed = parse_json_record(line, json_parser_);
+    if (auto* problem = std::get_if<RecordProblem>(&parsed)) fail("{}: {}", where.str(), problem->message);
+    for (const Segment& segment : std::get<Record>(parsed).segments) add_text(segment.text);
   }
 
+  simdjson::dom::parser json_parser_;
   const PresetPipeline& pipeline_;
   const AddedTokenMatcher& specials_;
   StringMap<int64_t> counts_;
