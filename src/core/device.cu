@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstring>
 #include <string>
 
 namespace pt {
@@ -37,6 +38,10 @@ void* cuda_malloc_zeroed(size_t bytes) {
 void cuda_free(void* p) { cudaFree(p); }
 
 void copy_bytes(void* dst, bool dst_on_gpu, const void* src, bool src_on_gpu, size_t bytes) {
+  if (!dst_on_gpu && !src_on_gpu) {  // host to host needs no driver
+    std::memcpy(dst, src, bytes);
+    return;
+  }
   auto kind = dst_on_gpu ? (src_on_gpu ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                          : (src_on_gpu ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
   cudaError_t err = cudaMemcpy(dst, src, bytes, kind);
