@@ -100,6 +100,11 @@ struct GradCase {
   int64_t H, Hkv, D;
 };
 
+void PrintTo(const GradCase& c, std::ostream* os) {
+  *os << "segments " << ::testing::PrintToString(c.lengths) << " valid " << ::testing::PrintToString(c.valid)
+      << " H=" << c.H << " Hkv=" << c.Hkv << " D=" << c.D;
+}
+
 class AttentionGrad : public ::testing::TestWithParam<GradCase> {};
 
 TEST_P(AttentionGrad, BackwardMatchesFiniteDifferences) {
