@@ -20,8 +20,10 @@ void rope(const char* op, const Tensor& x, const Tensor& position_ids, double th
   if (xb != ob && xb < ob + out.bytes() && ob < xb + x.bytes())
     fail("{}: output partly overlaps the input; pass the same tensor for in place or a separate buffer", op);
   switch (a.device()) {
-    case Device::cpu: return cpu::rope_rotate(x, position_ids, theta, sign, out);
-    case Device::cuda: break;
+    case Device::cpu:
+      return cpu::rope_rotate(x, position_ids, theta, sign, out);
+    case Device::cuda:
+      break;
   }
   a.unsupported_device();
 }

@@ -18,7 +18,8 @@ struct ScalarAdamW {
     if (decay) p *= 1 - c.lr * c.weight_decay;
     m = c.beta1 * m + (1 - c.beta1) * g;
     v = c.beta2 * v + (1 - c.beta2) * g * g;
-    const double m_hat = m / (1 - std::pow(c.beta1, double(t))), v_hat = v / (1 - std::pow(c.beta2, double(t)));
+    const double m_hat = m / (1 - std::pow(c.beta1, double(t))),
+                 v_hat = v / (1 - std::pow(c.beta2, double(t)));
     p -= c.lr * m_hat / (std::sqrt(v_hat) + c.eps);
   }
 };

@@ -1,7 +1,7 @@
 #include "ops/attention.h"
-#include "ops/cpu/threads.h"
 
 #include "gradcheck.h"
+#include "ops/cpu/threads.h"
 
 #include <gtest/gtest.h>
 
@@ -23,8 +23,8 @@ struct Problem {
   std::vector<int32_t> cu, valid;
   std::vector<R> q, k, v, out, lse;
 
-  Problem(std::vector<int32_t> lengths, int64_t h, int64_t hkv, int64_t d, std::vector<int32_t> valid_lens = {},
-          uint64_t seed = 1)
+  Problem(std::vector<int32_t> lengths, int64_t h, int64_t hkv, int64_t d,
+          std::vector<int32_t> valid_lens = {}, uint64_t seed = 1)
       : H(h), Hkv(hkv), D(d), cu(lengths.size() + 1, 0), valid(std::move(valid_lens)) {
     std::partial_sum(lengths.begin(), lengths.end(), cu.begin() + 1);
     T = cu.back();
@@ -41,8 +41,14 @@ struct Problem {
 
   AttentionParams params(double scale = 0) {
     const int64_t S = static_cast<int64_t>(cu.size()) - 1;
-    return {view(q, {T, H, D}), view(k, {T, Hkv, D}), view(v, {T, Hkv, D}), view(cu, {S + 1}),
-            valid.empty() ? Tensor() : view(valid, {S}), view(out, {T, H, D}), view(lse, {H, T}), scale};
+    return {view(q, {T, H, D}),
+            view(k, {T, Hkv, D}),
+            view(v, {T, Hkv, D}),
+            view(cu, {S + 1}),
+            valid.empty() ? Tensor() : view(valid, {S}),
+            view(out, {T, H, D}),
+            view(lse, {H, T}),
+            scale};
   }
 };
 
@@ -67,7 +73,8 @@ void naive_attention(Problem<double>& p, double scale) {
         p.lse[h * p.T + start + i] = std::log(z);
         for (int64_t c = 0; c < p.D; ++c) {
           double o = 0;
-          for (int64_t j = 0; j < len; ++j) o += std::exp(S[i * len + j]) / z * p.v[((start + j) * p.Hkv + kvh) * p.D + c];
+          for (int64_t j = 0; j < len; ++j)
+            o += std::exp(S[i * len + j]) / z * p.v[((start + j) * p.Hkv + kvh) * p.D + c];
           p.out[((start + i) * p.H + h) * p.D + c] = o;
         }
       }
@@ -81,7 +88,8 @@ TEST(Attention, ForwardMatchesExplicitSoftmaxWithCausalMask) {
       Problem<double> p({1, 7, 16, 3}, 4, hkv, 8), ref = p;
       attention_forward(p.params(scale));
       naive_attention(ref, scale == 0 ? 1 / std::sqrt(8.0) : scale);
-      for (size_t i = 0; i < p.out.size(); ++i) ASSERT_NEAR(p.out[i], ref.out[i], 1e-13) << "hkv " << hkv << " at " << i;
+      for (size_t i = 0; i < p.out.size(); ++i)
+        ASSERT_NEAR(p.out[i], ref.out[i], 1e-13) << "hkv " << hkv << " at " << i;
       for (size_t i = 0; i < p.lse.size(); ++i) ASSERT_NEAR(p.lse[i], ref.lse[i], 1e-13) << "lse at " << i;
     }
   }
@@ -137,8 +145,8 @@ TEST(Attention, PadsProduceZerosAndRealRowsIgnoreThem) {
   attention_forward(padded.params());
   // The same real tokens as unpadded segments of lengths 4 and 2 (the pad rows hold random junk).
   Problem<double> real({4, 2}, 4, 2, 8, {}, 3);
-  auto copy_rows = [](const std::vector<double>& from, std::vector<double>& to, int64_t from_row, int64_t to_row,
-                      int64_t rows, int64_t width) {
+  auto copy_rows = [](const std::vector<double>& from, std::vector<double>& to, int64_t from_row,
+                      int64_t to_row, int64_t rows, int64_t width) {
     std::copy_n(from.begin() + from_row * width, rows * width, to.begin() + to_row * width);
   };
   for (auto [src, dst, n] : {std::tuple<int64_t, int64_t, int64_t>{0, 0, 4}, {6, 4, 2}}) {

@@ -33,7 +33,9 @@ TEST(CrossEntropy, GradientIsScaledDerivativeOfTheLossSum) {
   const double scale = 1.0 / 11;  // as if the optimizer step had 11 loss tokens over several micro-batches
   std::vector<double> logits = random_values(T * V, 2, -2, 2);
   std::vector<int32_t> targets = {6, -100, 0, 3, 3};
-  auto loss = [&] { return scale * cross_entropy(view(logits, {T, V}), view(targets, {T}), 0, Tensor()).loss_sum; };
+  auto loss = [&] {
+    return scale * cross_entropy(view(logits, {T, V}), view(targets, {T}), 0, Tensor()).loss_sum;
+  };
   std::vector<double> dlogits(T * V, 5.0);
   cross_entropy(view(logits, {T, V}), view(targets, {T}), scale, view(dlogits, {T, V}));
   EXPECT_GRAD(gradcheck(loss, logits, dlogits));
@@ -46,8 +48,10 @@ TEST(CrossEntropy, InPlaceGradientEqualsSeparateBuffer) {
   std::vector<double> r = random_values(T * V, 3, -5, 5);
   for (size_t i = 0; i < r.size(); ++i) logits[i] = float(r[i]);
   std::vector<int32_t> targets = {1, 8, -100, 0};
-  const CrossEntropyResult a = cross_entropy(view(logits, {T, V}), view(targets, {T}), 0.25, view(separate, {T, V}));
-  const CrossEntropyResult b = cross_entropy(view(logits, {T, V}), view(targets, {T}), 0.25, view(logits, {T, V}));
+  const CrossEntropyResult a =
+      cross_entropy(view(logits, {T, V}), view(targets, {T}), 0.25, view(separate, {T, V}));
+  const CrossEntropyResult b =
+      cross_entropy(view(logits, {T, V}), view(targets, {T}), 0.25, view(logits, {T, V}));
   EXPECT_EQ(a.loss_sum, b.loss_sum);
   EXPECT_EQ(logits, separate);
 }

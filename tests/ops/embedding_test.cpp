@@ -1,8 +1,8 @@
-#include "ops/cpu/threads.h"
 #include "ops/embedding.h"
-#include "ops/linear.h"
 
 #include "gradcheck.h"
+#include "ops/cpu/threads.h"
+#include "ops/linear.h"
 
 #include <gtest/gtest.h>
 

@@ -47,8 +47,9 @@ struct GradCheckReport {
   double worst_ratio = 0;  // |analytic - numeric| / (atol + rtol * max(|analytic|, |numeric|)); ok when <= 1
 
   std::string str() const {
-    return fmt::format("worst element {}: analytic {:.12g}, finite difference {:.12g} ({:.3g}x the tolerance)",
-                       worst_index, analytic, numeric, worst_ratio);
+    return fmt::format(
+        "worst element {}: analytic {:.12g}, finite difference {:.12g} ({:.3g}x the tolerance)", worst_index,
+        analytic, numeric, worst_ratio);
   }
 };
 
@@ -72,7 +73,8 @@ inline GradCheckReport gradcheck(const std::function<double()>& loss, std::vecto
     const double tol = opt.atol + opt.rtol * std::max(std::abs(analytic[i]), std::abs(numeric));
     double ratio = std::abs(analytic[i] - numeric) / tol;
     if (std::isnan(ratio)) ratio = INFINITY;
-    if (r.worst_index < 0 || ratio > r.worst_ratio) r = {r.ok, static_cast<int64_t>(i), analytic[i], numeric, ratio};
+    if (r.worst_index < 0 || ratio > r.worst_ratio)
+      r = {r.ok, static_cast<int64_t>(i), analytic[i], numeric, ratio};
     if (ratio > 1) r.ok = false;
   }
   return r;
@@ -87,8 +89,8 @@ Tensor view(std::vector<T>& v, std::initializer_list<int64_t> dims) {
 }  // namespace pt::testing
 
 // EXPECT_GRAD(report): fails with the worst element when the gradient does not match.
-#define EXPECT_GRAD(report)             \
-  do {                                  \
-    const auto& r_ = (report);          \
-    EXPECT_TRUE(r_.ok) << r_.str();     \
+#define EXPECT_GRAD(report)         \
+  do {                              \
+    const auto& r_ = (report);      \
+    EXPECT_TRUE(r_.ok) << r_.str(); \
   } while (0)

@@ -36,8 +36,8 @@ TEST(Linear, BackwardMatchesFiniteDifferences) {
       return weighted_sum(y, weights);
     };
     std::vector<double> dx(M * K, 3.0), dw(N * K, -2.0);
-    linear_backward(view(weights, {M, N}), view(x, {M, K}), view(w, {N, K}), view(dx, {M, K}), Write::overwrite,
-                    view(dw, {N, K}), Write::overwrite);
+    linear_backward(view(weights, {M, N}), view(x, {M, K}), view(w, {N, K}), view(dx, {M, K}),
+                    Write::overwrite, view(dw, {N, K}), Write::overwrite);
     EXPECT_GRAD(gradcheck(loss, x, dx));
     EXPECT_GRAD(gradcheck(loss, w, dw));
   }

@@ -1,7 +1,7 @@
-#include "ops/cpu/threads.h"
 #include "ops/rmsnorm.h"
 
 #include "gradcheck.h"
+#include "ops/cpu/threads.h"
 
 #include <gtest/gtest.h>
 
@@ -49,7 +49,8 @@ TEST_P(RmsNormGrad, BackwardMatchesFiniteDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, RmsNormGrad,
-                         ::testing::Values(std::pair<int64_t, int64_t>{1, 1}, std::pair<int64_t, int64_t>{4, 8},
+                         ::testing::Values(std::pair<int64_t, int64_t>{1, 1},
+                                           std::pair<int64_t, int64_t>{4, 8},
                                            std::pair<int64_t, int64_t>{9, 13}));
 
 TEST(RmsNorm, WeightGradientAccumulatesAndIgnoresThreadCount) {

@@ -50,7 +50,8 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
     parallel_for(C, cpu_threads(), [&](int64_t c0, int64_t c1) {
       std::vector<R> sum(static_cast<size_t>(c1 - c0), R(0));
       for (int64_t t = 0; t < T; ++t)
-        for (int64_t c = c0; c < c1; ++c) sum[static_cast<size_t>(c - c0)] += g[t * C + c] * xp[t * C + c] * rs[t];
+        for (int64_t c = c0; c < c1; ++c)
+          sum[static_cast<size_t>(c - c0)] += g[t * C + c] * xp[t * C + c] * rs[t];
       for (int64_t c = c0; c < c1; ++c)
         dw[c] = (dweight_mode == Write::accumulate ? dw[c] : R(0)) + sum[static_cast<size_t>(c - c0)];
     });
