@@ -48,6 +48,16 @@ ArgCheck& ArgCheck::ints(const char* name, const Tensor& t, std::initializer_lis
   return *this;
 }
 
+ArgCheck& ArgCheck::same_or_disjoint(const char* in_name, const Tensor& in, const char* out_name,
+                                     const Tensor& out) {
+  const auto* a = static_cast<const char*>(in.data);
+  const auto* b = static_cast<const char*>(out.data);
+  if (a != b && a < b + out.bytes() && b < a + in.bytes())
+    fail("{}: {} partly overlaps {}; pass the same tensor to work in place, or a separate buffer", op_,
+         out_name, in_name);
+  return *this;
+}
+
 void ArgCheck::unsupported_device() const {
   fail("{}: no {} implementation in this build; run it on cpu", op_, device_name(device_));
 }
