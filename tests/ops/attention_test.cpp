@@ -167,13 +167,25 @@ TEST(Attention, ChangingOneExampleLeavesOthersBitwiseUnchanged) {
   for (int64_t t = 5; t < 14; ++t)  // rewrite example 1 entirely
     for (int64_t i = 0; i < 2 * 16; ++i) b.k[t * 32 + i] += 0.5f, b.v[t * 32 + i] -= 0.25f;
   for (int64_t i = 5 * 64; i < 14 * 64; ++i) b.q[i] *= -1.0f;
-  attention_forward(a.params());
-  attention_forward(b.params());
-  for (int64_t t = 0; t < a.T; ++t) {
-    if (t >= 5 && t < 14) continue;
-    for (int64_t i = 0; i < 64; ++i) ASSERT_EQ(a.out[t * 64 + i], b.out[t * 64 + i]) << "token " << t;
+  std::vector<float> dout(a.out.size(), 0.25f);
+  // Runs forward and backward; returns out, dq, dk, dv (rows of 64 floats for q, 32 for k and v).
+  auto run = [&](Problem<float>& p) {
+    attention_forward(p.params());
+    std::vector<float> dq(p.q.size()), dk(p.k.size()), dv(p.v.size());
+    attention_backward(p.params(), {view(dout, {p.T, 4, 16}), view(dq, {p.T, 4, 16}), view(dk, {p.T, 2, 16}),
+                                    view(dv, {p.T, 2, 16})});
+    return std::vector<std::vector<float>>{p.out, dq, dk, dv};
+  };
+  const auto ra = run(a), rb = run(b);
+  for (size_t which = 0; which < ra.size(); ++which) {
+    const size_t width = ra[which].size() / static_cast<size_t>(a.T);
+    for (size_t i = 0; i < ra[which].size(); ++i) {
+      const size_t t = i / width;
+      if (t >= 5 && t < 14) continue;
+      ASSERT_EQ(ra[which][i], rb[which][i]) << "output " << which << " token " << t;
+    }
+    EXPECT_NE(ra[which][6 * width], rb[which][6 * width]) << "the edited example itself changed";
   }
-  EXPECT_NE(a.out[6 * 64], b.out[6 * 64]);
 }
 
 TEST(Attention, ResultsDoNotDependOnThreadCount) {

@@ -64,6 +64,14 @@ TEST(CrossEntropy, HugeLogitsStayFinite) {
   EXPECT_NEAR(d[0] + d[1] + d[2], 0.0, 1e-6);
 }
 
+TEST(CrossEntropy, GradientPartlyOverlappingTheLogitsIsRejected) {
+  std::vector<double> logits(2 * 3 + 1);
+  std::vector<int32_t> targets = {0, 1};
+  EXPECT_THROW(
+      cross_entropy(view(logits, {2, 3}), view(targets, {2}), 1.0, Tensor::of(logits.data() + 1, {2, 3})),
+      Error);
+}
+
 TEST(CrossEntropy, TargetOutsideVocabularyIsAnError) {
   std::vector<double> logits(6);
   std::vector<int32_t> targets = {0, 3};
