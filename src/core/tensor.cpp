@@ -56,6 +56,12 @@ int64_t Tensor::size(int dim) const {
   return shape[static_cast<size_t>(d)];
 }
 
+Tensor Tensor::reshape(std::initializer_list<int64_t> dims) const {
+  Tensor t(data, dtype, dims, device);
+  if (t.numel() != numel()) fail("cannot reshape {} to {}: element counts differ", str(), t.str());
+  return t;
+}
+
 std::string Tensor::str() const {
   std::string dims;
   for (int i = 0; i < ndim; ++i) dims += fmt::format("{}{}", i ? "," : "", shape[static_cast<size_t>(i)]);

@@ -21,7 +21,6 @@ class ArgCheck {
   ArgCheck& same_or_disjoint(const char* in_name, const Tensor& in, const char* out_name, const Tensor& out);
 
   Device device() const { return device_; }
-  DType dtype() const { return dtype_; }
   const char* op() const { return op_; }
   [[noreturn]] void unsupported_device() const;
 

@@ -32,6 +32,14 @@ TEST(Tensor, TypedAccessChecksTheElementType) {
   }
 }
 
+TEST(Tensor, ReshapeKeepsMemoryAndChecksTheCount) {
+  std::vector<double> data(12);
+  Tensor t = Tensor::of(data.data(), {2, 6}).reshape({2, 3, 2});
+  EXPECT_EQ(t.str(), "f64[2,3,2]@cpu");
+  EXPECT_EQ(t.ptr<double>(), data.data());
+  EXPECT_THROW(t.reshape({5, 2}), Error);
+}
+
 TEST(Tensor, RejectsTooManyOrNegativeDims) {
   float x = 0;
   EXPECT_THROW(Tensor(&x, DType::f32, {1, 1, 1, 1, 1}), Error);
