@@ -6,10 +6,14 @@ namespace pt {
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
-    case DType::bf16: return "bf16";
-    case DType::i32: return "i32";
+    case DType::f32:
+      return "f32";
+    case DType::f64:
+      return "f64";
+    case DType::bf16:
+      return "bf16";
+    case DType::i32:
+      return "i32";
   }
   return "?";
 }
@@ -18,10 +22,14 @@ const char* device_name(Device device) { return device == Device::cpu ? "cpu" : 
 
 int64_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::f32: return 4;
-    case DType::f64: return 8;
-    case DType::bf16: return 2;
-    case DType::i32: return 4;
+    case DType::f32:
+      return 4;
+    case DType::f64:
+      return 8;
+    case DType::bf16:
+      return 2;
+    case DType::i32:
+      return 4;
   }
   return 0;
 }
@@ -46,6 +54,12 @@ int64_t Tensor::size(int dim) const {
   int d = dim < 0 ? dim + ndim : dim;
   if (d < 0 || d >= ndim) fail("tensor {} has no dimension {}", str(), dim);
   return shape[static_cast<size_t>(d)];
+}
+
+Tensor Tensor::reshape(std::initializer_list<int64_t> dims) const {
+  Tensor t(data, dtype, dims, device);
+  if (t.numel() != numel()) fail("cannot reshape {} to {}: element counts differ", str(), t.str());
+  return t;
 }
 
 std::string Tensor::str() const {

@@ -26,15 +26,18 @@ const char* device_name(Device device);
 int64_t dtype_size(DType dtype);
 
 template <class T>
-constexpr DType dtype_of();
-template <>
-constexpr DType dtype_of<float>() { return DType::f32; }
-template <>
-constexpr DType dtype_of<double>() { return DType::f64; }
-template <>
-constexpr DType dtype_of<bf16>() { return DType::bf16; }
-template <>
-constexpr DType dtype_of<int32_t>() { return DType::i32; }
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>)
+    return DType::f32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::f64;
+  else if constexpr (std::is_same_v<T, bf16>)
+    return DType::bf16;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return DType::i32;
+  else
+    static_assert(sizeof(T) == 0, "no DType for this element type");
+}
 
 struct Tensor {
   static constexpr int kMaxDims = 4;
@@ -59,7 +62,9 @@ struct Tensor {
   int64_t numel() const;
   int64_t bytes() const { return numel() * dtype_size(dtype); }
   int64_t size(int dim) const;  // negative counts from the end, like Python
-  std::string str() const;      // "f32[4,8]@cpu"
+  // The same memory with other dims and the same element count: [T, H*D] seen as [T, H, D].
+  Tensor reshape(std::initializer_list<int64_t> dims) const;
+  std::string str() const;  // "f32[4,8]@cpu"
 
   // Typed access; the element type must match dtype exactly.
   template <class T>

@@ -8,7 +8,7 @@ namespace {
 
 std::string dims_str(std::initializer_list<int64_t> dims) {
   std::string s;
-  for (int64_t d : dims) s += fmt::format("{}{}", s.empty() ? "" : ",", d < 0 ? std::string("*") : std::to_string(d));
+  for (int64_t d : dims) s += fmt::format("{}{}", s.empty() ? "" : ",", d < 0 ? "*" : std::to_string(d));
   return "[" + s + "]";
 }
 
@@ -16,8 +16,8 @@ std::string dims_str(std::initializer_list<int64_t> dims) {
 
 void ArgCheck::common(const char* name, const Tensor& t, std::initializer_list<int64_t> dims) {
   bool shape_ok = t.ndim == static_cast<int>(dims.size());
-  int i = 0;
-  for (int64_t d : dims) shape_ok = shape_ok && (d < 0 || t.shape[static_cast<size_t>(i++)] == d);
+  size_t i = 0;
+  for (int64_t d : dims) shape_ok = shape_ok && (d < 0 || t.shape[i] == d), ++i;
   if (!shape_ok) fail("{}: {} must have shape {}, got {}", op_, name, dims_str(dims), t.str());
   if (t.data == nullptr && t.numel() > 0) fail("{}: {} ({}) has no data pointer", op_, name, t.str());
   if (!seen_) {
@@ -45,6 +45,16 @@ ArgCheck& ArgCheck::real(const char* name, const Tensor& t, std::initializer_lis
 ArgCheck& ArgCheck::ints(const char* name, const Tensor& t, std::initializer_list<int64_t> dims) {
   common(name, t, dims);
   if (t.dtype != DType::i32) fail("{}: {} must be i32, got {}", op_, name, t.str());
+  return *this;
+}
+
+ArgCheck& ArgCheck::same_or_disjoint(const char* in_name, const Tensor& in, const char* out_name,
+                                     const Tensor& out) {
+  const auto* a = static_cast<const char*>(in.data);
+  const auto* b = static_cast<const char*>(out.data);
+  if (a != b && a < b + out.bytes() && b < a + in.bytes())
+    fail("{}: {} partly overlaps {}; pass the same tensor to work in place, or a separate buffer", op_,
+         out_name, in_name);
   return *this;
 }
 

@@ -18,7 +18,8 @@ ArgCheck check_inputs(const char* op, const AttentionParams& p) {
   a.real("v", p.v, {T, Hkv, D}).ints("cu_seqlens", p.cu_seqlens, {-1});
   if (p.cu_seqlens.size(0) < 1) fail("{}: cu_seqlens needs at least one entry (0)", op);
   if (!p.valid_lens.empty()) a.ints("valid_lens", p.valid_lens, {p.cu_seqlens.size(0) - 1});
-  if (p.softmax_scale < 0) fail("{}: softmax_scale must be > 0 (or 0 for 1/sqrt(D)), got {}", op, p.softmax_scale);
+  if (p.softmax_scale < 0)
+    fail("{}: softmax_scale must be > 0 (or 0 for 1/sqrt(D)), got {}", op, p.softmax_scale);
   a.real("out", p.out, {T, H, D}).real("lse", p.lse, {H, T});
   return a;
 }
@@ -28,19 +29,25 @@ ArgCheck check_inputs(const char* op, const AttentionParams& p) {
 void attention_forward(const AttentionParams& p) {
   ArgCheck a = check_inputs("attention_forward", p);
   switch (a.device()) {
-    case Device::cpu: return cpu::attention_forward(p);
-    case Device::cuda: break;
+    case Device::cpu:
+      return cpu::attention_forward(p);
+    case Device::cuda:
+      break;
   }
   a.unsupported_device();
 }
 
 void attention_backward(const AttentionParams& p, const AttentionGrads& g) {
   ArgCheck a = check_inputs("attention_backward", p);
-  a.real("dout", g.dout, {p.q.size(0), p.q.size(1), p.q.size(2)}).real("dq", g.dq, {p.q.size(0), p.q.size(1), p.q.size(2)});
-  a.real("dk", g.dk, {p.k.size(0), p.k.size(1), p.k.size(2)}).real("dv", g.dv, {p.k.size(0), p.k.size(1), p.k.size(2)});
+  a.real("dout", g.dout, {p.q.size(0), p.q.size(1), p.q.size(2)})
+      .real("dq", g.dq, {p.q.size(0), p.q.size(1), p.q.size(2)});
+  a.real("dk", g.dk, {p.k.size(0), p.k.size(1), p.k.size(2)})
+      .real("dv", g.dv, {p.k.size(0), p.k.size(1), p.k.size(2)});
   switch (a.device()) {
-    case Device::cpu: return cpu::attention_backward(p, g);
-    case Device::cuda: break;
+    case Device::cpu:
+      return cpu::attention_backward(p, g);
+    case Device::cuda:
+      break;
   }
   a.unsupported_device();
 }

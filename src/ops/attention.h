@@ -16,15 +16,15 @@ struct AttentionParams {
   // Optional [S] i32: real tokens at the start of each segment; the rest are pads that are neither
   // queries (output and lse 0, no gradient) nor keys, and cost no work. Empty: every token is real.
   Tensor valid_lens;
-  Tensor out;  // [T,H,D]
-  Tensor lse;  // [H,T], same dtype as q: log-sum-exp of the scaled scores of each query row
+  Tensor out;                // [T,H,D]
+  Tensor lse;                // [H,T], same dtype as q: log-sum-exp of the scaled scores of each query row
   double softmax_scale = 0;  // 0 means 1/sqrt(D)
 };
 
 struct AttentionGrads {
-  Tensor dout;        // [T,H,D]
-  Tensor dq;          // [T,H,D], overwritten
-  Tensor dk, dv;      // [T,Hkv,D], overwritten
+  Tensor dout;    // [T,H,D]
+  Tensor dq;      // [T,H,D], overwritten
+  Tensor dk, dv;  // [T,Hkv,D], overwritten
 };
 
 // Reads q, k, v, cu_seqlens, valid_lens; writes out and lse.

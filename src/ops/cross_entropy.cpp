@@ -9,10 +9,14 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, do
                                  const Tensor& dlogits) {
   ArgCheck a("cross_entropy");
   a.real("logits", logits, {-1, -1}).ints("targets", targets, {logits.size(0)});
-  if (!dlogits.empty()) a.real("dlogits", dlogits, {logits.size(0), logits.size(1)});
+  if (!dlogits.empty())
+    a.real("dlogits", dlogits, {logits.size(0), logits.size(1)})
+        .same_or_disjoint("logits", logits, "dlogits", dlogits);
   switch (a.device()) {
-    case Device::cpu: return cpu::cross_entropy(logits, targets, grad_scale, dlogits);
-    case Device::cuda: break;
+    case Device::cpu:
+      return cpu::cross_entropy(logits, targets, grad_scale, dlogits);
+    case Device::cuda:
+      break;
   }
   a.unsupported_device();
 }

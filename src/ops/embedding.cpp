@@ -9,8 +9,10 @@ void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out
   ArgCheck a("embedding_forward");
   a.ints("ids", ids, {-1}).real("table", table, {-1, -1}).real("out", out, {ids.size(0), table.size(1)});
   switch (a.device()) {
-    case Device::cpu: return cpu::embedding_forward(ids, table, out);
-    case Device::cuda: break;
+    case Device::cpu:
+      return cpu::embedding_forward(ids, table, out);
+    case Device::cuda:
+      break;
   }
   a.unsupported_device();
 }
@@ -19,8 +21,10 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dta
   ArgCheck a("embedding_backward");
   a.ints("ids", ids, {-1}).real("dtable", dtable, {-1, -1}).real("dout", dout, {ids.size(0), dtable.size(1)});
   switch (a.device()) {
-    case Device::cpu: return cpu::embedding_backward(ids, dout, dtable, mode);
-    case Device::cuda: break;
+    case Device::cpu:
+      return cpu::embedding_backward(ids, dout, dtable, mode);
+    case Device::cuda:
+      break;
   }
   a.unsupported_device();
 }

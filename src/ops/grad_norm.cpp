@@ -13,8 +13,11 @@ double global_norm(std::span<const Tensor> grads) {
     ArgCheck a("global_norm");
     a.real("grad", Tensor(g.data, g.dtype, {g.numel()}, g.device), {g.numel()});
     switch (a.device()) {
-      case Device::cpu: sum += cpu::sum_of_squares(g); continue;
-      case Device::cuda: break;
+      case Device::cpu:
+        sum += cpu::sum_of_squares(g);
+        continue;
+      case Device::cuda:
+        break;
     }
     a.unsupported_device();
   }
@@ -28,8 +31,11 @@ double clip_grad_norm(std::span<const Tensor> grads, double max_norm) {
   if (factor >= 1) return norm;
   for (const Tensor& g : grads) {
     switch (g.device) {
-      case Device::cpu: cpu::scale(g, factor); continue;
-      case Device::cuda: break;
+      case Device::cpu:
+        cpu::scale(g, factor);
+        continue;
+      case Device::cuda:
+        break;
     }
     fail("clip_grad_norm: no {} implementation in this build; run it on cpu", device_name(g.device));
   }

@@ -10,8 +10,10 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mod
   a.real("x", x, {-1, -1});
   a.real("w", w, {-1, x.size(1)}).real("y", y, {x.size(0), w.size(0)});
   switch (a.device()) {
-    case Device::cpu: return cpu::linear_forward(x, w, y, mode);
-    case Device::cuda: break;
+    case Device::cpu:
+      return cpu::linear_forward(x, w, y, mode);
+    case Device::cuda:
+      break;
   }
   a.unsupported_device();
 }
@@ -26,8 +28,10 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const T
   if (!dx.empty()) a.real("dx", dx, {M, K});
   if (!dw.empty()) a.real("dw", dw, {w.size(0), K});
   switch (a.device()) {
-    case Device::cpu: return cpu::linear_backward(dy, x, w, dx, dx_mode, dw, dw_mode);
-    case Device::cuda: break;
+    case Device::cpu:
+      return cpu::linear_backward(dy, x, w, dx, dx_mode, dw, dw_mode);
+    case Device::cuda:
+      break;
   }
   a.unsupported_device();
 }

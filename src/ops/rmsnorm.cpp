@@ -12,8 +12,10 @@ void rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Te
   a.real("weight", weight, {C}).real("y", y, {T, C}).real("rstd", rstd, {T});
   if (!(eps >= 0)) fail("rmsnorm_forward: eps must be >= 0, got {}", eps);
   switch (a.device()) {
-    case Device::cpu: return cpu::rmsnorm_forward(x, weight, eps, y, rstd);
-    case Device::cuda: break;
+    case Device::cpu:
+      return cpu::rmsnorm_forward(x, weight, eps, y, rstd);
+    case Device::cuda:
+      break;
   }
   a.unsupported_device();
 }
@@ -26,8 +28,10 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
   a.real("dy", dy, {T, C}).real("weight", weight, {C}).real("rstd", rstd, {T});
   a.real("dx", dx, {T, C}).real("dweight", dweight, {C});
   switch (a.device()) {
-    case Device::cpu: return cpu::rmsnorm_backward(dy, x, weight, rstd, dx, dweight, dweight_mode);
-    case Device::cuda: break;
+    case Device::cpu:
+      return cpu::rmsnorm_backward(dy, x, weight, rstd, dx, dweight, dweight_mode);
+    case Device::cuda:
+      break;
   }
   a.unsupported_device();
 }

@@ -15,13 +15,12 @@ void rope(const char* op, const Tensor& x, const Tensor& position_ids, double th
   a.ints("position_ids", position_ids, {x.size(0)}).real("output", out, {x.size(0), x.size(1), x.size(2)});
   if (x.size(2) % 2 != 0) fail("{}: head dim must be even for rotate_half pairs, got {}", op, x.size(2));
   if (!(theta > 0)) fail("{}: rope theta must be > 0, got {}", op, theta);
-  const auto* xb = static_cast<const char*>(x.data);
-  const auto* ob = static_cast<const char*>(out.data);
-  if (xb != ob && xb < ob + out.bytes() && ob < xb + x.bytes())
-    fail("{}: output partly overlaps the input; pass the same tensor for in place or a separate buffer", op);
+  a.same_or_disjoint("input", x, "output", out);
   switch (a.device()) {
-    case Device::cpu: return cpu::rope_rotate(x, position_ids, theta, sign, out);
-    case Device::cuda: break;
+    case Device::cpu:
+      return cpu::rope_rotate(x, position_ids, theta, sign, out);
+    case Device::cuda:
+      break;
   }
   a.unsupported_device();
 }

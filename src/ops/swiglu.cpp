@@ -19,8 +19,10 @@ void swiglu_forward(const Tensor& h, const Tensor& out) {
   a.real("h", h, {-1, -1});
   a.real("out", out, {h.size(0), half_width(a.op(), h)});
   switch (a.device()) {
-    case Device::cpu: return cpu::swiglu_forward(h, out);
-    case Device::cuda: break;
+    case Device::cpu:
+      return cpu::swiglu_forward(h, out);
+    case Device::cuda:
+      break;
   }
   a.unsupported_device();
 }
@@ -30,8 +32,10 @@ void swiglu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh) {
   a.real("h", h, {-1, -1});
   a.real("dout", dout, {h.size(0), half_width(a.op(), h)}).real("dh", dh, {h.size(0), h.size(1)});
   switch (a.device()) {
-    case Device::cpu: return cpu::swiglu_backward(dout, h, dh);
-    case Device::cuda: break;
+    case Device::cpu:
+      return cpu::swiglu_backward(dout, h, dh);
+    case Device::cuda:
+      break;
   }
   a.unsupported_device();
 }

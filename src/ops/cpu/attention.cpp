@@ -63,10 +63,17 @@ void for_each_task(const Layout& l, Fn&& task) {
   });
 }
 
+// Eight independent partial sums let the compiler vectorize without reassociating (no -ffast-math).
 template <class R>
 R dot(const R* a, const R* b, int64_t n) {
+  constexpr int64_t kLanes = 8;
+  R lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lane[l] += a[i + l] * b[i + l];
   R sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += a[i] * b[i];
+  for (; i < n; ++i) sum += a[i] * b[i];
+  for (R x : lane) sum += x;
   return sum;
 }
 
@@ -90,27 +97,28 @@ void forward(const AttentionParams& p, const Layout& l) {
         lse[h * T + i] = R(0);
         if (i >= seg.start + seg.valid) continue;  // pad query
         const R* qi = q + (i * H + h) * D;
-        R max = -std::numeric_limits<R>::infinity();
+        R row_max = -std::numeric_limits<R>::infinity();
         for (int64_t j = seg.start; j <= i; ++j) {
           R& s = scores[static_cast<size_t>(j - seg.start)];
           s = scale * dot(qi, k + (j * Hkv + kvh) * D, D);
-          max = std::max(max, s);
+          row_max = std::max(row_max, s);
         }
         R sum = 0;
         for (int64_t j = seg.start; j <= i; ++j) {
-          const R e = std::exp(scores[static_cast<size_t>(j - seg.start)] - max);
+          const R e = std::exp(scores[static_cast<size_t>(j - seg.start)] - row_max);
           sum += e;
           axpy(e, v + (j * Hkv + kvh) * D, o, D);
         }
         for (int64_t d = 0; d < D; ++d) o[d] /= sum;
-        lse[h * T + i] = max + std::log(sum);
+        lse[h * T + i] = row_max + std::log(sum);
       }
     }
   });
 }
 
-// With P = exp(S - lse) recomputed per key: dV += P dO, dS = P (dO.V - dO.O), dQ = scale dS K,
-// dK += scale dS Q. dO.O equals the row sum of P * (dO.V), the softmax-backward correction term.
+// P_ij = exp(scale q_i.k_j - lse_i) is recomputed per key from the saved lse. With delta_i = dO_i.O_i
+// (which equals sum_j P_ij dO_i.v_j, the softmax-backward correction): dS_ij = P_ij (dO_i.v_j - delta_i),
+// dq_i = scale sum_j dS_ij k_j, dk_j += scale dS_ij q_i, dv_j += P_ij dO_i.
 template <class R>
 void backward(const AttentionParams& p, const AttentionGrads& g, const Layout& l) {
   const R *q = p.q.ptr<R>(), *k = p.k.ptr<R>(), *v = p.v.ptr<R>(), *out = p.out.ptr<R>();

@@ -18,8 +18,10 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, do
   for (int64_t t = 0; t < T; ++t) {
     if (target[t] == kIgnoreLabel) continue;
     if (target[t] < 0 || target[t] >= V)
-      fail("cross_entropy: target of token {} is {}, outside the vocabulary [0, {}) and not the ignore label {}",
-           t, target[t], V, kIgnoreLabel);
+      fail(
+          "cross_entropy: target of token {} is {}, outside the vocabulary [0, {}) and not the ignore label "
+          "{}",
+          t, target[t], V, kIgnoreLabel);
     ++result.tokens;
   }
   // Per-token losses are summed afterwards in token order, so the total is independent of threading.

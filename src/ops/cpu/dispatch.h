@@ -9,9 +9,14 @@ namespace pt::ops::cpu {
 template <class Fn>
 void dispatch_real(const char* op, DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::f32: fn(float{}); return;
-    case DType::f64: fn(double{}); return;
-    default: fail("{}: {} is not supported on cpu; use f32 or f64", op, dtype_name(dtype));
+    case DType::f32:
+      fn(float{});
+      return;
+    case DType::f64:
+      fn(double{});
+      return;
+    default:
+      fail("{}: {} is not supported on cpu; use f32 or f64", op, dtype_name(dtype));
   }
 }
 

@@ -12,8 +12,10 @@ namespace {
 void check_ids(const char* op, const int32_t* ids, int64_t T, int64_t V) {
   for (int64_t t = 0; t < T; ++t)
     if (ids[t] < 0 || ids[t] >= V)
-      fail("{}: token {} has id {}, outside the embedding table of {} rows; check the tokenizer's vocab size "
-           "against the model's", op, t, ids[t], V);
+      fail(
+          "{}: token {} has id {}, outside the embedding table of {} rows; check the tokenizer's vocab size "
+          "against the model's",
+          op, t, ids[t], V);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace pt::ops::cpu {
 
@@ -44,11 +45,15 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
         for (int64_t c = 0; c < C; ++c) dxp[t * C + c] = r * (w[c] * gr[c] - xr[c] * coef);
       }
     });
-    // Columns split across threads: each dw[c] is summed by one thread in token order.
-    if (dweight_mode == Write::overwrite) std::fill_n(dw, C, R(0));
+    // Columns split across threads: each dw[c] is summed by one thread in token order, then added to
+    // the old value once, so accumulating equals computing afresh and adding.
     parallel_for(C, cpu_threads(), [&](int64_t c0, int64_t c1) {
+      std::vector<R> sum(static_cast<size_t>(c1 - c0), R(0));
       for (int64_t t = 0; t < T; ++t)
-        for (int64_t c = c0; c < c1; ++c) dw[c] += g[t * C + c] * xp[t * C + c] * rs[t];
+        for (int64_t c = c0; c < c1; ++c)
+          sum[static_cast<size_t>(c - c0)] += g[t * C + c] * xp[t * C + c] * rs[t];
+      for (int64_t c = c0; c < c1; ++c)
+        dw[c] = (dweight_mode == Write::accumulate ? dw[c] : R(0)) + sum[static_cast<size_t>(c - c0)];
     });
   });
 }

@@ -32,7 +32,8 @@ void rope_rotate(const Tensor& x, const Tensor& position_ids, double theta, int 
           const R* a = in + (t * N + n) * D;
           R* b = o + (t * N + n) * D;
           for (int64_t i = 0; i < half; ++i) {
-            const R lo = a[i], hi = a[i + half], c = cos_t[static_cast<size_t>(i)], s = sin_t[static_cast<size_t>(i)];
+            const R lo = a[i], hi = a[i + half], c = cos_t[static_cast<size_t>(i)],
+                    s = sin_t[static_cast<size_t>(i)];
             b[i] = lo * c - hi * s;
             b[i + half] = hi * c + lo * s;
           }

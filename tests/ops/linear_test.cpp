@@ -1,0 +1,68 @@
+#include "ops/linear.h"
+
+#include "gradcheck.h"
+
+#include <gtest/gtest.h>
+
+namespace pt::ops {
+namespace {
+
+using testing::gradcheck;
+using testing::random_values;
+using testing::view;
+using testing::weighted_sum;
+
+TEST(Linear, ForwardIsXTimesWTransposedAndAccumulates) {
+  const int64_t M = 3, K = 4, N = 5;
+  std::vector<double> x = random_values(M * K, 1), w = random_values(N * K, 2), y(M * N, 9.0);
+  linear_forward(view(x, {M, K}), view(w, {N, K}), view(y, {M, N}));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double ref = 0;
+      for (int64_t k = 0; k < K; ++k) ref += x[m * K + k] * w[n * K + k];
+      EXPECT_NEAR(y[m * N + n], ref, 1e-14);
+    }
+  std::vector<double> twice = y;
+  linear_forward(view(x, {M, K}), view(w, {N, K}), view(twice, {M, N}), Write::accumulate);
+  for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(twice[i], 2 * y[i], 1e-14);
+}
+
+TEST(Linear, BackwardMatchesFiniteDifferences) {
+  for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {4, 3, 6}, {7, 9, 2}}) {
+    std::vector<double> x = random_values(M * K, 3), w = random_values(N * K, 4);
+    std::vector<double> weights = random_values(M * N, 5), y(M * N);
+    auto loss = [&] {
+      linear_forward(view(x, {M, K}), view(w, {N, K}), view(y, {M, N}));
+      return weighted_sum(y, weights);
+    };
+    std::vector<double> dx(M * K, 3.0), dw(N * K, -2.0);
+    linear_backward(view(weights, {M, N}), view(x, {M, K}), view(w, {N, K}), view(dx, {M, K}),
+                    Write::overwrite, view(dw, {N, K}), Write::overwrite);
+    EXPECT_GRAD(gradcheck(loss, x, dx));
+    EXPECT_GRAD(gradcheck(loss, w, dw));
+  }
+}
+
+TEST(Linear, FloatAgreesWithDouble) {
+  const int64_t M = 8, K = 16, N = 4;
+  std::vector<double> xd = random_values(M * K, 6), wd = random_values(N * K, 7), yd(M * N);
+  std::vector<float> xf(xd.begin(), xd.end()), wf(wd.begin(), wd.end()), yf(M * N);
+  linear_forward(view(xd, {M, K}), view(wd, {N, K}), view(yd, {M, N}));
+  linear_forward(view(xf, {M, K}), view(wf, {N, K}), view(yf, {M, N}));
+  for (size_t i = 0; i < yd.size(); ++i) EXPECT_NEAR(yf[i], yd[i], 1e-5);
+}
+
+TEST(Linear, MismatchedInnerDimensionIsAnError) {
+  std::vector<double> x(6), w(6), y(4);
+  try {
+    linear_forward(view(x, {2, 3}), view(w, {3, 2}), view(y, {2, 2}));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("linear_forward: w must have shape [*,3], got f64[3,2]@cpu"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace pt::ops
