@@ -14,7 +14,9 @@
 #include "train/evaluate.h"
 #include "train/metrics.h"
 
+#include <algorithm>
 #include <chrono>
+#include <numeric>
 #include <filesystem>
 
 namespace pt {
@@ -61,18 +63,23 @@ LlamaConfig resolve_config(const TrainConfig& tc, const PreparedDataset& data) {
   return c;
 }
 
-// The largest micro-batch the packer can produce, which sizes the activation arena once.
+// The largest micro-batch the packer can produce in any epoch, which sizes the activation arena once.
 int64_t max_batch_tokens(const PackingOptions& p, const DatasetSplit& split) {
-  int64_t longest = 0;
-  for (int64_t i = 0; i < split.size(); ++i) longest = std::max(longest, split.length(i));
+  std::vector<int64_t> lengths(static_cast<size_t>(split.size()));
+  for (int64_t i = 0; i < split.size(); ++i) lengths[static_cast<size_t>(i)] = split.length(i);
+  std::sort(lengths.begin(), lengths.end(), std::greater<>());
+  const int64_t longest = lengths.empty() ? 0 : lengths.front();
+  if (p.tokens_per_batch > 0 && (p.strategy == Strategy::kFlatten || p.strategy == Strategy::kPadding))
+    return std::max(p.tokens_per_batch, longest);
   switch (p.strategy) {
-    case Strategy::kFlatten:
-      return p.tokens_per_batch > 0 ? std::max(p.tokens_per_batch, longest) : int64_t{p.examples_per_batch} * longest;
-    case Strategy::kPadding:
-      return p.tokens_per_batch > 0 ? std::max(p.tokens_per_batch, longest) : int64_t{p.examples_per_batch} * longest;
-    default: {
-      BatchStream probe(split, p);  // fixed-length rows: the first batch has the steady-state row count
-      return std::max<int64_t>(probe.next().num_tokens(), p.row_len);
+    case Strategy::kFlatten: {  // at worst the N longest examples share a batch
+      const auto n = std::min<size_t>(lengths.size(), static_cast<size_t>(p.examples_per_batch));
+      return std::accumulate(lengths.begin(), lengths.begin() + static_cast<std::ptrdiff_t>(n), int64_t{0});
+    }
+    case Strategy::kPadding: return int64_t{p.examples_per_batch} * longest;
+    default: {  // fixed-length rows: every batch but an epoch's last has the same row count
+      BatchStream probe(split, p);
+      return probe.next().num_tokens();
     }
   }
 }
