@@ -137,8 +137,8 @@ TEST_P(AttentionGrad, BackwardMatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(
     Shapes, AttentionGrad,
     ::testing::Values(GradCase{{1, 7, 16, 3}, {}, 4, 4, 8}, GradCase{{1, 7, 16, 3}, {}, 4, 2, 16},
-                      GradCase{{1, 7, 16, 3}, {}, 4, 1, 8}, GradCase{{12}, {}, 2, 1, 16},
-                      GradCase{{5, 8, 4}, {3, 8, 0}, 4, 2, 8}));  // padded segments, one all pad
+                      GradCase{{1, 7, 16, 3}, {}, 4, 1, 8}, GradCase{{37}, {}, 2, 1, 16},
+                      GradCase{{5, 40, 4}, {3, 35, 0}, 4, 2, 8}));  // padded segments, one all pad
 
 TEST(Attention, PadsProduceZerosAndRealRowsIgnoreThem) {
   Problem<double> padded({6, 4}, 4, 2, 8, {4, 2}, 3);

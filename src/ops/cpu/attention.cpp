@@ -116,35 +116,43 @@ void forward(const AttentionParams& p, const Layout& l) {
   });
 }
 
-// P_ij = exp(scale q_i.k_j - lse_i) is recomputed per key from the saved lse. With delta_i = dO_i.O_i
-// (which equals sum_j P_ij dO_i.v_j, the softmax-backward correction): dS_ij = P_ij (dO_i.v_j - delta_i),
-// dq_i = scale sum_j dS_ij k_j, dk_j += scale dS_ij q_i, dv_j += P_ij dO_i.
+// P_ij = exp(scale q_i.k_j - lse_i) is recomputed from the saved lse. With delta_i = dO_i.O_i (which
+// equals sum_j P_ij dO_i.v_j, the softmax-backward correction): dS_ij = P_ij (dO_i.v_j - delta_i),
+// dq_i += scale dS_ij k_j, dk_j += scale dS_ij q_i, dv_j += P_ij dO_i.
+// Queries go in blocks, keys in the middle loop: each key's k, v, dk, dv rows are loaded once per block
+// rather than once per query, which keeps long segments from streaming them through the cache per row.
 template <class R>
 void backward(const AttentionParams& p, const AttentionGrads& g, const Layout& l) {
+  constexpr int64_t kQueryBlock = 16;
   const R *q = p.q.ptr<R>(), *k = p.k.ptr<R>(), *v = p.v.ptr<R>(), *out = p.out.ptr<R>();
   const R *lse = p.lse.ptr<R>(), *dout = g.dout.ptr<R>();
   R *dq = g.dq.ptr<R>(), *dk = g.dk.ptr<R>(), *dv = g.dv.ptr<R>();
   const int64_t T = l.T, H = l.H, Hkv = l.Hkv, D = l.D;
   const R scale = R(l.scale);
   for_each_task(l, [&](const Segment& seg, int64_t kvh) {
+    const int64_t real_end = seg.start + seg.valid;
     for (int64_t j = seg.start; j < seg.start + seg.len; ++j) {
       std::fill_n(dk + (j * Hkv + kvh) * D, D, R(0));
       std::fill_n(dv + (j * Hkv + kvh) * D, D, R(0));
     }
+    R delta[kQueryBlock];
     for (int64_t h = kvh * l.group; h < (kvh + 1) * l.group; ++h) {
-      for (int64_t i = seg.start; i < seg.start + seg.len; ++i) {
-        R* dqi = dq + (i * H + h) * D;
-        std::fill_n(dqi, D, R(0));
-        if (i >= seg.start + seg.valid) continue;
-        const R *qi = q + (i * H + h) * D, *doi = dout + (i * H + h) * D;
-        const R delta = dot(doi, out + (i * H + h) * D, D), row_lse = lse[h * T + i];
-        for (int64_t j = seg.start; j <= i; ++j) {
+      for (int64_t i = seg.start; i < seg.start + seg.len; ++i) std::fill_n(dq + (i * H + h) * D, D, R(0));
+      for (int64_t block = seg.start; block < real_end; block += kQueryBlock) {
+        const int64_t block_end = std::min(block + kQueryBlock, real_end);
+        for (int64_t i = block; i < block_end; ++i)
+          delta[i - block] = dot(dout + (i * H + h) * D, out + (i * H + h) * D, D);
+        for (int64_t j = seg.start; j < block_end; ++j) {
           const R *kj = k + (j * Hkv + kvh) * D, *vj = v + (j * Hkv + kvh) * D;
-          const R prob = std::exp(scale * dot(qi, kj, D) - row_lse);
-          const R ds = prob * (dot(doi, vj, D) - delta);
-          axpy(scale * ds, kj, dqi, D);
-          axpy(scale * ds, qi, dk + (j * Hkv + kvh) * D, D);
-          axpy(prob, doi, dv + (j * Hkv + kvh) * D, D);
+          R *dkj = dk + (j * Hkv + kvh) * D, *dvj = dv + (j * Hkv + kvh) * D;
+          for (int64_t i = std::max(block, j); i < block_end; ++i) {  // causal: queries i >= j
+            const R *qi = q + (i * H + h) * D, *doi = dout + (i * H + h) * D;
+            const R prob = std::exp(scale * dot(qi, kj, D) - lse[h * T + i]);
+            const R ds = prob * (dot(doi, vj, D) - delta[i - block]);
+            axpy(scale * ds, kj, dq + (i * H + h) * D, D);
+            axpy(scale * ds, qi, dkj, D);
+            axpy(prob, doi, dvj, D);
+          }
         }
       }
     }
