@@ -96,6 +96,17 @@ LlamaConfig load_config(const std::string& path) {
   get("head_dim", c.head_dim, false);
   get("rms_norm_eps", c.rms_norm_eps, false);
   get("rope_theta", c.rope_theta, false);
+  // transformers 5 writes rope_parameters {rope_theta, rope_type} instead of a top-level rope_theta.
+  if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
+    const auto& rope = j["rope_parameters"];
+    if (rope.contains("rope_type") && rope["rope_type"] != "default")
+      fail("{}: rope_parameters.rope_type is {}; packtrain supports plain rotary embeddings (\"default\")", path,
+           rope["rope_type"].dump());
+    if (rope.contains("rope_theta")) {
+      if (!rope["rope_theta"].is_number()) fail("{}: rope_parameters.rope_theta must be a number", path);
+      c.rope_theta = rope["rope_theta"].get<float>();
+    }
+  }
   get("max_position_embeddings", c.max_position_embeddings, false);
   get("tie_word_embeddings", c.tie_word_embeddings, false);
   get("bos_token_id", c.bos_token_id, false);
@@ -117,6 +128,7 @@ std::string config_to_json(const LlamaConfig& c) {
             {"hidden_act", "silu"},
             {"rms_norm_eps", c.rms_norm_eps},
             {"rope_theta", c.rope_theta},
+            {"rope_parameters", {{"rope_theta", c.rope_theta}, {"rope_type", "default"}}},
             {"max_position_embeddings", c.max_position_embeddings},
             {"tie_word_embeddings", c.tie_word_embeddings},
             {"attention_bias", false},

@@ -43,6 +43,12 @@ TEST(LlamaConfig, JsonRoundTripAndErrors) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
+  expect_error(R"({"vocab_size": 10, "hidden_size": 64, "intermediate_size": 8, "num_hidden_layers": 1,
+                  "num_attention_heads": 4, "rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5}})",
+               "rope_type");
+  write_file_atomic(path, R"({"vocab_size": 10, "hidden_size": 64, "intermediate_size": 8, "num_hidden_layers": 1,
+                  "num_attention_heads": 4, "rope_parameters": {"rope_type": "default", "rope_theta": 5e5}})");
+  EXPECT_EQ(load_config(path).rope_theta, 5e5f);
   expect_error("{", "not valid JSON");
   expect_error(R"({"hidden_size": 64})", "vocab_size");
   expect_error(R"({"vocab_size": 10, "hidden_size": "big", "intermediate_size": 8, "num_hidden_layers": 1,
