@@ -2,6 +2,15 @@
 // FFN 2048, vocab 32000) at T tokens per micro-batch: GB/s for memory-bound ops (bytes each op must move
 // at least once), TFLOP/s for GEMMs. Activations bf16, master weights, gradients and optimizer state f32.
 // Usage: bench_cuda_ops [--tokens 8192] [--iters 20]
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
 #include "core/device.h"
 #include "core/device_buffer.h"
 #include "ops/adamw.h"
@@ -12,15 +21,6 @@
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
 #include "ops/swiglu.h"
-
-#include <CLI/CLI.hpp>
-#include <fmt/format.h>
-
-#include <chrono>
-#include <functional>
-#include <random>
-#include <string>
-#include <vector>
 
 namespace {
 
@@ -40,7 +40,8 @@ double time_ms(const std::function<void()>& fn) {
 }
 
 // amount is bytes for "GB/s" and floating-point operations for "TFLOP/s".
-void report(const std::string& op, const std::string& shape, double ms, double amount, const std::string& unit) {
+void report(const std::string& op, const std::string& shape, double ms, double amount,
+            const std::string& unit) {
   const double per_second = amount / (ms / 1e3);
   fmt::print("{:<22} {:<32} {:>9.3f} ms {:>9.1f} {}\n", op, shape, ms,
              per_second / (unit == "GB/s" ? 1e9 : 1e12), unit);
@@ -71,7 +72,8 @@ std::vector<int32_t> random_ids(int64_t n, int64_t below) {
 
 void bench_linear(Pool& pool, const std::string& name, int64_t M, int64_t N, int64_t K, DType dtype) {
   const Tensor x = pool.make(dtype, {M, K}), w = pool.make(dtype, {N, K}), y = pool.make(dtype, {M, N});
-  const Tensor dy = pool.make(dtype, {M, N}), dx = pool.make(dtype, {M, K}), dw = pool.make(DType::f32, {N, K});
+  const Tensor dy = pool.make(dtype, {M, N}), dx = pool.make(dtype, {M, K}),
+               dw = pool.make(DType::f32, {N, K});
   const double flops = 2.0 * double(M) * double(N) * double(K);
   const std::string shape = fmt::format("{} [{},{}]x[{},{}]^T", dtype_name(dtype), M, K, N, K);
   report(name + " fwd", shape, time_ms([&] { linear_forward(x, w, y); }), flops, "TFLOP/s");
@@ -102,18 +104,21 @@ int main(int argc, char** argv) {
   const Tensor ids = pool.ints(random_ids(T, V)), table = pool.make(bf, {V, C});
   const Tensor x = pool.make(bf, {T, C}), y = pool.make(bf, {T, C}), dx = pool.make(bf, {T, C});
   const Tensor dtable = pool.make(f32, {V, C});
-  report("embedding fwd", "bf16 [T,768]", time_ms([&] { embedding_forward(ids, table, x); }), 2 * act, "GB/s");
-  report("embedding bwd", "bf16 -> f32 [32000,768]",
-         time_ms([&] { embedding_backward(ids, x, dtable, Write::accumulate); }), act + 2.0 * double(T * C * 4),
+  report("embedding fwd", "bf16 [T,768]", time_ms([&] { embedding_forward(ids, table, x); }), 2 * act,
          "GB/s");
+  report("embedding bwd", "bf16 -> f32 [32000,768]",
+         time_ms([&] { embedding_backward(ids, x, dtable, Write::accumulate); }),
+         act + 2.0 * double(T * C * 4), "GB/s");
 
   const Tensor w = pool.make(f32, {C}), dw = pool.make(f32, {C}), rstd = pool.make(f32, {T});
-  report("rmsnorm fwd", "bf16 [T,768]", time_ms([&] { rmsnorm_forward(x, w, 1e-5, y, rstd); }), 2 * act, "GB/s");
+  report("rmsnorm fwd", "bf16 [T,768]", time_ms([&] { rmsnorm_forward(x, w, 1e-5, y, rstd); }), 2 * act,
+         "GB/s");
   report("rmsnorm bwd", "bf16 [T,768]",
          time_ms([&] { rmsnorm_backward(y, x, w, rstd, dx, dw, Write::accumulate); }), 3 * act, "GB/s");
 
   const Tensor q = pool.make(bf, {T, H, D}), pos = pool.ints(random_ids(T, 2048));
-  report("rope fwd (in place)", "bf16 [T,12,64]", time_ms([&] { rope_forward(q, pos, 1e4, q); }), 2 * act, "GB/s");
+  report("rope fwd (in place)", "bf16 [T,12,64]", time_ms([&] { rope_forward(q, pos, 1e4, q); }), 2 * act,
+         "GB/s");
 
   const Tensor h = pool.make(bf, {T, 2 * F}), a = pool.make(bf, {T, F}), dh = pool.make(bf, {T, 2 * F});
   const double act_f = double(T * F) * 2;
@@ -140,7 +145,8 @@ int main(int argc, char** argv) {
   std::vector<Tensor> grads;
   int64_t total = 0;
   for (int64_t n : sizes) {
-    params.push_back({pool.make(f32, {n}), pool.make(f32, {n}), pool.make(f32, {n}), pool.make(f32, {n}), true});
+    params.push_back(
+        {pool.make(f32, {n}), pool.make(f32, {n}), pool.make(f32, {n}), pool.make(f32, {n}), true});
     grads.push_back(params.back().grad);
     total += n;
   }

@@ -2,13 +2,13 @@
 // copies to and from the host. Tests and benchmarks hold their device tensors in these.
 #pragma once
 
-#include "core/device.h"
-#include "core/tensor.h"
-
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <utility>
+
+#include "core/device.h"
+#include "core/tensor.h"
 
 namespace pt {
 

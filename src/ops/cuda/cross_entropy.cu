@@ -1,3 +1,5 @@
+#include <string>
+
 #include "data/packing/batch.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/cuda_ops.h"
@@ -5,8 +7,6 @@
 #include "ops/cuda/reduce.cuh"
 #include "ops/cuda/scratch.h"
 #include "ops/cuda/stream.h"
-
-#include <string>
 
 namespace pt::ops::cuda {
 
@@ -33,12 +33,14 @@ __device__ MaxSum block_max_sum(MaxSum v) {
   __shared__ MaxSum warp_totals[32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   for (int offset = 16; offset > 0; offset /= 2)
-    v = combine(v, {__shfl_xor_sync(0xffffffffu, v.max, offset), __shfl_xor_sync(0xffffffffu, v.sum, offset)});
+    v = combine(v,
+                {__shfl_xor_sync(0xffffffffu, v.max, offset), __shfl_xor_sync(0xffffffffu, v.sum, offset)});
   if (lane == 0) warp_totals[warp] = v;
   __syncthreads();
   v = lane < warps ? warp_totals[lane] : MaxSum{};
   for (int offset = 16; offset > 0; offset /= 2)
-    v = combine(v, {__shfl_xor_sync(0xffffffffu, v.max, offset), __shfl_xor_sync(0xffffffffu, v.sum, offset)});
+    v = combine(v,
+                {__shfl_xor_sync(0xffffffffu, v.max, offset), __shfl_xor_sync(0xffffffffu, v.sum, offset)});
   return v;
 }
 
@@ -81,8 +83,8 @@ __global__ void row_kernel(const T* logits, const int32_t* __restrict__ targets,
 }
 
 // One block sums the row losses in double and counts the loss tokens, in a fixed order.
-__global__ void total_kernel(const float* __restrict__ row_loss, const int32_t* __restrict__ targets, int64_t T_,
-                             double* loss_sum, long long* tokens) {
+__global__ void total_kernel(const float* __restrict__ row_loss, const int32_t* __restrict__ targets,
+                             int64_t T_, double* loss_sum, long long* tokens) {
   double sum = 0;
   long long count = 0;
   for (int64_t t = threadIdx.x; t < T_; t += blockDim.x) {
@@ -114,24 +116,25 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, do
   dispatch_float("cross_entropy", "logits", logits.dtype, [&](auto tag) {
     using E = decltype(tag);
     row_kernel<<<static_cast<unsigned>(T), kRowThreads, 0, stream>>>(
-        data<E>(logits), data<int32_t>(targets), float(grad_scale), dlogits.empty() ? nullptr : data<E>(dlogits),
-        V, row_loss, first_bad);
+        data<E>(logits), data<int32_t>(targets), float(grad_scale),
+        dlogits.empty() ? nullptr : data<E>(dlogits), V, row_loss, first_bad);
     PT_CUDA_CHECK_LAUNCH();
   });
   total_kernel<<<1, kSumThreads, 0, stream>>>(row_loss, data<int32_t>(targets), T, plan.at<double>(sum_at),
-                                             plan.at<long long>(tokens_at));
+                                              plan.at<long long>(tokens_at));
   PT_CUDA_CHECK_LAUNCH();
   int bad = 0;
   double loss_sum = 0;
   long long tokens = 0;
   PT_CUDA_CHECK(cudaMemcpyAsync(&bad, first_bad, sizeof bad, cudaMemcpyDeviceToHost, stream));
-  PT_CUDA_CHECK(cudaMemcpyAsync(&loss_sum, plan.at<double>(sum_at), sizeof loss_sum, cudaMemcpyDeviceToHost, stream));
-  PT_CUDA_CHECK(cudaMemcpyAsync(&tokens, plan.at<long long>(tokens_at), sizeof tokens, cudaMemcpyDeviceToHost, stream));
+  PT_CUDA_CHECK(
+      cudaMemcpyAsync(&loss_sum, plan.at<double>(sum_at), sizeof loss_sum, cudaMemcpyDeviceToHost, stream));
+  PT_CUDA_CHECK(
+      cudaMemcpyAsync(&tokens, plan.at<long long>(tokens_at), sizeof tokens, cudaMemcpyDeviceToHost, stream));
   sync_current_stream();
   if (bad < T)
-    throw Error("cross_entropy: target of token " + std::to_string(bad) +
-                " is outside the vocabulary [0, " + std::to_string(V) + ") and not the ignore label " +
-                std::to_string(kIgnoreLabel));
+    throw Error("cross_entropy: target of token " + std::to_string(bad) + " is outside the vocabulary [0, " +
+                std::to_string(V) + ") and not the ignore label " + std::to_string(kIgnoreLabel));
   return {loss_sum, static_cast<int64_t>(tokens)};
 }
 

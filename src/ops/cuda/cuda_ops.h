@@ -6,11 +6,11 @@
 // (token ids, targets) wait for it.
 #pragma once
 
+#include <span>
+
 #include "ops/adamw.h"
 #include "ops/cross_entropy.h"
 #include "ops/write_mode.h"
-
-#include <span>
 
 namespace pt::ops::cuda {
 

@@ -2,11 +2,11 @@
 // registers (every kernel accumulates in fp32). dispatch_float maps a tensor's DType to the storage type.
 #pragma once
 
-#include "core/tensor.h"
-
 #include <cuda_bf16.h>
 
 #include <string>
+
+#include "core/tensor.h"
 
 namespace pt::ops::cuda {
 
@@ -43,6 +43,8 @@ T* data(const Tensor& t) {
 }
 
 // Blocks needed to cover n items with `threads` per block.
-inline unsigned blocks_for(int64_t n, int threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
+inline unsigned blocks_for(int64_t n, int threads) {
+  return static_cast<unsigned>((n + threads - 1) / threads);
+}
 
 }  // namespace pt::ops::cuda

@@ -1,13 +1,12 @@
+#include <cstring>
+#include <cub/device/device_radix_sort.cuh>
+#include <string>
+
 #include "ops/cuda/check.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/elements.cuh"
 #include "ops/cuda/scratch.h"
 #include "ops/cuda/stream.h"
-
-#include <cub/device/device_radix_sort.cuh>
-
-#include <cstring>
-#include <string>
 
 namespace pt::ops::cuda {
 
@@ -24,8 +23,8 @@ __device__ __forceinline__ bool valid_id(int32_t id, int64_t V, int64_t t, int* 
 
 // One thread per output element; a row with a bad id is zeroed and reported.
 template <class T>
-__global__ void forward_kernel(const int32_t* __restrict__ ids, const T* __restrict__ table, T* __restrict__ out,
-                               int64_t T_, int64_t V, int64_t C, int* first_bad) {
+__global__ void forward_kernel(const int32_t* __restrict__ ids, const T* __restrict__ table,
+                               T* __restrict__ out, int64_t T_, int64_t V, int64_t C, int* first_bad) {
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (i >= T_ * C) return;
   const int64_t t = i / C, c = i % C;
@@ -107,10 +106,9 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dta
   if (T * C == 0) return;
   const int n = static_cast<int>(T), end_bit = bits_for(V);
   size_t sort_bytes = 0;
-  PT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, static_cast<const int32_t*>(nullptr),
-                                                static_cast<int32_t*>(nullptr),
-                                                static_cast<const int32_t*>(nullptr),
-                                                static_cast<int32_t*>(nullptr), n, 0, end_bit, stream));
+  PT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      nullptr, sort_bytes, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), n, 0, end_bit, stream));
   ScratchPlan plan;
   const size_t bad_at = plan.reserve<int>(1), keys_at = plan.reserve<int32_t>(T),
                tokens_at = plan.reserve<int32_t>(T), sorted_keys_at = plan.reserve<int32_t>(T),
@@ -118,7 +116,8 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dta
   plan.allocate();
   int* first_bad = plan.at<int>(bad_at);
   int32_t *keys = plan.at<int32_t>(keys_at), *tokens = plan.at<int32_t>(tokens_at);
-  int32_t *sorted_keys = plan.at<int32_t>(sorted_keys_at), *sorted_tokens = plan.at<int32_t>(sorted_tokens_at);
+  int32_t *sorted_keys = plan.at<int32_t>(sorted_keys_at),
+          *sorted_tokens = plan.at<int32_t>(sorted_tokens_at);
   PT_CUDA_CHECK(cudaMemsetAsync(first_bad, kNoBadToken, sizeof(int), stream));
   sort_input_kernel<<<blocks_for(T, kThreads), kThreads, 0, stream>>>(data<int32_t>(ids), T, V, keys, tokens,
                                                                       first_bad);

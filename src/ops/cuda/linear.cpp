@@ -5,16 +5,16 @@
 //   dw       dW^T[K,N] = x^T op_T(dy^T)     (m=K, n=N, k=M)
 // Accumulation is fp32 (CUBLAS_COMPUTE_32F: no TF32), inputs are f32 or bf16, and beta = 1 adds to the
 // output. Descriptors and the heuristic's algorithm are cached per shape, types and pointer alignment.
-#include "ops/cuda/check.h"
-#include "ops/cuda/cuda_ops.h"
-#include "ops/cuda/stream.h"
-
 #include <cublasLt.h>
 
 #include <map>
 #include <mutex>
 #include <string>
 #include <tuple>
+
+#include "ops/cuda/check.h"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/stream.h"
 
 namespace pt::ops::cuda {
 
@@ -64,7 +64,7 @@ using PlanKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64
                            uint32_t, uint32_t, uint32_t>;
 
 PlanKey key_of(const Gemm& g) {
-  return {g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.ab_type, g.c_type,
+  return {g.trans_a,      g.trans_b,      g.m,           g.n, g.k, g.lda, g.ldb, g.ldc, g.ab_type, g.c_type,
           alignment(g.a), alignment(g.b), alignment(g.c)};
 }
 
@@ -110,8 +110,10 @@ class Lt {
     const PlanKey key = key_of(g);
     if (auto it = plans_.find(key); it != plans_.end()) return it->second;
     Plan plan;
-    check_cublas(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
-    const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    check_cublas(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+                 "cublasLtMatmulDescCreate");
+    const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                            tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     check_cublas(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta),
                  "setting TRANSA");
     check_cublas(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
@@ -124,20 +126,20 @@ class Lt {
     check_cublas(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
     const uint64_t workspace = kWorkspaceBytes;
     const uint32_t align_a = std::get<10>(key), align_b = std::get<11>(key), align_c = std::get<12>(key);
-    check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                                                      sizeof workspace),
+    check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                      &workspace, sizeof workspace),
                  "setting the workspace size");
-    check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
-                                                      sizeof align_a),
+    check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                      &align_a, sizeof align_a),
                  "setting the alignment of A");
-    check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
-                                                      sizeof align_b),
+    check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                      &align_b, sizeof align_b),
                  "setting the alignment of B");
-    check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
-                                                      sizeof align_c),
+    check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                      &align_c, sizeof align_c),
                  "setting the alignment of C");
-    check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
-                                                      sizeof align_c),
+    check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                      &align_c, sizeof align_c),
                  "setting the alignment of D");
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
@@ -145,9 +147,10 @@ class Lt {
                                                                  plan.c, pref, 1, &result, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (status != CUBLAS_STATUS_SUCCESS || found == 0)
-      throw Error("linear: cuBLASLt has no algorithm for a " + std::string(dtype_name(g.ab_type)) + " GEMM m=" +
-                  std::to_string(g.m) + " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) + " into " +
-                  dtype_name(g.c_type) + " (" + cublasLtGetStatusString(status) + ")");
+      throw Error("linear: cuBLASLt has no algorithm for a " + std::string(dtype_name(g.ab_type)) +
+                  " GEMM m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) +
+                  " k=" + std::to_string(g.k) + " into " + dtype_name(g.c_type) + " (" +
+                  cublasLtGetStatusString(status) + ")");
     plan.algo = result.algo;
     return plans_.emplace(key, plan).first->second;
   }
@@ -163,7 +166,8 @@ void gemm(const Gemm& g) {
   if (g.m == 0 || g.n == 0) return;
   if (g.k == 0) {
     if (!g.accumulate)
-      PT_CUDA_CHECK(cudaMemsetAsync(g.c, 0, static_cast<size_t>(g.m * g.n * dtype_size(g.c_type)), current_stream()));
+      PT_CUDA_CHECK(
+          cudaMemsetAsync(g.c, 0, static_cast<size_t>(g.m * g.n * dtype_size(g.c_type)), current_stream()));
     return;
   }
   Lt::get().run(g);

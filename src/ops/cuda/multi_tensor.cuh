@@ -3,15 +3,15 @@
 // from the table. A 110M-parameter model's ~110 tensors take two launches instead of ~110.
 #pragma once
 
-#include "ops/cuda/check.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <span>
 
+#include "ops/cuda/check.h"
+
 namespace pt::ops::cuda {
 
-inline constexpr int kTableTensors = 64;       // keeps a table (kernel parameter) under 4 KiB
+inline constexpr int kTableTensors = 64;            // keeps a table (kernel parameter) under 4 KiB
 inline constexpr int64_t kChunkElements = 1 << 16;  // elements per block
 inline constexpr int kChunkThreads = 256;
 
@@ -27,12 +27,16 @@ struct TensorTable {
 
 // The tensor and element range of this block, found by binary search over first_block.
 template <int kPointers>
-__device__ __forceinline__ int table_entry(const TensorTable<kPointers>& table, int64_t& begin, int64_t& end) {
+__device__ __forceinline__ int table_entry(const TensorTable<kPointers>& table, int64_t& begin,
+                                           int64_t& end) {
   int lo = 0, hi = table.count - 1;
   const int block = static_cast<int>(blockIdx.x);
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (table.first_block[mid] <= block) lo = mid; else hi = mid - 1;
+    if (table.first_block[mid] <= block)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   begin = int64_t{block - table.first_block[lo]} * kChunkElements;
   end = begin + kChunkElements < table.numel[lo] ? begin + kChunkElements : table.numel[lo];

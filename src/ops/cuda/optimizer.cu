@@ -1,12 +1,12 @@
 // AdamW, gradient norm and clipping over the whole parameter set, each in a few multi-tensor launches.
+#include <cmath>
+
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/elements.cuh"
 #include "ops/cuda/multi_tensor.cuh"
 #include "ops/cuda/reduce.cuh"
 #include "ops/cuda/scratch.h"
 #include "ops/cuda/stream.h"
-
-#include <cmath>
 
 namespace pt::ops::cuda {
 
@@ -67,14 +67,13 @@ unsigned grid_of(const TensorTable<kPointers>& table) {
 
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step) {
   for (const AdamWTensor& t : tensors)
-    for (const Tensor* x : {&t.param, &t.grad, &t.m, &t.v}) require_f32("adamw_step", "every tensor", x->dtype);
-  const double bias1 = 1 - std::pow(config.beta1, double(step)), bias2 = 1 - std::pow(config.beta2, double(step));
-  const AdamWScalars s{float(config.beta1),
-                       float(config.beta2),
-                       float(config.eps),
-                       float(1 - config.lr * config.weight_decay),
-                       float(config.lr / bias1),
-                       float(std::sqrt(bias2))};
+    for (const Tensor* x : {&t.param, &t.grad, &t.m, &t.v})
+      require_f32("adamw_step", "every tensor", x->dtype);
+  const double bias1 = 1 - std::pow(config.beta1, double(step)),
+               bias2 = 1 - std::pow(config.beta2, double(step));
+  const AdamWScalars s{float(config.beta1),      float(config.beta2),
+                       float(config.eps),        float(1 - config.lr * config.weight_decay),
+                       float(config.lr / bias1), float(std::sqrt(bias2))};
   launch_over_tables<4>(
       tensors.size(),
       [&](size_t i, TensorTable<4>& table, int slot) {
@@ -113,7 +112,8 @@ double sum_of_squares(std::span<const Tensor> tensors) {
   total_kernel<<<1, kTotalThreads, 0, stream>>>(partial, static_cast<int>(blocks), plan.at<double>(total_at));
   PT_CUDA_CHECK_LAUNCH();
   double total = 0;
-  PT_CUDA_CHECK(cudaMemcpyAsync(&total, plan.at<double>(total_at), sizeof total, cudaMemcpyDeviceToHost, stream));
+  PT_CUDA_CHECK(
+      cudaMemcpyAsync(&total, plan.at<double>(total_at), sizeof total, cudaMemcpyDeviceToHost, stream));
   sync_current_stream();
   return total;
 }

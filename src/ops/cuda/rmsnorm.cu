@@ -9,8 +9,8 @@ namespace pt::ops::cuda {
 
 namespace {
 
-constexpr int kRowsPerBlock = 4;      // one warp per token row
-constexpr int kColumnThreads = 256;   // dweight kernels: one thread per column
+constexpr int kRowsPerBlock = 4;         // one warp per token row
+constexpr int kColumnThreads = 256;      // dweight kernels: one thread per column
 constexpr int64_t kRowsPerPartial = 64;  // tokens summed into one partial dweight row
 
 template <class T, class W>
@@ -38,14 +38,15 @@ __global__ void dx_kernel(const T* __restrict__ dy, const T* __restrict__ x, con
   float dot = 0;
   for (int64_t c = lane; c < C; c += 32) dot += load(gr + c) * load(w + c) * load(xr + c);
   const float r = rstd[t], coef = r * r * warp_sum(dot) / float(C);
-  for (int64_t c = lane; c < C; c += 32) store(dx + t * C + c, r * (load(w + c) * load(gr + c) - load(xr + c) * coef));
+  for (int64_t c = lane; c < C; c += 32)
+    store(dx + t * C + c, r * (load(w + c) * load(gr + c) - load(xr + c) * coef));
 }
 
 // partial[p][c] = sum of dy x r over tokens [p * kRowsPerPartial, ...), in token order.
 template <class T>
 __global__ void dweight_partial_kernel(const T* __restrict__ dy, const T* __restrict__ x,
-                                       const float* __restrict__ rstd, float* __restrict__ partial, int64_t T_,
-                                       int64_t C) {
+                                       const float* __restrict__ rstd, float* __restrict__ partial,
+                                       int64_t T_, int64_t C) {
   const int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (c >= C) return;
   const int64_t t0 = int64_t{blockIdx.y} * kRowsPerPartial, t1 = min(t0 + kRowsPerPartial, T_);

@@ -1,8 +1,8 @@
 #include "ops/cuda/scratch.h"
 
-#include "ops/cuda/check.h"
-
 #include <mutex>
+
+#include "ops/cuda/check.h"
 
 namespace pt::ops::cuda {
 

@@ -52,8 +52,8 @@ void swiglu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh) {
   if (T * F == 0) return;
   dispatch_float("swiglu_backward", "h", h.dtype, [&](auto tag) {
     using E = decltype(tag);
-    backward_kernel<<<blocks_for(T * F, kThreads), kThreads, 0, current_stream()>>>(
-        data<E>(dout), data<E>(h), data<E>(dh), T, F);
+    backward_kernel<<<blocks_for(T * F, kThreads), kThreads, 0, current_stream()>>>(data<E>(dout), data<E>(h),
+                                                                                    data<E>(dh), T, F);
     PT_CUDA_CHECK_LAUNCH();
   });
 }

@@ -2,10 +2,10 @@
 // or in place), ignored rows, vocabularies up to 32000, f32 and bf16 logits.
 #include "ops/cross_entropy.h"
 
+#include <random>
+
 #include "cuda_test_util.h"
 #include "data/packing/batch.h"
-
-#include <random>
 
 namespace pt::ops {
 namespace {
@@ -38,7 +38,8 @@ void check_cross_entropy(DType dtype, int64_t T, int64_t V, bool in_place) {
   const Tensor grad = in_place ? d_logits.t : d_grad.t;
   const CrossEntropyResult got = cross_entropy(d_logits.t, d_targets.t, grad_scale, grad);
   EXPECT_EQ(got.tokens, want.tokens);
-  EXPECT_NEAR(got.loss_sum, want.loss_sum, tolerance(DType::f32, true) * std::max(1.0, std::fabs(want.loss_sum)));
+  EXPECT_NEAR(got.loss_sum, want.loss_sum,
+              tolerance(DType::f32, true) * std::max(1.0, std::fabs(want.loss_sum)));
   EXPECT_CLOSE(grad, dlogits, tolerance(dtype));
 }
 
@@ -75,7 +76,8 @@ TEST(CudaCrossEntropy, TargetOutsideTheVocabularyIsAnError) {
     cross_entropy(logits.t, targets.t, 1.0, Tensor());
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("target of token 1 is outside the vocabulary [0, 10)"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("target of token 1 is outside the vocabulary [0, 10)"),
+              std::string::npos)
         << e.what();
   }
 }

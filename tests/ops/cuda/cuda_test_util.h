@@ -3,11 +3,6 @@
 // outputs were poisoned (every byte 0xFF, a NaN in f32 and bf16) so an unwritten element cannot pass.
 #pragma once
 
-#include "core/device.h"
-#include "core/device_buffer.h"
-#include "core/float16.h"
-#include "ops/gradcheck.h"
-
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -18,10 +13,15 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
+#include "core/device_buffer.h"
+#include "core/float16.h"
+#include "ops/gradcheck.h"
+
 // Every CUDA test starts with this: without a device (or a CUDA build) there is nothing to run.
-#define SKIP_WITHOUT_GPU()                                                  \
-  do {                                                                      \
-    if (::pt::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";   \
+#define SKIP_WITHOUT_GPU()                                                \
+  do {                                                                    \
+    if (::pt::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"; \
   } while (0)
 
 namespace pt::testing {
@@ -102,9 +102,10 @@ struct Comparison {
   double got = 0, want = 0, scale = 0;
 
   std::string str() const {
-    return fmt::format("relative error {:.3g} (max |want| {:.4g}); worst element {}: got {:.8g}, want {:.8g}; "
-                       "{} non-finite values",
-                       error, scale, worst, got, want, nonfinite);
+    return fmt::format(
+        "relative error {:.3g} (max |want| {:.4g}); worst element {}: got {:.8g}, want {:.8g}; "
+        "{} non-finite values",
+        error, scale, worst, got, want, nonfinite);
   }
 };
 
@@ -119,7 +120,8 @@ inline Comparison compare(const std::vector<double>& got, const std::vector<doub
   for (size_t i = 0; i < got.size(); ++i) {
     double diff = std::fabs(got[i] - want[i]);
     if (!std::isfinite(got[i])) ++c.nonfinite, diff = INFINITY;
-    if (diff > worst_diff) worst_diff = diff, c.worst = static_cast<int64_t>(i), c.got = got[i], c.want = want[i];
+    if (diff > worst_diff)
+      worst_diff = diff, c.worst = static_cast<int64_t>(i), c.got = got[i], c.want = want[i];
   }
   c.error = worst_diff <= 0 ? 0 : worst_diff / (c.scale > 0 ? c.scale : 1);
   return c;
@@ -135,8 +137,8 @@ inline double tolerance(DType dtype, bool reduction = false) {
 }  // namespace pt::testing
 
 // EXPECT_CLOSE(device tensor, reference values, tolerance) with the worst element in the message.
-#define EXPECT_CLOSE(tensor, want, tol)                                              \
-  do {                                                                               \
+#define EXPECT_CLOSE(tensor, want, tol)                                                                   \
+  do {                                                                                                    \
     const ::pt::testing::Comparison c_ = ::pt::testing::compare(::pt::testing::download(tensor), (want)); \
-    EXPECT_LE(c_.error, (tol)) << #tensor << ": " << c_.str();                       \
+    EXPECT_LE(c_.error, (tol)) << #tensor << ": " << c_.str();                                            \
   } while (0)

@@ -1,9 +1,9 @@
 // CUDA element-wise ops against the cpu backend in f64: SwiGLU, RoPE and add, in f32 and bf16.
 #include "ops/elementwise.h"
-#include "ops/rope.h"
-#include "ops/swiglu.h"
 
 #include "cuda_test_util.h"
+#include "ops/rope.h"
+#include "ops/swiglu.h"
 
 namespace pt::ops {
 namespace {
@@ -44,8 +44,8 @@ TEST(CudaRope, ForwardAndBackwardMatchCpuInPlaceAndNot) {
   SKIP_WITHOUT_GPU();
   const double theta = 10000;
   for (DType dtype : kTypes)
-    for (auto [T, N, D] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 1, 2}, {5, 3, 6}, {300, 12, 64},
-                                                                             {65, 4, 128}}) {
+    for (auto [T, N, D] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+             {1, 1, 2}, {5, 3, 6}, {300, 12, 64}, {65, 4, 128}}) {
       SCOPED_TRACE(fmt::format("{} T={} N={} D={}", dtype_name(dtype), T, N, D));
       std::vector<double> x = rounded(random_values(T * N * D, 3), dtype), out(T * N * D), back(T * N * D);
       const std::vector<int32_t> pos = packed_positions(T);
@@ -67,7 +67,8 @@ TEST(CudaAdd, MatchesCpu) {
   for (DType dtype : kTypes)
     for (int64_t n : {1, 1000, 1 << 20}) {
       SCOPED_TRACE(fmt::format("{} n={}", dtype_name(dtype), n));
-      std::vector<double> src = rounded(random_values(n, 4), dtype), dst = rounded(random_values(n, 5), dtype);
+      std::vector<double> src = rounded(random_values(n, 4), dtype),
+                          dst = rounded(random_values(n, 5), dtype);
       DeviceTensor d_src = upload(src, dtype, {n}), d_dst = upload(dst, dtype, {n});
       add(view(src, {n}), view(dst, {n}));
       add(d_src.t, d_dst.t);

@@ -2,9 +2,9 @@
 // (tokens grouped by a stable sort) with heavily repeated ids, f32 and bf16 gradients into an f32 table.
 #include "ops/embedding.h"
 
-#include "cuda_test_util.h"
-
 #include <random>
+
+#include "cuda_test_util.h"
 
 namespace pt::ops {
 namespace {
@@ -23,7 +23,8 @@ std::vector<int32_t> skewed_ids(int64_t T, int64_t V, uint32_t seed) {
 }
 
 void check_embedding(DType dtype, DType dtable_type, int64_t T, int64_t V, int64_t C, Write mode) {
-  SCOPED_TRACE(fmt::format("{} (dtable {}) T={} V={} C={}", dtype_name(dtype), dtype_name(dtable_type), T, V, C));
+  SCOPED_TRACE(
+      fmt::format("{} (dtable {}) T={} V={} C={}", dtype_name(dtype), dtype_name(dtable_type), T, V, C));
   const std::vector<int32_t> ids = skewed_ids(T, V, 1);
   std::vector<int32_t> host_ids = ids;
   std::vector<double> table = rounded(random_values(V * C, 2), dtype), out(T * C);
@@ -35,7 +36,8 @@ void check_embedding(DType dtype, DType dtable_type, int64_t T, int64_t V, int64
 
   DeviceTensor d_ids = upload_ints(ids, {T}), d_table = upload(table, dtype, {V, C});
   DeviceTensor d_out = poisoned(dtype, {T, C}), d_dout = upload(dout, dtype, {T, C});
-  DeviceTensor d_dtable = mode == Write::accumulate ? upload(dtable0, dtable_type, {V, C}) : poisoned(dtable_type, {V, C});
+  DeviceTensor d_dtable =
+      mode == Write::accumulate ? upload(dtable0, dtable_type, {V, C}) : poisoned(dtable_type, {V, C});
   embedding_forward(d_ids.t, d_table.t, d_out.t);
   EXPECT_CLOSE(d_out.t, out, 0.0);  // a lookup copies exactly
   embedding_backward(d_ids.t, d_dout.t, d_dtable.t, mode);
@@ -71,7 +73,8 @@ TEST(CudaEmbedding, BackwardIsBitwiseReproducible) {
 
 TEST(CudaEmbedding, IdOutsideTheTableIsAnError) {
   SKIP_WITHOUT_GPU();
-  DeviceTensor table = upload(random_values(4 * 3, 7), DType::f32, {4, 3}), out = poisoned(DType::f32, {3, 3});
+  DeviceTensor table = upload(random_values(4 * 3, 7), DType::f32, {4, 3}),
+               out = poisoned(DType::f32, {3, 3});
   DeviceTensor ids = upload_ints({0, 3, 4}, {3});
   for (bool backward : {false, true}) {
     try {

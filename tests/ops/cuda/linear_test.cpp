@@ -17,17 +17,20 @@ void check_linear(DType dtype, DType dw_type, Case s, Write mode) {
   const auto [M, N, K] = s;
   SCOPED_TRACE(fmt::format("{} (dw {}) M={} N={} K={} {}", dtype_name(dtype), dtype_name(dw_type), M, N, K,
                            mode == Write::accumulate ? "accumulate" : "overwrite"));
-  std::vector<double> x = rounded(random_values(M * K, 1), dtype), w = rounded(random_values(N * K, 2), dtype);
+  std::vector<double> x = rounded(random_values(M * K, 1), dtype),
+                      w = rounded(random_values(N * K, 2), dtype);
   std::vector<double> dy = rounded(random_values(M * N, 3), dtype);
-  const std::vector<double> y0 = rounded(random_values(M * N, 4), dtype), dx0 = rounded(random_values(M * K, 5), dtype),
+  const std::vector<double> y0 = rounded(random_values(M * N, 4), dtype),
+                            dx0 = rounded(random_values(M * K, 5), dtype),
                             dw0 = rounded(random_values(N * K, 6), dw_type);
   std::vector<double> y = y0, dx = dx0, dw = dw0;
   linear_forward(view(x, {M, K}), view(w, {N, K}), view(y, {M, N}), mode);
-  linear_backward(view(dy, {M, N}), view(x, {M, K}), view(w, {N, K}), view(dx, {M, K}), mode, view(dw, {N, K}),
-                  mode);
+  linear_backward(view(dy, {M, N}), view(x, {M, K}), view(w, {N, K}), view(dx, {M, K}), mode,
+                  view(dw, {N, K}), mode);
 
   const bool acc = mode == Write::accumulate;
-  DeviceTensor d_x = upload(x, dtype, {M, K}), d_w = upload(w, dtype, {N, K}), d_dy = upload(dy, dtype, {M, N});
+  DeviceTensor d_x = upload(x, dtype, {M, K}), d_w = upload(w, dtype, {N, K}),
+               d_dy = upload(dy, dtype, {M, N});
   DeviceTensor d_y = acc ? upload(y0, dtype, {M, N}) : poisoned(dtype, {M, N});
   DeviceTensor d_dx = acc ? upload(dx0, dtype, {M, K}) : poisoned(dtype, {M, K});
   DeviceTensor d_dw = acc ? upload(dw0, dw_type, {N, K}) : poisoned(dw_type, {N, K});
@@ -38,7 +41,7 @@ void check_linear(DType dtype, DType dw_type, Case s, Write mode) {
   EXPECT_CLOSE(d_dw.t, dw, tolerance(dw_type == DType::f32 ? dtype : dw_type, true));
 }
 
-const std::vector<Case> kCases = {{1, 1, 1},     {1, 768, 64},    {3, 5, 7},        {37, 61, 129},
+const std::vector<Case> kCases = {{1, 1, 1},      {1, 768, 64},     {3, 5, 7},        {37, 61, 129},
                                   {64, 768, 768}, {257, 2048, 768}, {200, 768, 2048}, {16, 32000, 64}};
 
 TEST(CudaLinear, F32MatchesCpuWithoutTf32) {
@@ -63,7 +66,8 @@ TEST(CudaLinear, Bf16WithBf16WeightGradientMatchesCpu) {
 TEST(CudaLinear, UnalignedViewsMatchCpu) {
   SKIP_WITHOUT_GPU();
   const int64_t M = 9, N = 17, K = 31;
-  std::vector<double> x = rounded(random_values(M * K + 1, 7), DType::bf16), w = rounded(random_values(N * K, 8), DType::bf16);
+  std::vector<double> x = rounded(random_values(M * K + 1, 7), DType::bf16),
+                      w = rounded(random_values(N * K, 8), DType::bf16);
   std::vector<double> y(M * N);
   std::vector<double> x_view(x.begin() + 1, x.end());
   linear_forward(view(x_view, {M, K}), view(w, {N, K}), view(y, {M, N}));

@@ -1,9 +1,8 @@
 // CUDA AdamW, global norm and clipping against the cpu backend, over more tensors than one descriptor
 // table holds and tensors larger than one block's chunk.
+#include "cuda_test_util.h"
 #include "ops/adamw.h"
 #include "ops/grad_norm.h"
-
-#include "cuda_test_util.h"
 
 namespace pt::ops {
 namespace {
@@ -58,7 +57,9 @@ TEST(CudaAdamW, MatchesCpuOverManyTensors) {
   }
   for (size_t i = 0; i < sizes.size(); ++i) {
     SCOPED_TRACE(fmt::format("tensor {} of {} elements", i, sizes[i]));
-    const auto as_double = [](const std::vector<float>& f) { return std::vector<double>(f.begin(), f.end()); };
+    const auto as_double = [](const std::vector<float>& f) {
+      return std::vector<double>(f.begin(), f.end());
+    };
     EXPECT_CLOSE(p.device[i].t, as_double(hp[i]), tolerance(DType::f32));
     EXPECT_CLOSE(m.device[i].t, as_double(hm[i]), tolerance(DType::f32));
     EXPECT_CLOSE(v.device[i].t, as_double(hv[i]), tolerance(DType::f32));

@@ -63,9 +63,11 @@ TEST(CudaRmsNorm, Bf16WithBf16WeightMatchesCpu) {
 TEST(CudaRmsNorm, DweightIsBitwiseReproducible) {
   SKIP_WITHOUT_GPU();
   const int64_t T = 1000, C = 768;
-  DeviceTensor x = upload(random_values(T * C, 5), DType::bf16, {T, C}), w = upload(random_values(C, 6), DType::f32, {C});
+  DeviceTensor x = upload(random_values(T * C, 5), DType::bf16, {T, C}),
+               w = upload(random_values(C, 6), DType::f32, {C});
   DeviceTensor dy = upload(random_values(T * C, 7), DType::bf16, {T, C});
-  DeviceTensor y = poisoned(DType::bf16, {T, C}), rstd = poisoned(DType::f32, {T}), dx = poisoned(DType::bf16, {T, C});
+  DeviceTensor y = poisoned(DType::bf16, {T, C}), rstd = poisoned(DType::f32, {T}),
+               dx = poisoned(DType::bf16, {T, C});
   DeviceTensor dw = poisoned(DType::f32, {C});
   rmsnorm_forward(x.t, w.t, 1e-5, y.t, rstd.t);
   rmsnorm_backward(dy.t, x.t, w.t, rstd.t, dx.t, dw.t, Write::overwrite);
