@@ -37,6 +37,11 @@ void* cuda_malloc_zeroed(size_t bytes) {
 
 void cuda_free(void* p) { cudaFree(p); }
 
+void cuda_synchronize() {
+  const cudaError_t err = cudaDeviceSynchronize();
+  if (err != cudaSuccess) throw Error(std::string("GPU work failed: ") + cudaGetErrorString(err));
+}
+
 void copy_bytes(void* dst, bool dst_on_gpu, const void* src, bool src_on_gpu, size_t bytes) {
   if (!dst_on_gpu && !src_on_gpu) {  // host to host needs no driver
     std::memcpy(dst, src, bytes);

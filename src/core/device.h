@@ -14,6 +14,8 @@ std::string cuda_device_name(int i);  // "" when unavailable
 // Device memory for arenas; errors name the size and the CUDA error.
 void* cuda_malloc_zeroed(size_t bytes);
 void cuda_free(void* p);
+// Waits for all queued GPU work (benchmarks time with it); a no-op without CUDA.
+void cuda_synchronize();
 // Copies between host memory and device memory (kind by the sides' devices); cpu->cpu is memcpy.
 void copy_bytes(void* dst, bool dst_on_gpu, const void* src, bool src_on_gpu, size_t bytes);
 

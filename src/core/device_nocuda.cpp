@@ -12,6 +12,7 @@ std::string cuda_device_name(int) { return ""; }
 
 void* cuda_malloc_zeroed(size_t) { fail("this build has no CUDA: rebuild where nvcc is installed"); }
 void cuda_free(void*) {}
+void cuda_synchronize() {}
 
 void copy_bytes(void* dst, bool dst_on_gpu, const void* src, bool src_on_gpu, size_t bytes) {
   if (dst_on_gpu || src_on_gpu) fail("this build has no CUDA: rebuild where nvcc is installed");

@@ -2,6 +2,9 @@
 
 #include "ops/arg_check.h"
 #include "ops/cpu/cpu_ops.h"
+#ifdef PACKTRAIN_CUDA
+#include "ops/cuda/cuda_ops.h"
+#endif
 
 #include <fmt/format.h>
 
@@ -29,7 +32,11 @@ void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config,
     case Device::cpu:
       return cpu::adamw_step(tensors, config, step);
     case Device::cuda:
+#ifdef PACKTRAIN_CUDA
+      return cuda::adamw_step(tensors, config, step);
+#else
       break;
+#endif
   }
   a.unsupported_device();
 }

@@ -42,6 +42,14 @@ ArgCheck& ArgCheck::real(const char* name, const Tensor& t, std::initializer_lis
   return *this;
 }
 
+ArgCheck& ArgCheck::real_or_f32(const char* name, const Tensor& t, std::initializer_list<int64_t> dims) {
+  if (seen_real_ && dtype_ == DType::bf16 && t.dtype == DType::f32) {
+    common(name, t, dims);
+    return *this;
+  }
+  return real(name, t, dims);
+}
+
 ArgCheck& ArgCheck::ints(const char* name, const Tensor& t, std::initializer_list<int64_t> dims) {
   common(name, t, dims);
   if (t.dtype != DType::i32) fail("{}: {} must be i32, got {}", op_, name, t.str());

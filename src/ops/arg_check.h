@@ -14,6 +14,9 @@ class ArgCheck {
 
   // A floating-point tensor; every one an op takes shares one dtype. In `dims`, -1 matches any size.
   ArgCheck& real(const char* name, const Tensor& t, std::initializer_list<int64_t> dims);
+  // Like real(), but f32 is accepted beside bf16 arguments: norm weights, statistics and parameter
+  // gradients stay fp32 while activations are bf16. Call it after the tensor that sets the shared dtype.
+  ArgCheck& real_or_f32(const char* name, const Tensor& t, std::initializer_list<int64_t> dims);
   // An int32 tensor (token ids, labels, positions, sequence offsets).
   ArgCheck& ints(const char* name, const Tensor& t, std::initializer_list<int64_t> dims);
 

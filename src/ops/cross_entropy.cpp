@@ -2,6 +2,9 @@
 
 #include "ops/arg_check.h"
 #include "ops/cpu/cpu_ops.h"
+#ifdef PACKTRAIN_CUDA
+#include "ops/cuda/cuda_ops.h"
+#endif
 
 namespace pt::ops {
 
@@ -16,7 +19,11 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, do
     case Device::cpu:
       return cpu::cross_entropy(logits, targets, grad_scale, dlogits);
     case Device::cuda:
+#ifdef PACKTRAIN_CUDA
+      return cuda::cross_entropy(logits, targets, grad_scale, dlogits);
+#else
       break;
+#endif
   }
   a.unsupported_device();
 }

@@ -2,6 +2,9 @@
 
 #include "core/device.h"
 #include "ops/cpu/cpu_ops.h"
+#ifdef PACKTRAIN_CUDA
+#include "ops/cuda/cuda_ops.h"
+#endif
 
 namespace pt::ops {
 
@@ -17,7 +20,12 @@ void add(const Tensor& src, const Tensor& dst) {
     fail("add: {} into {}: element types, sizes and devices must agree", src.str(), dst.str());
   switch (dst.device) {
     case Device::cpu: return cpu::add(src, dst);
-    case Device::cuda: break;
+    case Device::cuda:
+#ifdef PACKTRAIN_CUDA
+      return cuda::add(src, dst);
+#else
+      break;
+#endif
   }
   fail("add: no {} implementation in this build", device_name(dst.device));
 }

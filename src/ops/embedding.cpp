@@ -2,6 +2,9 @@
 
 #include "ops/arg_check.h"
 #include "ops/cpu/cpu_ops.h"
+#ifdef PACKTRAIN_CUDA
+#include "ops/cuda/cuda_ops.h"
+#endif
 
 namespace pt::ops {
 
@@ -12,19 +15,28 @@ void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out
     case Device::cpu:
       return cpu::embedding_forward(ids, table, out);
     case Device::cuda:
+#ifdef PACKTRAIN_CUDA
+      return cuda::embedding_forward(ids, table, out);
+#else
       break;
+#endif
   }
   a.unsupported_device();
 }
 
 void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dtable, Write mode) {
   ArgCheck a("embedding_backward");
-  a.ints("ids", ids, {-1}).real("dtable", dtable, {-1, -1}).real("dout", dout, {ids.size(0), dtable.size(1)});
+  a.ints("ids", ids, {-1}).real("dout", dout, {ids.size(0), -1});
+  a.real_or_f32("dtable", dtable, {-1, dout.size(1)});
   switch (a.device()) {
     case Device::cpu:
       return cpu::embedding_backward(ids, dout, dtable, mode);
     case Device::cuda:
+#ifdef PACKTRAIN_CUDA
+      return cuda::embedding_backward(ids, dout, dtable, mode);
+#else
       break;
+#endif
   }
   a.unsupported_device();
 }

@@ -2,25 +2,43 @@
 
 #include "ops/arg_check.h"
 #include "ops/cpu/cpu_ops.h"
+#ifdef PACKTRAIN_CUDA
+#include "ops/cuda/cuda_ops.h"
+#endif
 
 #include <cmath>
 
 namespace pt::ops {
 
-double global_norm(std::span<const Tensor> grads) {
-  double sum = 0;
-  for (const Tensor& g : grads) {
-    ArgCheck a("global_norm");
+namespace {
+
+// All gradients on one device (each may have its own floating-point type); returns that device.
+Device common_device(const char* op, std::span<const Tensor> grads) {
+  Device device = Device::cpu;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Tensor& g = grads[i];
+    ArgCheck a(op);
     a.real("grad", Tensor(g.data, g.dtype, {g.numel()}, g.device), {g.numel()});
-    switch (a.device()) {
-      case Device::cpu:
-        sum += cpu::sum_of_squares(g);
-        continue;
-      case Device::cuda:
-        break;
-    }
-    a.unsupported_device();
+    if (i > 0 && g.device != device)
+      fail("{}: gradient {} is on {} but earlier ones are on {}; keep all gradients on one device", op, i,
+           device_name(g.device), device_name(device));
+    device = g.device;
   }
+  return device;
+}
+
+}  // namespace
+
+double global_norm(std::span<const Tensor> grads) {
+  if (common_device("global_norm", grads) == Device::cuda) {
+#ifdef PACKTRAIN_CUDA
+    return std::sqrt(cuda::sum_of_squares(grads));
+#else
+    fail("global_norm: no cuda implementation in this build; run it on cpu");
+#endif
+  }
+  double sum = 0;
+  for (const Tensor& g : grads) sum += cpu::sum_of_squares(g);
   return std::sqrt(sum);
 }
 
@@ -28,16 +46,15 @@ double clip_grad_norm(std::span<const Tensor> grads, double max_norm) {
   if (!(max_norm > 0)) fail("clip_grad_norm: max_norm must be > 0, got {}", max_norm);
   const double norm = global_norm(grads);
   const double factor = max_norm / (norm + 1e-6);
-  if (factor >= 1) return norm;
-  for (const Tensor& g : grads) {
-    switch (g.device) {
-      case Device::cpu:
-        cpu::scale(g, factor);
-        continue;
-      case Device::cuda:
-        break;
-    }
-    fail("clip_grad_norm: no {} implementation in this build; run it on cpu", device_name(g.device));
+  if (factor >= 1 || grads.empty()) return norm;
+  if (grads[0].device == Device::cuda) {
+#ifdef PACKTRAIN_CUDA
+    cuda::scale(grads, factor);
+#else
+    fail("clip_grad_norm: no cuda implementation in this build; run it on cpu");
+#endif
+  } else {
+    for (const Tensor& g : grads) cpu::scale(g, factor);
   }
   return norm;
 }

@@ -2,6 +2,9 @@
 
 #include "ops/arg_check.h"
 #include "ops/cpu/cpu_ops.h"
+#ifdef PACKTRAIN_CUDA
+#include "ops/cuda/cuda_ops.h"
+#endif
 
 namespace pt::ops {
 
@@ -13,7 +16,11 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mod
     case Device::cpu:
       return cpu::linear_forward(x, w, y, mode);
     case Device::cuda:
+#ifdef PACKTRAIN_CUDA
+      return cuda::linear_forward(x, w, y, mode);
+#else
       break;
+#endif
   }
   a.unsupported_device();
 }
@@ -26,12 +33,16 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const T
   a.real("w", w, {-1, K});
   a.real("dy", dy, {M, w.size(0)});
   if (!dx.empty()) a.real("dx", dx, {M, K});
-  if (!dw.empty()) a.real("dw", dw, {w.size(0), K});
+  if (!dw.empty()) a.real_or_f32("dw", dw, {w.size(0), K});
   switch (a.device()) {
     case Device::cpu:
       return cpu::linear_backward(dy, x, w, dx, dx_mode, dw, dw_mode);
     case Device::cuda:
+#ifdef PACKTRAIN_CUDA
+      return cuda::linear_backward(dy, x, w, dx, dx_mode, dw, dw_mode);
+#else
       break;
+#endif
   }
   a.unsupported_device();
 }

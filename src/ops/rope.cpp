@@ -2,6 +2,9 @@
 
 #include "ops/arg_check.h"
 #include "ops/cpu/cpu_ops.h"
+#ifdef PACKTRAIN_CUDA
+#include "ops/cuda/cuda_ops.h"
+#endif
 
 namespace pt::ops {
 
@@ -20,7 +23,11 @@ void rope(const char* op, const Tensor& x, const Tensor& position_ids, double th
     case Device::cpu:
       return cpu::rope_rotate(x, position_ids, theta, sign, out);
     case Device::cuda:
+#ifdef PACKTRAIN_CUDA
+      return cuda::rope_rotate(x, position_ids, theta, sign, out);
+#else
       break;
+#endif
   }
   a.unsupported_device();
 }

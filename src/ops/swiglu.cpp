@@ -2,6 +2,9 @@
 
 #include "ops/arg_check.h"
 #include "ops/cpu/cpu_ops.h"
+#ifdef PACKTRAIN_CUDA
+#include "ops/cuda/cuda_ops.h"
+#endif
 
 namespace pt::ops {
 
@@ -22,7 +25,11 @@ void swiglu_forward(const Tensor& h, const Tensor& out) {
     case Device::cpu:
       return cpu::swiglu_forward(h, out);
     case Device::cuda:
+#ifdef PACKTRAIN_CUDA
+      return cuda::swiglu_forward(h, out);
+#else
       break;
+#endif
   }
   a.unsupported_device();
 }
@@ -35,7 +42,11 @@ void swiglu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh) {
     case Device::cpu:
       return cpu::swiglu_backward(dout, h, dh);
     case Device::cuda:
+#ifdef PACKTRAIN_CUDA
+      return cuda::swiglu_backward(dout, h, dh);
+#else
       break;
+#endif
   }
   a.unsupported_device();
 }

@@ -1,0 +1,158 @@
+// Throughput of the CUDA backend's ops on shapes of a ~110M-parameter Llama (hidden 768, 12 heads of 64,
+// FFN 2048, vocab 32000) at T tokens per micro-batch: GB/s for memory-bound ops (bytes each op must move
+// at least once), TFLOP/s for GEMMs. Activations bf16, master weights, gradients and optimizer state f32.
+// Usage: bench_cuda_ops [--tokens 8192] [--iters 20]
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/device_buffer.h"
+#include "ops/adamw.h"
+#include "ops/cross_entropy.h"
+#include "ops/embedding.h"
+#include "ops/grad_norm.h"
+#include "ops/linear.h"
+#include "ops/rmsnorm.h"
+#include "ops/rope.h"
+#include "ops/swiglu.h"
+
+namespace {
+
+using namespace pt;
+using namespace pt::ops;
+
+int iters = 20;
+
+// Mean milliseconds per call after one warm-up call.
+double time_ms(const std::function<void()>& fn) {
+  fn();
+  cuda_synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) fn();
+  cuda_synchronize();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters;
+}
+
+// amount is bytes for "GB/s" and floating-point operations for "TFLOP/s".
+void report(const std::string& op, const std::string& shape, double ms, double amount,
+            const std::string& unit) {
+  const double per_second = amount / (ms / 1e3);
+  fmt::print("{:<22} {:<32} {:>9.3f} ms {:>9.1f} {}\n", op, shape, ms,
+             per_second / (unit == "GB/s" ? 1e9 : 1e12), unit);
+}
+
+// Device tensors the benchmark owns; zero-filled, which is a valid input for every op timed here.
+struct Pool {
+  std::vector<DeviceBuffer> buffers;
+  Tensor make(DType dtype, std::initializer_list<int64_t> dims) {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    buffers.emplace_back(static_cast<size_t>(n * dtype_size(dtype)));
+    return buffers.back().view(dtype, dims);
+  }
+  Tensor ints(const std::vector<int32_t>& v) {
+    Tensor t = make(DType::i32, {static_cast<int64_t>(v.size())});
+    buffers.back().upload(v.data(), v.size() * 4);
+    return t;
+  }
+};
+
+std::vector<int32_t> random_ids(int64_t n, int64_t below) {
+  std::mt19937 rng(1);
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int32_t& id : ids) id = static_cast<int32_t>(rng() % below);
+  return ids;
+}
+
+void bench_linear(Pool& pool, const std::string& name, int64_t M, int64_t N, int64_t K, DType dtype) {
+  const Tensor x = pool.make(dtype, {M, K}), w = pool.make(dtype, {N, K}), y = pool.make(dtype, {M, N});
+  const Tensor dy = pool.make(dtype, {M, N}), dx = pool.make(dtype, {M, K}),
+               dw = pool.make(DType::f32, {N, K});
+  const double flops = 2.0 * double(M) * double(N) * double(K);
+  const std::string shape = fmt::format("{} [{},{}]x[{},{}]^T", dtype_name(dtype), M, K, N, K);
+  report(name + " fwd", shape, time_ms([&] { linear_forward(x, w, y); }), flops, "TFLOP/s");
+  report(name + " bwd", shape,
+         time_ms([&] { linear_backward(dy, x, w, dx, Write::overwrite, dw, Write::accumulate); }), 2 * flops,
+         "TFLOP/s");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"CUDA op throughput on 110M-Llama shapes"};
+  int64_t T = 8192;
+  app.add_option("--tokens", T, "tokens per micro-batch (T)")->check(CLI::Range(64, 1 << 20));
+  app.add_option("--iters", iters, "timed calls per op")->check(CLI::Range(1, 10000));
+  CLI11_PARSE(app, argc, argv);
+  if (cuda_device_count() == 0) {
+    fmt::print("no CUDA device{}: nothing to benchmark\n", built_with_cuda() ? "" : " (CPU-only build)");
+    return 0;
+  }
+  fmt::print("device: {}, T = {}, {} timed calls per op\n", cuda_device_name(0), T, iters);
+
+  const int64_t C = 768, F = 2048, V = 32000, H = 12, D = 64;
+  const DType bf = DType::bf16, f32 = DType::f32;
+  const double act = double(T * C) * 2;  // bytes of one bf16 [T,C] activation
+  Pool pool;
+
+  const Tensor ids = pool.ints(random_ids(T, V)), table = pool.make(bf, {V, C});
+  const Tensor x = pool.make(bf, {T, C}), y = pool.make(bf, {T, C}), dx = pool.make(bf, {T, C});
+  const Tensor dtable = pool.make(f32, {V, C});
+  report("embedding fwd", "bf16 [T,768]", time_ms([&] { embedding_forward(ids, table, x); }), 2 * act,
+         "GB/s");
+  report("embedding bwd", "bf16 -> f32 [32000,768]",
+         time_ms([&] { embedding_backward(ids, x, dtable, Write::accumulate); }),
+         act + 2.0 * double(T * C * 4), "GB/s");
+
+  const Tensor w = pool.make(f32, {C}), dw = pool.make(f32, {C}), rstd = pool.make(f32, {T});
+  report("rmsnorm fwd", "bf16 [T,768]", time_ms([&] { rmsnorm_forward(x, w, 1e-5, y, rstd); }), 2 * act,
+         "GB/s");
+  report("rmsnorm bwd", "bf16 [T,768]",
+         time_ms([&] { rmsnorm_backward(y, x, w, rstd, dx, dw, Write::accumulate); }), 3 * act, "GB/s");
+
+  const Tensor q = pool.make(bf, {T, H, D}), pos = pool.ints(random_ids(T, 2048));
+  report("rope fwd (in place)", "bf16 [T,12,64]", time_ms([&] { rope_forward(q, pos, 1e4, q); }), 2 * act,
+         "GB/s");
+
+  const Tensor h = pool.make(bf, {T, 2 * F}), a = pool.make(bf, {T, F}), dh = pool.make(bf, {T, 2 * F});
+  const double act_f = double(T * F) * 2;
+  report("swiglu fwd", "bf16 [T,2x2048]", time_ms([&] { swiglu_forward(h, a); }), 3 * act_f, "GB/s");
+  report("swiglu bwd", "bf16 [T,2x2048]", time_ms([&] { swiglu_backward(a, h, dh); }), 5 * act_f, "GB/s");
+
+  bench_linear(pool, "linear qkv", T, 3 * C, C, bf);
+  bench_linear(pool, "linear o", T, C, C, bf);
+  bench_linear(pool, "linear gate_up", T, 2 * F, C, bf);
+  bench_linear(pool, "linear down", T, C, F, bf);
+  bench_linear(pool, "linear lm_head", T, V, C, bf);
+  bench_linear(pool, "linear gate_up", T, 2 * F, C, f32);
+
+  const Tensor logits = pool.make(bf, {T, V}), targets = pool.ints(random_ids(T, V));
+  report("cross_entropy", "bf16 [T,32000] in place",
+         time_ms([&] { cross_entropy(logits, targets, 1.0 / double(T), logits); }), 3.0 * double(T * V) * 2,
+         "GB/s");
+
+  // ~110M parameters as 12 layers of 9 tensors plus embeddings, all f32.
+  std::vector<int64_t> sizes = {V * C, V * C, C};
+  for (int l = 0; l < 12; ++l)
+    for (int64_t n : {C, C * C, C * C, C * C, C * C, C, 2 * F * C, C * F}) sizes.push_back(n);
+  std::vector<AdamWTensor> params;
+  std::vector<Tensor> grads;
+  int64_t total = 0;
+  for (int64_t n : sizes) {
+    params.push_back(
+        {pool.make(f32, {n}), pool.make(f32, {n}), pool.make(f32, {n}), pool.make(f32, {n}), true});
+    grads.push_back(params.back().grad);
+    total += n;
+  }
+  const std::string pshape = fmt::format("{} tensors, {:.1f}M f32", sizes.size(), double(total) / 1e6);
+  int64_t step = 0;
+  report("adamw", pshape, time_ms([&] { adamw_step(params, {}, ++step); }), 28.0 * double(total), "GB/s");
+  report("global_norm", pshape, time_ms([&] { global_norm(grads); }), 4.0 * double(total), "GB/s");
+  return 0;
+}

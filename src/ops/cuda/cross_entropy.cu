@@ -1,0 +1,141 @@
+#include <string>
+
+#include "data/packing/batch.h"
+#include "ops/cuda/check.h"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/elements.cuh"
+#include "ops/cuda/reduce.cuh"
+#include "ops/cuda/scratch.h"
+#include "ops/cuda/stream.h"
+
+namespace pt::ops::cuda {
+
+namespace {
+
+constexpr int kRowThreads = 512;
+constexpr int kSumThreads = 1024;
+constexpr unsigned char kNoBadRow = 0x7f;  // memset byte: 0x7f7f7f7f exceeds every row index
+
+// A running softmax denominator: sum of exp(x - max) over the values seen so far.
+struct MaxSum {
+  float max = -INFINITY;
+  float sum = 0;
+};
+
+__device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
+  if (a.sum == 0) return b;  // an empty side (all lanes start empty) contributes nothing
+  if (b.sum == 0) return a;
+  const float m = fmaxf(a.max, b.max);
+  return {m, a.sum * expf(a.max - m) + b.sum * expf(b.max - m)};
+}
+
+__device__ MaxSum block_max_sum(MaxSum v) {
+  __shared__ MaxSum warp_totals[32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  for (int offset = 16; offset > 0; offset /= 2)
+    v = combine(v,
+                {__shfl_xor_sync(0xffffffffu, v.max, offset), __shfl_xor_sync(0xffffffffu, v.sum, offset)});
+  if (lane == 0) warp_totals[warp] = v;
+  __syncthreads();
+  v = lane < warps ? warp_totals[lane] : MaxSum{};
+  for (int offset = 16; offset > 0; offset /= 2)
+    v = combine(v,
+                {__shfl_xor_sync(0xffffffffu, v.max, offset), __shfl_xor_sync(0xffffffffu, v.sum, offset)});
+  return v;
+}
+
+// One block per row. Pass 1 streams the row once with an online max and sum per thread (no copy of the
+// row is kept); pass 2 rereads it (mostly from L2) to write (softmax - onehot) * scale, in place if asked.
+template <class T>
+__global__ void row_kernel(const T* logits, const int32_t* __restrict__ targets, float grad_scale, T* dlogits,
+                           int64_t V, float* __restrict__ row_loss, int* first_bad) {
+  const int64_t t = blockIdx.x;
+  const T* row = logits + t * V;
+  const int32_t target = targets[t];
+  const bool bad = target != kIgnoreLabel && (target < 0 || target >= V);
+  if (bad && threadIdx.x == 0) atomicMin(first_bad, static_cast<int>(t));
+  if (target == kIgnoreLabel || bad) {
+    if (threadIdx.x == 0) row_loss[t] = 0;
+    if (dlogits)
+      for (int64_t j = threadIdx.x; j < V; j += blockDim.x) store(dlogits + t * V + j, 0.0f);
+    return;
+  }
+  MaxSum ms;
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
+    const float x = load(row + j);
+    if (x > ms.max) {
+      ms.sum = ms.sum * expf(ms.max - x) + 1.0f;
+      ms.max = x;
+    } else {
+      ms.sum += expf(x - ms.max);
+    }
+  }
+  ms = block_max_sum(ms);
+  const float lse = ms.max + logf(ms.sum);
+  const float target_logit = load(row + target);
+  __syncthreads();  // every thread has read row[target] before it may be overwritten
+  if (threadIdx.x == 0) row_loss[t] = lse - target_logit;
+  if (!dlogits) return;
+  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
+    const float p = expf(load(row + j) - lse);
+    store(dlogits + t * V + j, (j == target ? p - 1.0f : p) * grad_scale);
+  }
+}
+
+// One block sums the row losses in double and counts the loss tokens, in a fixed order.
+__global__ void total_kernel(const float* __restrict__ row_loss, const int32_t* __restrict__ targets,
+                             int64_t T_, double* loss_sum, long long* tokens) {
+  double sum = 0;
+  long long count = 0;
+  for (int64_t t = threadIdx.x; t < T_; t += blockDim.x) {
+    sum += row_loss[t];
+    count += targets[t] != kIgnoreLabel;
+  }
+  sum = block_sum(sum);
+  count = block_sum(count);
+  if (threadIdx.x == 0) {
+    *loss_sum = sum;
+    *tokens = count;
+  }
+}
+
+}  // namespace
+
+CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, double grad_scale,
+                                 const Tensor& dlogits) {
+  const int64_t T = logits.shape[0], V = logits.shape[1];
+  if (T == 0) return {};
+  ScratchPlan plan;
+  const size_t loss_at = plan.reserve<float>(T), bad_at = plan.reserve<int>(1),
+               sum_at = plan.reserve<double>(1), tokens_at = plan.reserve<long long>(1);
+  plan.allocate();
+  float* row_loss = plan.at<float>(loss_at);
+  int* first_bad = plan.at<int>(bad_at);
+  const cudaStream_t stream = current_stream();
+  PT_CUDA_CHECK(cudaMemsetAsync(first_bad, kNoBadRow, sizeof(int), stream));
+  dispatch_float("cross_entropy", "logits", logits.dtype, [&](auto tag) {
+    using E = decltype(tag);
+    row_kernel<<<static_cast<unsigned>(T), kRowThreads, 0, stream>>>(
+        data<E>(logits), data<int32_t>(targets), float(grad_scale),
+        dlogits.empty() ? nullptr : data<E>(dlogits), V, row_loss, first_bad);
+    PT_CUDA_CHECK_LAUNCH();
+  });
+  total_kernel<<<1, kSumThreads, 0, stream>>>(row_loss, data<int32_t>(targets), T, plan.at<double>(sum_at),
+                                              plan.at<long long>(tokens_at));
+  PT_CUDA_CHECK_LAUNCH();
+  int bad = 0;
+  double loss_sum = 0;
+  long long tokens = 0;
+  PT_CUDA_CHECK(cudaMemcpyAsync(&bad, first_bad, sizeof bad, cudaMemcpyDeviceToHost, stream));
+  PT_CUDA_CHECK(
+      cudaMemcpyAsync(&loss_sum, plan.at<double>(sum_at), sizeof loss_sum, cudaMemcpyDeviceToHost, stream));
+  PT_CUDA_CHECK(
+      cudaMemcpyAsync(&tokens, plan.at<long long>(tokens_at), sizeof tokens, cudaMemcpyDeviceToHost, stream));
+  sync_current_stream();
+  if (bad < T)
+    throw Error("cross_entropy: target of token " + std::to_string(bad) + " is outside the vocabulary [0, " +
+                std::to_string(V) + ") and not the ignore label " + std::to_string(kIgnoreLabel));
+  return {loss_sum, static_cast<int64_t>(tokens)};
+}
+
+}  // namespace pt::ops::cuda

@@ -1,0 +1,44 @@
+// The CUDA backend: one function per op with the front end's signature (mirror of ops/cpu/cpu_ops.h).
+// Arguments arrive validated by the front ends (shapes and devices agree). Activations may be f32 or
+// bf16; where the front end allows an f32 tensor beside bf16 ones (norm weights and statistics, parameter
+// gradients) these accept it, and every kernel accumulates in fp32. All work is queued on
+// pt::cuda::current_stream(); ops that return a host value (loss, norm) or check data on the device
+// (token ids, targets) wait for it.
+#pragma once
+
+#include <span>
+
+#include "ops/adamw.h"
+#include "ops/cross_entropy.h"
+#include "ops/write_mode.h"
+
+namespace pt::ops::cuda {
+
+void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out);
+// dtable is f32 or dout's type; tokens are grouped by id with a stable sort, so every row sums its tokens
+// in token order: deterministic and race-free.
+void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dtable, Write mode);
+// weight is f32 or x's type; rstd is f32.
+void rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Tensor& y, const Tensor& rstd);
+// dweight is f32 or x's type and is reduced over tokens in a fixed order.
+void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                      const Tensor& dx, const Tensor& dweight, Write dweight_mode);
+// sign = +1 rotates forward, -1 applies the inverse rotation (the backward). Position ids are not
+// range-checked on the device (that would wait for the GPU in every layer).
+void rope_rotate(const Tensor& x, const Tensor& position_ids, double theta, int sign, const Tensor& out);
+void swiglu_forward(const Tensor& h, const Tensor& out);
+void swiglu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh);
+// cuBLASLt GEMMs with fp32 accumulation (no TF32); dw may be f32 beside bf16 inputs.
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode);
+void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, Write dx_mode,
+                     const Tensor& dw, Write dw_mode);
+CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, double grad_scale,
+                                 const Tensor& dlogits);
+// f32 tensors, updated in a few launches over a table of tensor descriptors.
+void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);
+// Sum of squares of every element of every (f32) tensor, reduced in double in a fixed order.
+double sum_of_squares(std::span<const Tensor> tensors);
+void scale(std::span<const Tensor> tensors, double factor);
+void add(const Tensor& src, const Tensor& dst);  // dst += src
+
+}  // namespace pt::ops::cuda

@@ -1,0 +1,50 @@
+// Element types of the CUDA kernels: activations and weights are float or bf16 in memory and float in
+// registers (every kernel accumulates in fp32). dispatch_float maps a tensor's DType to the storage type.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <string>
+
+#include "core/tensor.h"
+
+namespace pt::ops::cuda {
+
+__device__ __forceinline__ float load(const float* p) { return *p; }
+__device__ __forceinline__ float load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ __forceinline__ void store(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+
+// Calls fn(T{}) with T = float or __nv_bfloat16; any other type is an error naming the op and the argument.
+template <class Fn>
+void dispatch_float(const char* op, const char* name, DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::f32:
+      fn(float{});
+      return;
+    case DType::bf16:
+      fn(__nv_bfloat16{});
+      return;
+    default:
+      throw Error(std::string(op) + ": " + name + " is " + dtype_name(dtype) +
+                  ", which cuda does not support; use f32 or bf16");
+  }
+}
+
+// Like dispatch_float, for tensors that must be f32 (master weights, optimizer state, statistics).
+inline void require_f32(const char* op, const char* name, DType dtype) {
+  if (dtype != DType::f32)
+    throw Error(std::string(op) + ": " + name + " must be f32 on cuda, got " + dtype_name(dtype));
+}
+
+template <class T>
+T* data(const Tensor& t) {
+  return static_cast<T*>(t.data);
+}
+
+// Blocks needed to cover n items with `threads` per block.
+inline unsigned blocks_for(int64_t n, int threads) {
+  return static_cast<unsigned>((n + threads - 1) / threads);
+}
+
+}  // namespace pt::ops::cuda

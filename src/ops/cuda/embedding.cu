@@ -1,0 +1,141 @@
+#include <cstring>
+#include <cub/device/device_radix_sort.cuh>
+#include <string>
+
+#include "ops/cuda/check.h"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/elements.cuh"
+#include "ops/cuda/scratch.h"
+#include "ops/cuda/stream.h"
+
+namespace pt::ops::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr unsigned char kNoBadToken = 0x7f;  // memset byte: 0x7f7f7f7f exceeds every token index
+
+__device__ __forceinline__ bool valid_id(int32_t id, int64_t V, int64_t t, int* first_bad) {
+  if (id >= 0 && id < V) return true;
+  atomicMin(first_bad, static_cast<int>(t));
+  return false;
+}
+
+// One thread per output element; a row with a bad id is zeroed and reported.
+template <class T>
+__global__ void forward_kernel(const int32_t* __restrict__ ids, const T* __restrict__ table,
+                               T* __restrict__ out, int64_t T_, int64_t V, int64_t C, int* first_bad) {
+  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (i >= T_ * C) return;
+  const int64_t t = i / C, c = i % C;
+  const int32_t id = ids[t];
+  const bool ok = c == 0 ? valid_id(id, V, t, first_bad) : id >= 0 && id < V;
+  out[i] = ok ? table[int64_t{id} * C + c] : T{};
+}
+
+// Sort keys: the id, or V for a bad id so that its tokens form a bucket past the table that nobody adds;
+// values: the token index.
+__global__ void sort_input_kernel(const int32_t* __restrict__ ids, int64_t T_, int64_t V, int32_t* keys,
+                                  int32_t* tokens, int* first_bad) {
+  const int64_t t = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (t >= T_) return;
+  keys[t] = valid_id(ids[t], V, t, first_bad) ? ids[t] : static_cast<int32_t>(V);
+  tokens[t] = static_cast<int32_t>(t);
+}
+
+// Block (i, column tile): if sorted position i starts a bucket of equal ids, one thread per column sums
+// the bucket's dout rows in token order (the sort is stable) and adds the sum to the id's table row. Each
+// (id, column) has exactly one owner: no atomics, no races, the same result every run.
+template <class G, class D>
+__global__ void accumulate_kernel(const int32_t* __restrict__ keys, const int32_t* __restrict__ tokens,
+                                  const G* __restrict__ dout, D* __restrict__ dtable, int64_t T_, int64_t V,
+                                  int64_t C) {
+  const int64_t i = blockIdx.x, c = int64_t{blockIdx.y} * blockDim.x + threadIdx.x;
+  const int32_t id = keys[i];
+  if (c >= C || id == V || (i > 0 && keys[i - 1] == id)) return;
+  float sum = 0;
+  for (int64_t j = i; j < T_ && keys[j] == id; ++j) sum += load(dout + int64_t{tokens[j]} * C + c);
+  D* row = dtable + int64_t{id} * C;
+  store(row + c, load(row + c) + sum);
+}
+
+// Brings the first bad token index back to the host and throws if there is one.
+void throw_if_bad(const char* op, const int* first_bad, int64_t V) {
+  int bad = 0;
+  PT_CUDA_CHECK(cudaMemcpyAsync(&bad, first_bad, sizeof(int), cudaMemcpyDeviceToHost, current_stream()));
+  sync_current_stream();
+  int none = 0;
+  std::memset(&none, kNoBadToken, sizeof(int));
+  if (bad != none)
+    throw Error(std::string(op) + ": token " + std::to_string(bad) +
+                " has an id outside the embedding table of " + std::to_string(V) +
+                " rows; check the tokenizer's vocab size against the model's");
+}
+
+int bits_for(int64_t max_value) {
+  int bits = 1;
+  while ((int64_t{1} << bits) <= max_value) ++bits;
+  return bits;
+}
+
+}  // namespace
+
+void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out) {
+  const int64_t T = ids.shape[0], V = table.shape[0], C = table.shape[1];
+  if (T * C == 0) return;
+  ScratchPlan plan;
+  const size_t bad_at = plan.reserve<int>(1);
+  plan.allocate();
+  int* first_bad = plan.at<int>(bad_at);
+  const cudaStream_t stream = current_stream();
+  PT_CUDA_CHECK(cudaMemsetAsync(first_bad, kNoBadToken, sizeof(int), stream));
+  dispatch_float("embedding_forward", "table", table.dtype, [&](auto tag) {
+    using E = decltype(tag);
+    forward_kernel<<<blocks_for(T * C, kThreads), kThreads, 0, stream>>>(data<int32_t>(ids), data<E>(table),
+                                                                         data<E>(out), T, V, C, first_bad);
+    PT_CUDA_CHECK_LAUNCH();
+  });
+  throw_if_bad("embedding_forward", first_bad, V);
+}
+
+void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dtable, Write mode) {
+  const int64_t T = ids.shape[0], V = dtable.shape[0], C = dtable.shape[1];
+  const cudaStream_t stream = current_stream();
+  if (mode == Write::overwrite && dtable.numel() > 0)
+    PT_CUDA_CHECK(cudaMemsetAsync(dtable.data, 0, static_cast<size_t>(dtable.bytes()), stream));
+  if (T * C == 0) return;
+  const int n = static_cast<int>(T), end_bit = bits_for(V);
+  size_t sort_bytes = 0;
+  PT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      nullptr, sort_bytes, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), n, 0, end_bit, stream));
+  ScratchPlan plan;
+  const size_t bad_at = plan.reserve<int>(1), keys_at = plan.reserve<int32_t>(T),
+               tokens_at = plan.reserve<int32_t>(T), sorted_keys_at = plan.reserve<int32_t>(T),
+               sorted_tokens_at = plan.reserve<int32_t>(T), sort_at = plan.reserve<char>(int64_t(sort_bytes));
+  plan.allocate();
+  int* first_bad = plan.at<int>(bad_at);
+  int32_t *keys = plan.at<int32_t>(keys_at), *tokens = plan.at<int32_t>(tokens_at);
+  int32_t *sorted_keys = plan.at<int32_t>(sorted_keys_at),
+          *sorted_tokens = plan.at<int32_t>(sorted_tokens_at);
+  PT_CUDA_CHECK(cudaMemsetAsync(first_bad, kNoBadToken, sizeof(int), stream));
+  sort_input_kernel<<<blocks_for(T, kThreads), kThreads, 0, stream>>>(data<int32_t>(ids), T, V, keys, tokens,
+                                                                      first_bad);
+  PT_CUDA_CHECK_LAUNCH();
+  PT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(plan.at<char>(sort_at), sort_bytes, keys, sorted_keys, tokens,
+                                                sorted_tokens, n, 0, end_bit, stream));
+  dispatch_float("embedding_backward", "dout", dout.dtype, [&](auto tag) {
+    using G = decltype(tag);
+    const dim3 grid(static_cast<unsigned>(T), blocks_for(C, kThreads));
+    if (dtable.dtype == DType::f32)
+      accumulate_kernel<<<grid, kThreads, 0, stream>>>(sorted_keys, sorted_tokens, data<G>(dout),
+                                                       data<float>(dtable), T, V, C);
+    else
+      accumulate_kernel<<<grid, kThreads, 0, stream>>>(sorted_keys, sorted_tokens, data<G>(dout),
+                                                       data<G>(dtable), T, V, C);
+    PT_CUDA_CHECK_LAUNCH();
+  });
+  throw_if_bad("embedding_backward", first_bad, V);
+}
+
+}  // namespace pt::ops::cuda

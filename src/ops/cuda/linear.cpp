@@ -1,0 +1,194 @@
+// Linear layers on cuBLASLt. Row-major y[M,N] = x[M,K] W[N,K]^T is the column-major product
+// y^T = W x^T, so every call below is a column-major GEMM on the row-major buffers as they lie:
+//   forward  y^T[N,M]  = op_T(W) x^T        (m=N, n=M, k=K)
+//   dx       dx^T[K,M] = W^T dy^T           (m=K, n=M, k=N)
+//   dw       dW^T[K,N] = x^T op_T(dy^T)     (m=K, n=N, k=M)
+// Accumulation is fp32 (CUBLAS_COMPUTE_32F: no TF32), inputs are f32 or bf16, and beta = 1 adds to the
+// output. Descriptors and the heuristic's algorithm are cached per shape, types and pointer alignment.
+#include <cublasLt.h>
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "ops/cuda/check.h"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/stream.h"
+
+namespace pt::ops::cuda {
+
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // what cuBLAS suggests for Hopper
+
+void check_cublas(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw Error(std::string("linear: ") + what + " failed: " + cublasLtGetStatusName(status) + " (" +
+                cublasLtGetStatusString(status) + ")");
+}
+
+cudaDataType_t cuda_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return CUDA_R_32F;
+    case DType::bf16:
+      return CUDA_R_16BF;
+    default:
+      throw Error(std::string("linear: ") + dtype_name(dtype) + " is not supported on cuda; use f32 or bf16");
+  }
+}
+
+// The largest power of two (up to 256) dividing the address: cuBLASLt kernels may assume it.
+uint32_t alignment(const void* p) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 256;
+  while (a > 1 && address % a != 0) a /= 2;
+  return a;
+}
+
+struct Gemm {
+  bool trans_a, trans_b;
+  int64_t m, n, k;
+  const void* a;
+  int64_t lda;
+  const void* b;
+  int64_t ldb;
+  void* c;
+  int64_t ldc;
+  DType ab_type, c_type;
+  bool accumulate;
+};
+
+using PlanKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, DType, DType,
+                           uint32_t, uint32_t, uint32_t>;
+
+PlanKey key_of(const Gemm& g) {
+  return {g.trans_a,      g.trans_b,      g.m,           g.n, g.k, g.lda, g.ldb, g.ldc, g.ab_type, g.c_type,
+          alignment(g.a), alignment(g.b), alignment(g.c)};
+}
+
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+cublasLtMatrixLayout_t layout(DType dtype, int64_t rows, int64_t cols, int64_t ld) {
+  cublasLtMatrixLayout_t l = nullptr;
+  check_cublas(cublasLtMatrixLayoutCreate(&l, cuda_type(dtype), static_cast<uint64_t>(rows),
+                                          static_cast<uint64_t>(cols), ld),
+               "cublasLtMatrixLayoutCreate");
+  return l;
+}
+
+// The process-wide cuBLASLt handle, workspace and plan cache. Never destroyed: the CUDA context may be
+// gone by the time static destructors run.
+class Lt {
+ public:
+  static Lt& get() {
+    static Lt* lt = new Lt();
+    return *lt;
+  }
+
+  void run(const Gemm& g) {
+    const std::lock_guard lock(mutex_);
+    const Plan& plan = plan_for(g);
+    const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
+    check_cublas(cublasLtMatmul(handle_, plan.desc, &alpha, g.a, plan.a, g.b, plan.b, &beta, g.c, plan.c, g.c,
+                                plan.c, &plan.algo, workspace_, kWorkspaceBytes, current_stream()),
+                 "cublasLtMatmul");
+  }
+
+ private:
+  Lt() {
+    check_cublas(cublasLtCreate(&handle_), "cublasLtCreate");
+    PT_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
+  }
+
+  const Plan& plan_for(const Gemm& g) {
+    const PlanKey key = key_of(g);
+    if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+    Plan plan;
+    check_cublas(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+                 "cublasLtMatmulDescCreate");
+    const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                            tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    check_cublas(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta),
+                 "setting TRANSA");
+    check_cublas(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
+                 "setting TRANSB");
+    plan.a = g.trans_a ? layout(g.ab_type, g.k, g.m, g.lda) : layout(g.ab_type, g.m, g.k, g.lda);
+    plan.b = g.trans_b ? layout(g.ab_type, g.n, g.k, g.ldb) : layout(g.ab_type, g.k, g.n, g.ldb);
+    plan.c = layout(g.c_type, g.m, g.n, g.ldc);
+
+    cublasLtMatmulPreference_t pref = nullptr;
+    check_cublas(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    const uint64_t workspace = kWorkspaceBytes;
+    const uint32_t align_a = std::get<10>(key), align_b = std::get<11>(key), align_c = std::get<12>(key);
+    check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                      &workspace, sizeof workspace),
+                 "setting the workspace size");
+    check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                      &align_a, sizeof align_a),
+                 "setting the alignment of A");
+    check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                      &align_b, sizeof align_b),
+                 "setting the alignment of B");
+    check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                      &align_c, sizeof align_c),
+                 "setting the alignment of C");
+    check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                      &align_c, sizeof align_c),
+                 "setting the alignment of D");
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.c,
+                                                                 plan.c, pref, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (status != CUBLAS_STATUS_SUCCESS || found == 0)
+      throw Error("linear: cuBLASLt has no algorithm for a " + std::string(dtype_name(g.ab_type)) +
+                  " GEMM m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) +
+                  " k=" + std::to_string(g.k) + " into " + dtype_name(g.c_type) + " (" +
+                  cublasLtGetStatusString(status) + ")");
+    plan.algo = result.algo;
+    return plans_.emplace(key, plan).first->second;
+  }
+
+  std::mutex mutex_;
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  std::map<PlanKey, Plan> plans_;
+};
+
+// C (=|+=) op(A) op(B); an empty inner dimension leaves C = 0 or unchanged.
+void gemm(const Gemm& g) {
+  if (g.m == 0 || g.n == 0) return;
+  if (g.k == 0) {
+    if (!g.accumulate)
+      PT_CUDA_CHECK(
+          cudaMemsetAsync(g.c, 0, static_cast<size_t>(g.m * g.n * dtype_size(g.c_type)), current_stream()));
+    return;
+  }
+  Lt::get().run(g);
+}
+
+}  // namespace
+
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode) {
+  const int64_t M = x.shape[0], K = x.shape[1], N = w.shape[0];
+  gemm({true, false, N, M, K, w.data, K, x.data, K, y.data, N, x.dtype, y.dtype, mode == Write::accumulate});
+}
+
+void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, Write dx_mode,
+                     const Tensor& dw, Write dw_mode) {
+  const int64_t M = x.shape[0], K = x.shape[1], N = w.shape[0];
+  if (!dx.empty())
+    gemm({false, false, K, M, N, w.data, K, dy.data, N, dx.data, K, x.dtype, dx.dtype,
+          dx_mode == Write::accumulate});
+  if (!dw.empty())
+    gemm({false, true, K, N, M, x.data, K, dy.data, N, dw.data, K, x.dtype, dw.dtype,
+          dw_mode == Write::accumulate});
+}
+
+}  // namespace pt::ops::cuda

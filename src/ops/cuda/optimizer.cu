@@ -1,0 +1,133 @@
+// AdamW, gradient norm and clipping over the whole parameter set, each in a few multi-tensor launches.
+#include <cmath>
+
+#include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/elements.cuh"
+#include "ops/cuda/multi_tensor.cuh"
+#include "ops/cuda/reduce.cuh"
+#include "ops/cuda/scratch.h"
+#include "ops/cuda/stream.h"
+
+namespace pt::ops::cuda {
+
+namespace {
+
+constexpr int kTotalThreads = 1024;
+
+struct AdamWScalars {
+  float beta1, beta2, eps, decay, step_size, sqrt_bias2;
+};
+
+// The same float arithmetic as the cpu backend, element by element.
+__global__ void adamw_kernel(const TensorTable<4> table, const AdamWScalars s) {
+  int64_t begin, end;
+  const int i = table_entry(table, begin, end);
+  float *p = table.ptr[0][i], *g = table.ptr[1][i], *m = table.ptr[2][i], *v = table.ptr[3][i];
+  const float decay = table.flag[i] ? s.decay : 1.0f;
+  for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
+    const float grad = g[j];
+    const float mj = s.beta1 * m[j] + (1.0f - s.beta1) * grad;
+    const float vj = s.beta2 * v[j] + (1.0f - s.beta2) * grad * grad;
+    m[j] = mj;
+    v[j] = vj;
+    p[j] = p[j] * decay - s.step_size * mj / (sqrtf(vj) / s.sqrt_bias2 + s.eps);
+  }
+}
+
+// partial[first + block] = sum of squares of the block's chunk, in double, in a fixed order.
+__global__ void squares_kernel(const TensorTable<1> table, int first, double* __restrict__ partial) {
+  int64_t begin, end;
+  const int i = table_entry(table, begin, end);
+  const float* x = table.ptr[0][i];
+  double sum = 0;
+  for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) sum += double(x[j]) * double(x[j]);
+  sum = block_sum(sum);
+  if (threadIdx.x == 0) partial[first + static_cast<int>(blockIdx.x)] = sum;
+}
+
+__global__ void total_kernel(const double* __restrict__ partial, int n, double* total) {
+  double sum = 0;
+  for (int j = static_cast<int>(threadIdx.x); j < n; j += blockDim.x) sum += partial[j];
+  sum = block_sum(sum);
+  if (threadIdx.x == 0) *total = sum;
+}
+
+__global__ void scale_kernel(const TensorTable<1> table, double factor) {
+  int64_t begin, end;
+  float* x = table.ptr[0][table_entry(table, begin, end)];
+  for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) x[j] = float(double(x[j]) * factor);
+}
+
+template <int kPointers>
+unsigned grid_of(const TensorTable<kPointers>& table) {
+  return static_cast<unsigned>(table.first_block[table.count]);
+}
+
+}  // namespace
+
+void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step) {
+  for (const AdamWTensor& t : tensors)
+    for (const Tensor* x : {&t.param, &t.grad, &t.m, &t.v})
+      require_f32("adamw_step", "every tensor", x->dtype);
+  const double bias1 = 1 - std::pow(config.beta1, double(step)),
+               bias2 = 1 - std::pow(config.beta2, double(step));
+  const AdamWScalars s{float(config.beta1),      float(config.beta2),
+                       float(config.eps),        float(1 - config.lr * config.weight_decay),
+                       float(config.lr / bias1), float(std::sqrt(bias2))};
+  launch_over_tables<4>(
+      tensors.size(),
+      [&](size_t i, TensorTable<4>& table, int slot) {
+        const AdamWTensor& t = tensors[i];
+        table.numel[slot] = t.param.numel();
+        table.flag[slot] = t.decay;
+        int p = 0;
+        for (const Tensor* x : {&t.param, &t.grad, &t.m, &t.v}) table.ptr[p++][slot] = data<float>(*x);
+      },
+      [&](const TensorTable<4>& table, int) {
+        adamw_kernel<<<grid_of(table), kChunkThreads, 0, current_stream()>>>(table, s);
+        PT_CUDA_CHECK_LAUNCH();
+      });
+}
+
+double sum_of_squares(std::span<const Tensor> tensors) {
+  int64_t blocks = 0;
+  for (const Tensor& t : tensors) {
+    require_f32("global_norm", "every gradient", t.dtype);
+    blocks += (t.numel() + kChunkElements - 1) / kChunkElements;
+  }
+  if (blocks == 0) return 0;
+  ScratchPlan plan;
+  const size_t partial_at = plan.reserve<double>(blocks), total_at = plan.reserve<double>(1);
+  plan.allocate();
+  double* partial = plan.at<double>(partial_at);
+  const cudaStream_t stream = current_stream();
+  const auto fill = [&](size_t i, TensorTable<1>& table, int slot) {
+    table.numel[slot] = tensors[i].numel();
+    table.ptr[0][slot] = data<float>(tensors[i]);
+  };
+  launch_over_tables<1>(tensors.size(), fill, [&](const TensorTable<1>& table, int first) {
+    squares_kernel<<<grid_of(table), kChunkThreads, 0, stream>>>(table, first, partial);
+    PT_CUDA_CHECK_LAUNCH();
+  });
+  total_kernel<<<1, kTotalThreads, 0, stream>>>(partial, static_cast<int>(blocks), plan.at<double>(total_at));
+  PT_CUDA_CHECK_LAUNCH();
+  double total = 0;
+  PT_CUDA_CHECK(
+      cudaMemcpyAsync(&total, plan.at<double>(total_at), sizeof total, cudaMemcpyDeviceToHost, stream));
+  sync_current_stream();
+  return total;
+}
+
+void scale(std::span<const Tensor> tensors, double factor) {
+  for (const Tensor& t : tensors) require_f32("clip_grad_norm", "every gradient", t.dtype);
+  const auto fill = [&](size_t i, TensorTable<1>& table, int slot) {
+    table.numel[slot] = tensors[i].numel();
+    table.ptr[0][slot] = data<float>(tensors[i]);
+  };
+  launch_over_tables<1>(tensors.size(), fill, [&](const TensorTable<1>& table, int) {
+    scale_kernel<<<grid_of(table), kChunkThreads, 0, current_stream()>>>(table, factor);
+    PT_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace pt::ops::cuda

@@ -1,0 +1,92 @@
+// CUDA linear layers (cuBLASLt) against the cpu backend in f64: f32 without TF32, bf16 inputs with f32 or
+// bf16 weight gradients, overwrite and accumulate, shapes that fit no tile.
+#include "ops/linear.h"
+
+#include "cuda_test_util.h"
+
+namespace pt::ops {
+namespace {
+
+using namespace pt::testing;
+
+struct Case {
+  int64_t M, N, K;
+};
+
+void check_linear(DType dtype, DType dw_type, Case s, Write mode) {
+  const auto [M, N, K] = s;
+  SCOPED_TRACE(fmt::format("{} (dw {}) M={} N={} K={} {}", dtype_name(dtype), dtype_name(dw_type), M, N, K,
+                           mode == Write::accumulate ? "accumulate" : "overwrite"));
+  std::vector<double> x = rounded(random_values(M * K, 1), dtype),
+                      w = rounded(random_values(N * K, 2), dtype);
+  std::vector<double> dy = rounded(random_values(M * N, 3), dtype);
+  const std::vector<double> y0 = rounded(random_values(M * N, 4), dtype),
+                            dx0 = rounded(random_values(M * K, 5), dtype),
+                            dw0 = rounded(random_values(N * K, 6), dw_type);
+  std::vector<double> y = y0, dx = dx0, dw = dw0;
+  linear_forward(view(x, {M, K}), view(w, {N, K}), view(y, {M, N}), mode);
+  linear_backward(view(dy, {M, N}), view(x, {M, K}), view(w, {N, K}), view(dx, {M, K}), mode,
+                  view(dw, {N, K}), mode);
+
+  const bool acc = mode == Write::accumulate;
+  DeviceTensor d_x = upload(x, dtype, {M, K}), d_w = upload(w, dtype, {N, K}),
+               d_dy = upload(dy, dtype, {M, N});
+  DeviceTensor d_y = acc ? upload(y0, dtype, {M, N}) : poisoned(dtype, {M, N});
+  DeviceTensor d_dx = acc ? upload(dx0, dtype, {M, K}) : poisoned(dtype, {M, K});
+  DeviceTensor d_dw = acc ? upload(dw0, dw_type, {N, K}) : poisoned(dw_type, {N, K});
+  linear_forward(d_x.t, d_w.t, d_y.t, mode);
+  linear_backward(d_dy.t, d_x.t, d_w.t, d_dx.t, mode, d_dw.t, mode);
+  EXPECT_CLOSE(d_y.t, y, tolerance(dtype, true));
+  EXPECT_CLOSE(d_dx.t, dx, tolerance(dtype, true));
+  EXPECT_CLOSE(d_dw.t, dw, tolerance(dw_type == DType::f32 ? dtype : dw_type, true));
+}
+
+const std::vector<Case> kCases = {{1, 1, 1},      {1, 768, 64},     {3, 5, 7},        {37, 61, 129},
+                                  {64, 768, 768}, {257, 2048, 768}, {200, 768, 2048}, {16, 32000, 64}};
+
+TEST(CudaLinear, F32MatchesCpuWithoutTf32) {
+  SKIP_WITHOUT_GPU();
+  for (const Case& s : kCases) check_linear(DType::f32, DType::f32, s, Write::overwrite);
+  check_linear(DType::f32, DType::f32, {33, 65, 129}, Write::accumulate);
+}
+
+TEST(CudaLinear, Bf16WithF32WeightGradientMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  for (const Case& s : kCases) check_linear(DType::bf16, DType::f32, s, Write::overwrite);
+  check_linear(DType::bf16, DType::f32, {64, 768, 768}, Write::accumulate);
+}
+
+TEST(CudaLinear, Bf16WithBf16WeightGradientMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  check_linear(DType::bf16, DType::bf16, {37, 61, 129}, Write::overwrite);
+  check_linear(DType::bf16, DType::bf16, {64, 768, 768}, Write::accumulate);
+}
+
+// Views into an arena start at any element: cuBLASLt must get the real (small) alignment of each pointer.
+TEST(CudaLinear, UnalignedViewsMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  const int64_t M = 9, N = 17, K = 31;
+  std::vector<double> x = rounded(random_values(M * K + 1, 7), DType::bf16),
+                      w = rounded(random_values(N * K, 8), DType::bf16);
+  std::vector<double> y(M * N);
+  std::vector<double> x_view(x.begin() + 1, x.end());
+  linear_forward(view(x_view, {M, K}), view(w, {N, K}), view(y, {M, N}));
+  DeviceTensor d_x = upload(x, DType::bf16, {M * K + 1}), d_w = upload(w, DType::bf16, {N, K});
+  DeviceTensor d_y = poisoned(DType::bf16, {M * N + 1});
+  const Tensor x_off(static_cast<uint16_t*>(d_x.t.data) + 1, DType::bf16, {M, K}, Device::cuda);
+  const Tensor y_off(static_cast<uint16_t*>(d_y.t.data) + 1, DType::bf16, {M, N}, Device::cuda);
+  linear_forward(x_off, d_w.t, y_off);
+  EXPECT_CLOSE(y_off, y, tolerance(DType::bf16, true));
+}
+
+TEST(CudaLinear, EmptyInnerDimensionZeroesOrKeepsTheOutput) {
+  SKIP_WITHOUT_GPU();
+  const int64_t M = 4, N = 3;
+  DeviceTensor x = poisoned(DType::f32, {M, 0}), w = poisoned(DType::f32, {N, 0});
+  DeviceTensor y = poisoned(DType::f32, {M, N});
+  linear_forward(x.t, w.t, y.t);
+  EXPECT_CLOSE(y.t, std::vector<double>(M * N, 0.0), 0.0);
+}
+
+}  // namespace
+}  // namespace pt::ops

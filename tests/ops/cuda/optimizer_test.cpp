@@ -1,0 +1,101 @@
+// CUDA AdamW, global norm and clipping against the cpu backend, over more tensors than one descriptor
+// table holds and tensors larger than one block's chunk.
+#include "cuda_test_util.h"
+#include "ops/adamw.h"
+#include "ops/grad_norm.h"
+
+namespace pt::ops {
+namespace {
+
+using namespace pt::testing;
+
+// Sizes: empty, tiny, odd, several chunks of 65536; 70 tensors need two descriptor tables of 64.
+std::vector<int64_t> tensor_sizes() {
+  std::vector<int64_t> sizes = {0, 1, 7, 65536, 65537, 3 * 65536 + 11, 768 * 2048};
+  while (sizes.size() < 70) sizes.push_back(static_cast<int64_t>(sizes.size()) * 97 + 5);
+  return sizes;
+}
+
+struct Tensors {
+  std::vector<std::vector<double>> host;
+  std::vector<DeviceTensor> device;
+};
+
+Tensors make(const std::vector<int64_t>& sizes, uint64_t seed, double lo, double hi) {
+  Tensors t;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    t.host.push_back(rounded(random_values(sizes[i], seed + i, lo, hi), DType::f32));
+    t.device.push_back(upload(t.host.back(), DType::f32, {sizes[i]}));
+  }
+  return t;
+}
+
+TEST(CudaAdamW, MatchesCpuOverManyTensors) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<int64_t> sizes = tensor_sizes();
+  Tensors p = make(sizes, 100, -1, 1), g = make(sizes, 200, -1, 1), m = make(sizes, 300, -0.1, 0.1),
+          v = make(sizes, 400, 0, 0.01);
+  // The cpu reference runs in f32 too: the update's float arithmetic is what is compared.
+  std::vector<std::vector<float>> hp, hg, hm, hv;
+  std::vector<AdamWTensor> cpu, gpu;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    hp.emplace_back(p.host[i].begin(), p.host[i].end());
+    hg.emplace_back(g.host[i].begin(), g.host[i].end());
+    hm.emplace_back(m.host[i].begin(), m.host[i].end());
+    hv.emplace_back(v.host[i].begin(), v.host[i].end());
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const int64_t n = sizes[i];
+    const bool decay = i % 3 != 0;
+    cpu.push_back({view(hp[i], {n}), view(hg[i], {n}), view(hm[i], {n}), view(hv[i], {n}), decay});
+    gpu.push_back({p.device[i].t, g.device[i].t, m.device[i].t, v.device[i].t, decay});
+  }
+  const AdamWConfig config{3e-3, 0.9, 0.95, 1e-8, 0.1};
+  for (int64_t step : {1, 2, 1000}) {
+    adamw_step(cpu, config, step);
+    adamw_step(gpu, config, step);
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    SCOPED_TRACE(fmt::format("tensor {} of {} elements", i, sizes[i]));
+    const auto as_double = [](const std::vector<float>& f) {
+      return std::vector<double>(f.begin(), f.end());
+    };
+    EXPECT_CLOSE(p.device[i].t, as_double(hp[i]), tolerance(DType::f32));
+    EXPECT_CLOSE(m.device[i].t, as_double(hm[i]), tolerance(DType::f32));
+    EXPECT_CLOSE(v.device[i].t, as_double(hv[i]), tolerance(DType::f32));
+  }
+}
+
+TEST(CudaGradNorm, NormAndClipMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<int64_t> sizes = tensor_sizes();
+  Tensors g = make(sizes, 500, -1, 1);
+  std::vector<Tensor> cpu, gpu;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    cpu.push_back(view(g.host[i], {sizes[i]}));
+    gpu.push_back(g.device[i].t);
+  }
+  const double want = global_norm(cpu), got = global_norm(gpu);
+  EXPECT_NEAR(got, want, 1e-12 * want) << "squares are summed in double";
+  EXPECT_EQ(global_norm(gpu), got) << "the reduction order is fixed";
+  EXPECT_DOUBLE_EQ(clip_grad_norm(gpu, want * 2), got) << "below the maximum nothing changes";
+  EXPECT_DOUBLE_EQ(clip_grad_norm(cpu, 1.0), want);
+  EXPECT_DOUBLE_EQ(clip_grad_norm(gpu, 1.0), got);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    SCOPED_TRACE(fmt::format("tensor {}", i));
+    EXPECT_CLOSE(g.device[i].t, g.host[i], tolerance(DType::f32));
+  }
+  EXPECT_NEAR(global_norm(gpu), 1.0, 1e-5);
+}
+
+TEST(CudaGradNorm, AccumulatesInDouble) {
+  SKIP_WITHOUT_GPU();
+  // 2^24 + 16 ones: a float accumulator would stall at 2^24.
+  const int64_t n = (1 << 24) + 16;
+  DeviceTensor ones = upload(std::vector<double>(static_cast<size_t>(n), 1.0), DType::f32, {n});
+  const std::vector<Tensor> grads = {ones.t};
+  EXPECT_DOUBLE_EQ(global_norm(grads), std::sqrt(double(n)));
+}
+
+}  // namespace
+}  // namespace pt::ops

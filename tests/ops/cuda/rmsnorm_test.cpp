@@ -1,0 +1,80 @@
+// CUDA RMSNorm against the cpu backend in f64: f32, bf16 activations with f32 or bf16 weights.
+#include "ops/rmsnorm.h"
+
+#include "cuda_test_util.h"
+
+namespace pt::ops {
+namespace {
+
+using namespace pt::testing;
+
+struct Dtypes {
+  DType x, weight;  // rstd and dweight follow the weight: f32 beside bf16 is the mixed case
+};
+
+void check_rmsnorm(Dtypes types, int64_t T, int64_t C, Write dweight_mode) {
+  SCOPED_TRACE(fmt::format("x {} weight {} T={} C={} {}", dtype_name(types.x), dtype_name(types.weight), T, C,
+                           dweight_mode == Write::accumulate ? "accumulate" : "overwrite"));
+  const double eps = 1e-5;
+  std::vector<double> x = rounded(random_values(T * C, 1, -2, 2), types.x);
+  std::vector<double> w = rounded(random_values(C, 2, 0.5, 1.5), types.weight);
+  std::vector<double> dy = rounded(random_values(T * C, 3), types.x);
+  std::vector<double> dw0 = rounded(random_values(C, 4), types.weight);
+  // f64 reference: forward, then backward from the reference rstd.
+  std::vector<double> y(T * C), rstd(T), dx(T * C), dw = dw0;
+  rmsnorm_forward(view(x, {T, C}), view(w, {C}), eps, view(y, {T, C}), view(rstd, {T}));
+  rmsnorm_backward(view(dy, {T, C}), view(x, {T, C}), view(w, {C}), view(rstd, {T}), view(dx, {T, C}),
+                   view(dw, {C}), dweight_mode);
+
+  DeviceTensor dx_in = upload(x, types.x, {T, C}), dw_in = upload(w, types.weight, {C});
+  DeviceTensor dy_in = upload(dy, types.x, {T, C});
+  DeviceTensor d_y = poisoned(types.x, {T, C}), d_rstd = poisoned(DType::f32, {T});
+  rmsnorm_forward(dx_in.t, dw_in.t, eps, d_y.t, d_rstd.t);
+  EXPECT_CLOSE(d_y.t, y, tolerance(types.x));
+  EXPECT_CLOSE(d_rstd.t, rstd, tolerance(DType::f32, true));
+
+  const DType dw_type = types.weight;
+  DeviceTensor d_dx = poisoned(types.x, {T, C});
+  DeviceTensor d_dw = dweight_mode == Write::accumulate ? upload(dw0, dw_type, {C}) : poisoned(dw_type, {C});
+  rmsnorm_backward(dy_in.t, dx_in.t, dw_in.t, d_rstd.t, d_dx.t, d_dw.t, dweight_mode);
+  EXPECT_CLOSE(d_dx.t, dx, tolerance(types.x, true));
+  EXPECT_CLOSE(d_dw.t, dw, tolerance(dw_type == DType::bf16 ? DType::bf16 : types.x, true));
+}
+
+const std::vector<std::pair<int64_t, int64_t>> kShapes = {{1, 64}, {3, 768}, {5, 2048}, {67, 77}, {300, 768}};
+
+TEST(CudaRmsNorm, F32MatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  for (auto [T, C] : kShapes) check_rmsnorm({DType::f32, DType::f32}, T, C, Write::overwrite);
+  check_rmsnorm({DType::f32, DType::f32}, 130, 64, Write::accumulate);
+}
+
+TEST(CudaRmsNorm, Bf16WithF32WeightMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  for (auto [T, C] : kShapes) check_rmsnorm({DType::bf16, DType::f32}, T, C, Write::overwrite);
+  check_rmsnorm({DType::bf16, DType::f32}, 130, 768, Write::accumulate);
+}
+
+TEST(CudaRmsNorm, Bf16WithBf16WeightMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  for (auto [T, C] : kShapes) check_rmsnorm({DType::bf16, DType::bf16}, T, C, Write::overwrite);
+}
+
+TEST(CudaRmsNorm, DweightIsBitwiseReproducible) {
+  SKIP_WITHOUT_GPU();
+  const int64_t T = 1000, C = 768;
+  DeviceTensor x = upload(random_values(T * C, 5), DType::bf16, {T, C}),
+               w = upload(random_values(C, 6), DType::f32, {C});
+  DeviceTensor dy = upload(random_values(T * C, 7), DType::bf16, {T, C});
+  DeviceTensor y = poisoned(DType::bf16, {T, C}), rstd = poisoned(DType::f32, {T}),
+               dx = poisoned(DType::bf16, {T, C});
+  DeviceTensor dw = poisoned(DType::f32, {C});
+  rmsnorm_forward(x.t, w.t, 1e-5, y.t, rstd.t);
+  rmsnorm_backward(dy.t, x.t, w.t, rstd.t, dx.t, dw.t, Write::overwrite);
+  const auto first = download_bytes(dw.t);
+  rmsnorm_backward(dy.t, x.t, w.t, rstd.t, dx.t, dw.t, Write::overwrite);
+  EXPECT_EQ(download_bytes(dw.t), first);
+}
+
+}  // namespace
+}  // namespace pt::ops
