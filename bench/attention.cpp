@@ -27,7 +27,7 @@ namespace {
 using namespace pt;
 using namespace pt::ops;
 
-// Device memory holding `count` elements of `bytes_each` bytes, freed on scope exit.
+// Device memory, freed on scope exit.
 struct DeviceBuffer {
   explicit DeviceBuffer(size_t bytes) : data(cuda_malloc_zeroed(bytes)) {}
   ~DeviceBuffer() { cuda_free(data); }

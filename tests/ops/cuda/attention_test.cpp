@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -68,6 +69,8 @@ struct Case {
   int64_t H, Hkv, D;
   std::vector<int32_t> valid = {};  // empty: no pads
 };
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 std::vector<uint16_t> random_bf16(int64_t n, uint64_t seed, float amplitude) {
   std::mt19937_64 rng(seed);
@@ -156,7 +159,11 @@ TEST_P(CudaAttention, MatchesCpuReference) {
   GuardedBuffer gq(nq * bf), gk(nkv * bf), gv(nkv * bf), gdout(nq * bf), gcu((S + 1) * 4),
       gvalid(std::max<int64_t>(S, 1) * 4);
   GuardedBuffer gout(nq * bf), glse(H * T * 4), gdq(nq * bf), gdk(nkv * bf), gdv(nkv * bf);
-  gq.upload(q), gk.upload(k), gv.upload(v), gdout.upload(dout), gcu.upload(cu);
+  gq.upload(q);
+  gk.upload(k);
+  gv.upload(v);
+  gdout.upload(dout);
+  gcu.upload(cu);
   if (!valid.empty()) gvalid.upload(valid);
   const Device gpu = Device::cuda;
   AttentionParams p{Tensor(gq.data(), DType::bf16, {T, H, D}, gpu),
@@ -210,7 +217,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"SftLikeGqa2D128", sft_lengths(8, 8), 16, 8, 128},
                       Case{"PaddedD64", {100, 64, 37, 200, 5, 130}, 16, 4, 64, {70, 64, 0, 131, 5, 1}},
                       Case{"PaddedD128", {100, 64, 37, 200, 5, 130}, 12, 12, 128, {1, 63, 36, 200, 0, 129}}),
-    [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+    [](const ::testing::TestParamInfo<Case>& test) { return test.param.name; });
 
 class CudaAttentionErrors : public CudaAttention {};
 
