@@ -2,6 +2,9 @@
 
 #include "ops/arg_check.h"
 #include "ops/cpu/cpu_ops.h"
+#ifdef PACKTRAIN_CUDA
+#include "ops/cuda/attention.h"
+#endif
 
 namespace pt::ops {
 
@@ -20,7 +23,15 @@ ArgCheck check_inputs(const char* op, const AttentionParams& p) {
   if (!p.valid_lens.empty()) a.ints("valid_lens", p.valid_lens, {p.cu_seqlens.size(0) - 1});
   if (p.softmax_scale < 0)
     fail("{}: softmax_scale must be > 0 (or 0 for 1/sqrt(D)), got {}", op, p.softmax_scale);
-  a.real("out", p.out, {T, H, D}).real("lse", p.lse, {H, T});
+  a.real("out", p.out, {T, H, D});
+  // lse is fp32 beside bf16 activations: the backward exponentiates scores minus lse, where bf16's three
+  // significant digits would be percent-level errors.
+  const DType lse_dtype = p.q.dtype == DType::bf16 ? DType::f32 : p.q.dtype;
+  ArgCheck lse(op);
+  lse.real("lse", p.lse, {H, T});
+  if (p.lse.dtype != lse_dtype || lse.device() != a.device())
+    fail("{}: lse must be {} on {} to go with {} q, got {}", op, dtype_name(lse_dtype),
+         device_name(a.device()), dtype_name(p.q.dtype), p.lse.str());
   return a;
 }
 
@@ -32,7 +43,11 @@ void attention_forward(const AttentionParams& p) {
     case Device::cpu:
       return cpu::attention_forward(p);
     case Device::cuda:
+#ifdef PACKTRAIN_CUDA
+      return cuda::attention_forward(p);
+#else
       break;
+#endif
   }
   a.unsupported_device();
 }
@@ -47,7 +62,11 @@ void attention_backward(const AttentionParams& p, const AttentionGrads& g) {
     case Device::cpu:
       return cpu::attention_backward(p, g);
     case Device::cuda:
+#ifdef PACKTRAIN_CUDA
+      return cuda::attention_backward(p, g);
+#else
       break;
+#endif
   }
   a.unsupported_device();
 }

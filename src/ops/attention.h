@@ -17,7 +17,7 @@ struct AttentionParams {
   // queries (output and lse 0, no gradient) nor keys, and cost no work. Empty: every token is real.
   Tensor valid_lens;
   Tensor out;                // [T,H,D]
-  Tensor lse;                // [H,T], same dtype as q: log-sum-exp of the scaled scores of each query row
+  Tensor lse;                // [H,T] log-sum-exp of each query's scaled scores; q's dtype, f32 for bf16 q
   double softmax_scale = 0;  // 0 means 1/sqrt(D)
 };
 

@@ -1,0 +1,153 @@
+// Host side of the CUDA attention: checks what only this backend requires, carves the per-call scratch
+// (work list, status words, backward's delta) from the stream-ordered allocator, launches the schedule and
+// the kernels for the head dim, and turns an inconsistent segment table into a pt::Error.
+#include <climits>
+#include <cmath>
+#include <string>
+
+#include "ops/cuda/attention.h"
+#include "ops/cuda/attention_kernels.h"
+#include "ops/cuda/attention_mma.cuh"
+
+namespace pt::ops::cuda {
+
+namespace {
+
+void check(cudaError_t err, const char* op, const char* what) {
+  if (err != cudaSuccess)
+    throw Error(std::string(op) + ": " + what + " failed: " + cudaGetErrorName(err) + " (" +
+                cudaGetErrorString(err) + ")");
+}
+
+void require(bool ok, const char* op, const std::string& what) {
+  if (!ok) throw Error(std::string(op) + ": " + what);
+}
+
+// One device allocation for the call's temporaries, released in stream order.
+class Scratch {
+ public:
+  Scratch(size_t bytes, const char* op) {
+    check(cudaMallocAsync(&base_, bytes, stream_), op, "allocating attention scratch");
+  }
+  ~Scratch() { cudaFreeAsync(base_, stream_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  char* base() const { return static_cast<char*>(base_); }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  void* base_ = nullptr;
+};
+
+size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+struct Call {
+  const char* op;
+  attn::Args args{};
+  int head_dim = 0, segments = 0;
+  const int32_t *cu = nullptr, *valid = nullptr;
+};
+
+Call prepare(const char* op, const AttentionParams& p) {
+  Call c{op};
+  require(p.q.dtype == DType::bf16, op,
+          std::string("the cuda backend takes bf16 q, k, v and out (fp32 accumulation inside), got ") +
+              dtype_name(p.q.dtype) + "; convert to bf16 or run on cpu");
+  c.head_dim = static_cast<int>(p.q.size(2));
+  require(c.head_dim == 64 || c.head_dim == 128, op,
+          "the cuda backend supports head dims 64 and 128, got " + std::to_string(c.head_dim));
+  const int64_t T = p.q.size(0), H = p.q.size(1);
+  require(T * H * c.head_dim < INT_MAX && p.cu_seqlens.size(0) < INT_MAX / attn::kTile, op,
+          "more than 2^31 elements per tensor is not supported");
+  for (const Tensor* t : {&p.q, &p.k, &p.v, &p.out})
+    require(reinterpret_cast<uintptr_t>(t->data) % 16 == 0, op,
+            "q, k, v and out must be 16-byte aligned for vector loads");
+  c.segments = static_cast<int>(p.cu_seqlens.size(0)) - 1;
+  c.cu = static_cast<const int32_t*>(p.cu_seqlens.data);
+  c.valid = p.valid_lens.empty() ? nullptr : static_cast<const int32_t*>(p.valid_lens.data);
+  attn::Args& a = c.args;
+  a.q = static_cast<const __nv_bfloat16*>(p.q.data);
+  a.k = static_cast<const __nv_bfloat16*>(p.k.data);
+  a.v = static_cast<const __nv_bfloat16*>(p.v.data);
+  a.out = static_cast<__nv_bfloat16*>(p.out.data);
+  a.lse = static_cast<float*>(p.lse.data);
+  a.T = static_cast<int>(T);
+  a.H = static_cast<int>(H);
+  a.Hkv = static_cast<int>(p.k.size(1));
+  a.scale = static_cast<float>(p.softmax_scale > 0 ? p.softmax_scale : 1.0 / std::sqrt(double(c.head_dim)));
+  a.schedule.capacity = (a.T + c.segments * (attn::kTile - 1)) / attn::kTile;
+  return c;
+}
+
+// Runs `launch` over a fresh schedule with `extra_bytes` more scratch (passed to `launch`), then waits and
+// reports an inconsistent cu_seqlens / valid_lens.
+template <class Launch>
+void run(Call& c, size_t extra_bytes, Launch&& launch) {
+  if (c.args.T == 0 || c.segments <= 0) {
+    require(c.args.T == 0, c.op, "cu_seqlens has no segments but there are tokens");
+    return;
+  }
+  const size_t items_bytes = round_up(sizeof(int4) * static_cast<size_t>(c.args.schedule.capacity));
+  const size_t status_bytes = round_up(sizeof(int) * attn::kStatusWords);
+  Scratch scratch(items_bytes + status_bytes + extra_bytes, c.op);
+  auto* items = reinterpret_cast<int4*>(scratch.base());
+  auto* status = reinterpret_cast<int*>(scratch.base() + items_bytes);
+  attn::launch_schedule(c.cu, c.valid, c.segments, c.args.T, items, c.args.schedule.capacity, status,
+                        nullptr);
+  c.args.schedule.items = items;
+  c.args.schedule.count = status + attn::kCount;
+  launch(scratch.base() + items_bytes + status_bytes);
+  check(cudaGetLastError(), c.op, "kernel launch");
+
+  int host_status[attn::kStatusWords];
+  check(cudaMemcpy(host_status, status, sizeof(host_status), cudaMemcpyDeviceToHost), c.op,
+        "running the attention kernels");
+  const int bad = host_status[attn::kBadSegment];
+  if (bad == INT_MAX) return;
+  int bounds[2], first_last[2], real = -1;
+  check(cudaMemcpy(bounds, c.cu + bad, sizeof(bounds), cudaMemcpyDeviceToHost), c.op, "reading cu_seqlens");
+  check(cudaMemcpy(&first_last[0], c.cu, sizeof(int), cudaMemcpyDeviceToHost), c.op, "reading cu_seqlens");
+  check(cudaMemcpy(&first_last[1], c.cu + c.segments, sizeof(int), cudaMemcpyDeviceToHost), c.op,
+        "reading cu_seqlens");
+  if (c.valid)
+    check(cudaMemcpy(&real, c.valid + bad, sizeof(int), cudaMemcpyDeviceToHost), c.op, "reading valid_lens");
+  throw Error(
+      std::string(c.op) + ": cu_seqlens must rise from 0 to the token count " + std::to_string(c.args.T) +
+      " (it runs " + std::to_string(first_last[0]) + " .. " + std::to_string(first_last[1]) +
+      ") and valid_lens stay within each segment; segment " + std::to_string(bad) + " spans [" +
+      std::to_string(bounds[0]) + ", " + std::to_string(bounds[1]) + ")" +
+      (c.valid ? " with valid length " + std::to_string(real) : std::string()) + "; nothing was written");
+}
+
+}  // namespace
+
+void attention_forward(const AttentionParams& p) {
+  Call c = prepare("attention_forward", p);
+  run(c, 0, [&](char*) {
+    if (c.head_dim == 64)
+      attn::launch_forward<64>(c.args, nullptr);
+    else
+      attn::launch_forward<128>(c.args, nullptr);
+  });
+}
+
+void attention_backward(const AttentionParams& p, const AttentionGrads& g) {
+  Call c = prepare("attention_backward", p);
+  attn::Args& a = c.args;
+  a.dout = static_cast<const __nv_bfloat16*>(g.dout.data);
+  a.dq = static_cast<__nv_bfloat16*>(g.dq.data);
+  a.dk = static_cast<__nv_bfloat16*>(g.dk.data);
+  a.dv = static_cast<__nv_bfloat16*>(g.dv.data);
+  for (const Tensor* t : {&g.dout, &g.dq, &g.dk, &g.dv})
+    require(reinterpret_cast<uintptr_t>(t->data) % 16 == 0, c.op,
+            "dout, dq, dk and dv must be 16-byte aligned for vector loads");
+  run(c, sizeof(float) * static_cast<size_t>(a.T) * a.H, [&](char* extra) {
+    a.delta = reinterpret_cast<float*>(extra);
+    if (c.head_dim == 64)
+      attn::launch_backward<64>(a, nullptr);
+    else
+      attn::launch_backward<128>(a, nullptr);
+  });
+}
+
+}  // namespace pt::ops::cuda

@@ -1,0 +1,47 @@
+// What the attention entry points (attention.cu) hand the kernels (attention_{schedule,forward,backward}.cu).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace pt::ops::cuda::attn {
+
+// The work list: one item per (segment, tile of kTile rows), built on the device from cu_seqlens so the
+// host never waits for it. Grids are sized from the bound sum_s ceil(len_s / kTile) <= (T + S (kTile-1)) /
+// kTile; blocks past *count exit at once.
+struct Schedule {
+  const int4* items;  // {segment start token, real tokens, length, first row of the tile}
+  const int* count;
+  int capacity;
+};
+
+struct Args {
+  const __nv_bfloat16 *q, *k, *v;  // [T,H,D], [T,Hkv,D], [T,Hkv,D]
+  __nv_bfloat16* out;              // [T,H,D]
+  float* lse;                      // [H,T]
+  const __nv_bfloat16* dout;       // backward only: [T,H,D]
+  __nv_bfloat16 *dq, *dk, *dv;     // backward only
+  float* delta;                    // backward scratch [H,T]: rowsum(dout * out)
+  Schedule schedule;
+  int T, H, Hkv;
+  float scale;  // softmax scale
+};
+
+// Status words the schedule kernel leaves: kCount items, kBadSegment (first inconsistent segment, or
+// INT_MAX when cu_seqlens and valid_lens are consistent).
+enum StatusWord { kCount = 0, kBadSegment = 1, kStatusWords = 2 };
+
+// Fills items and status from cu_seqlens [S+1] and valid_lens [S] (or null). Inconsistent tables never
+// lead to out-of-range accesses: they leave zero items and name the segment.
+void launch_schedule(const int32_t* cu_seqlens, const int32_t* valid_lens, int segments, int tokens,
+                     int4* items, int capacity, int* status, cudaStream_t stream);
+
+template <int D>
+void launch_forward(const Args& a, cudaStream_t stream);
+
+template <int D>
+void launch_backward(const Args& a, cudaStream_t stream);
+
+}  // namespace pt::ops::cuda::attn
