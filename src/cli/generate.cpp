@@ -47,6 +47,7 @@ void register_generate(CLI::App& app) {
     std::fputs(a->prompt.c_str(), stdout);
     generate(model, Tensor::of(weights.params.data(), {static_cast<int64_t>(weights.params.size())}), prompt,
              a->sampling, tokenizer.eos_id(), [&](int32_t id) {
+               if (id == tokenizer.eos_id()) return;  // the end of the text, not part of it
                generated.push_back(id);
                auto text = tokenizer.decode(generated);
                size_t end = complete_utf8_prefix(text);
