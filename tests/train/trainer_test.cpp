@@ -48,7 +48,7 @@ std::string records_jsonl() {
   return out;
 }
 
-class TrainerTest : public ::testing::Test {
+class TrainingRun : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = test::fresh_temp_dir();
@@ -119,7 +119,7 @@ void expect_resume_is_bitwise(const TrainConfig& uninterrupted, TrainConfig inte
   EXPECT_TRUE(final_model(uninterrupted) == final_model(interrupted)) << "the final weights differ";
 }
 
-TEST_F(TrainerTest, TrainingLowersTheValidationLoss) {
+TEST_F(TrainingRun, TrainingLowersTheValidationLoss) {
   auto c = run_config("run", 30);
   c.lr.warmup_steps = 3;
   const auto r = train(c);
@@ -128,11 +128,11 @@ TEST_F(TrainerTest, TrainingLowersTheValidationLoss) {
       << "first " << r.first_val_loss << " final " << r.final_val_loss;
 }
 
-TEST_F(TrainerTest, ResumedRunIsBitwiseEqualToUninterrupted) {
+TEST_F(TrainingRun, ResumedRunIsBitwiseEqualToUninterrupted) {
   expect_resume_is_bitwise(run_config("a", 6), run_config("b", 6));
 }
 
-TEST_F(TrainerTest, ResumeIsBitwiseWithGradAccumAndBfd) {
+TEST_F(TrainingRun, ResumeIsBitwiseWithGradAccumAndBfd) {
   base_.packing.strategy = Strategy::kBfd;
   base_.packing.examples_per_batch = 6;
   base_.packing.row_len = 128;
@@ -140,7 +140,7 @@ TEST_F(TrainerTest, ResumeIsBitwiseWithGradAccumAndBfd) {
   expect_resume_is_bitwise(run_config("a", 6), run_config("b", 6));
 }
 
-TEST_F(TrainerTest, LeavesLatestCheckpointAndHuggingFaceFinalDirectory) {
+TEST_F(TrainingRun, LeavesLatestCheckpointAndHuggingFaceFinalDirectory) {
   auto c = run_config("run", 4);
   c.save_every = 2;
   const auto r = train(c);
@@ -163,7 +163,7 @@ TEST_F(TrainerTest, LeavesLatestCheckpointAndHuggingFaceFinalDirectory) {
   EXPECT_EQ(final_model.params, ck.weights.params);
 }
 
-TEST_F(TrainerTest, BadSettingsAreErrorsNamingTheFlag) {
+TEST_F(TrainingRun, BadSettingsAreErrorsNamingTheFlag) {
   auto c = run_config("run", 4);
   c.log_every = 0;
   try {
