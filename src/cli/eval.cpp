@@ -29,9 +29,10 @@ void register_eval(CLI::App& app) {
     auto weights = load_model_dir(a->model_dir);
     auto data = PreparedDataset::open(a->data);
     if (weights.config.vocab_size < data.vocab_size())
-      fail("{}: vocab_size {} is smaller than the dataset's tokenizer ({}); evaluate on data prepared with "
-           "the model's tokenizer",
-           a->model_dir, weights.config.vocab_size, data.vocab_size());
+      fail(
+          "{}: vocab_size {} is smaller than the dataset's tokenizer ({}); evaluate on data prepared with "
+          "the model's tokenizer",
+          a->model_dir, weights.config.vocab_size, data.vocab_size());
     const auto& split = a->split == "val" ? data.val() : data.train();
     int64_t longest = 0;
     for (int64_t i = 0; i < split.size(); ++i) longest = std::max(longest, split.length(i));
