@@ -1,6 +1,7 @@
 // Checkpoints. A model directory is what Hugging Face loads: config.json, model.safetensors (HF Llama
-// tensor names, fp32) and tokenizer.json. A training checkpoint is a model directory plus optimizer.safetensors
-// (AdamW moments) and trainer_state.json (step, data position, seed), so a run resumes bit for bit.
+// tensor names, fp32) and tokenizer.json. A training checkpoint is a model directory plus
+// optimizer.safetensors (AdamW moments) and trainer_state.json (step, data position, seed), so a run resumes
+// bit for bit.
 //
 // Saves are atomic at the directory level: everything is written into NAME.tmp/ (each file fsynced), the
 // directory is renamed to NAME, and only then does the `latest` pointer file move to it. A crash at any
@@ -32,8 +33,8 @@ void save_model_dir(const std::string& dir, const LlamaConfig& config, std::span
 ModelWeights load_model_dir(const std::string& dir);
 
 struct TrainerState {
-  int64_t step = 0;             // optimizer steps done
-  int64_t epoch = 0;            // data position: epoch ...
+  int64_t step = 0;              // optimizer steps done
+  int64_t epoch = 0;             // data position: epoch ...
   int64_t batches_in_epoch = 0;  // ... and micro-batches of it consumed
   uint64_t seed = 0;
   int64_t tokens_seen = 0;

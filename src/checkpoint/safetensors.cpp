@@ -21,8 +21,9 @@ struct DtypeName {
   const char* name;
   size_t size;
 };
-constexpr DtypeName kDtypes[] = {{StDtype::kF32, "F32", 4}, {StDtype::kF64, "F64", 8}, {StDtype::kBF16, "BF16", 2},
-                                 {StDtype::kF16, "F16", 2},  {StDtype::kI32, "I32", 4}, {StDtype::kI64, "I64", 8},
+constexpr DtypeName kDtypes[] = {{StDtype::kF32, "F32", 4},   {StDtype::kF64, "F64", 8},
+                                 {StDtype::kBF16, "BF16", 2}, {StDtype::kF16, "F16", 2},
+                                 {StDtype::kI32, "I32", 4},   {StDtype::kI64, "I64", 8},
                                  {StDtype::kU8, "U8", 1}};
 
 const DtypeName& dtype_entry(StDtype d) {
@@ -69,8 +70,8 @@ SafetensorsReader SafetensorsReader::open(const std::string& path) {
     }
     for (const auto& shard : shards) r.add_file(shard);
     for (const auto& [name, file] : index["weight_map"].items())
-      if (!r.contains(name)) fail("{}: index names tensor \"{}\" in {}, which does not hold it", p, name,
-                                  file.get<std::string>());
+      if (!r.contains(name))
+        fail("{}: index names tensor \"{}\" in {}, which does not hold it", p, name, file.get<std::string>());
   } else {
     r.add_file(p);
   }
@@ -80,7 +81,8 @@ SafetensorsReader SafetensorsReader::open(const std::string& path) {
 void SafetensorsReader::add_file(const std::string& file) {
   auto mapped = std::make_shared<MappedFile>(file);
   auto bytes = mapped->bytes();
-  if (bytes.size() < 8) fail("{}: {} bytes, too short for a safetensors file (truncated?)", file, bytes.size());
+  if (bytes.size() < 8)
+    fail("{}: {} bytes, too short for a safetensors file (truncated?)", file, bytes.size());
   uint64_t header_len = 0;
   std::memcpy(&header_len, bytes.data(), 8);
   if (header_len > bytes.size() - 8)
@@ -107,7 +109,8 @@ void SafetensorsReader::add_file(const std::string& file) {
       const DtypeName* d = nullptr;
       for (const auto& e : kDtypes)
         if (dt == e.name) d = &e;
-      if (!d) fail("{}: tensor \"{}\" has dtype {}; supported: F32, F64, BF16, F16, I32, I64, U8", file, name, dt);
+      if (!d)
+        fail("{}: tensor \"{}\" has dtype {}; supported: F32, F64, BF16, F16, I32, I64, U8", file, name, dt);
       info.dtype = d->dtype;
       info.shape = entry.at("shape").get<std::vector<int64_t>>();
       auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
@@ -115,8 +118,11 @@ void SafetensorsReader::add_file(const std::string& file) {
       for (auto s : info.shape) numel *= static_cast<size_t>(s);
       if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size ||
           offsets[1] - offsets[0] != numel * d->size)
-        fail("{}: tensor \"{}\" ({} {}) has data_offsets outside the file or of the wrong size (file truncated "
-             "or corrupt)", file, name, dt, shape_str(info.shape));
+        fail(
+            "{}: tensor \"{}\" ({} {}) has data_offsets outside the file or of the wrong size (file "
+            "truncated "
+            "or corrupt)",
+            file, name, dt, shape_str(info.shape));
       info.data = bytes.data() + data_start + offsets[0];
       info.bytes = offsets[1] - offsets[0];
       info.file = file;
@@ -153,25 +159,46 @@ void SafetensorsReader::read_f32(const std::string& name, std::span<const int64_
          shape_str(t.shape), shape_str(expected_shape));
   size_t n = t.bytes / dtype_entry(t.dtype).size;
   PT_ASSERT(n == out.size());
-  if (auto it = metadata_.find(checksum_key(name)); it != metadata_.end() &&
-                                                     it->second != fmt::format("{:016x}", XXH64(t.data, t.bytes, 0)))
+  if (auto it = metadata_.find(checksum_key(name));
+      it != metadata_.end() && it->second != fmt::format("{:016x}", XXH64(t.data, t.bytes, 0)))
     fail("{}: tensor \"{}\" does not match its checksum: the file is corrupt; use another checkpoint", t.file,
          name);
   auto load = [&](auto convert, size_t elem) {
     for (size_t i = 0; i < n; ++i) out[i] = convert(t.data + i * elem);
   };
   switch (t.dtype) {
-    case StDtype::kF32: std::memcpy(out.data(), t.data, t.bytes); break;
+    case StDtype::kF32:
+      std::memcpy(out.data(), t.data, t.bytes);
+      break;
     case StDtype::kF64:
-      load([](const std::byte* p) { double d; std::memcpy(&d, p, 8); return static_cast<float>(d); }, 8);
+      load(
+          [](const std::byte* p) {
+            double d;
+            std::memcpy(&d, p, 8);
+            return static_cast<float>(d);
+          },
+          8);
       break;
     case StDtype::kBF16:
-      load([](const std::byte* p) { uint16_t h; std::memcpy(&h, p, 2); return bf16_to_float(h); }, 2);
+      load(
+          [](const std::byte* p) {
+            uint16_t h;
+            std::memcpy(&h, p, 2);
+            return bf16_to_float(h);
+          },
+          2);
       break;
     case StDtype::kF16:
-      load([](const std::byte* p) { uint16_t h; std::memcpy(&h, p, 2); return fp16_to_float(h); }, 2);
+      load(
+          [](const std::byte* p) {
+            uint16_t h;
+            std::memcpy(&h, p, 2);
+            return fp16_to_float(h);
+          },
+          2);
       break;
-    default: fail("{}: tensor \"{}\" is not a floating-point tensor", t.file, name);
+    default:
+      fail("{}: tensor \"{}\" is not a floating-point tensor", t.file, name);
   }
 }
 
@@ -201,7 +228,8 @@ void write_safetensors(const std::string& path, const std::vector<StTensorToWrit
   for (const auto& t : tensors) {
     auto bytes = file_bytes(t, scratch);
     meta[checksum_key(t.name)] = fmt::format("{:016x}", XXH64(bytes.data(), bytes.size(), 0));
-    header[t.name] = {{"dtype", dtype_entry(t.dtype).name}, {"shape", t.shape},
+    header[t.name] = {{"dtype", dtype_entry(t.dtype).name},
+                      {"shape", t.shape},
                       {"data_offsets", {offset, offset + bytes.size()}}};
     offset += bytes.size();
   }

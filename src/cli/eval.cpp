@@ -1,6 +1,7 @@
 // `packtrain eval`: validation loss and perplexity of a model directory on a prepared dataset.
 #include "checkpoint/checkpoint.h"
 #include "cli/commands.h"
+#include "core/error.h"
 #include "core/log.h"
 #include "data/dataset.h"
 #include "train/evaluate.h"
@@ -17,19 +18,29 @@ void register_eval(CLI::App& app) {
     int64_t max_tokens = 8192;
   };
   auto a = std::make_shared<Args>();
-  cmd->add_option("--model", a->model_dir, "Model directory (a checkpoint, final/, or a Hugging Face Llama)")->required();
+  cmd->add_option("--model", a->model_dir, "Model directory (a checkpoint, final/, or a Hugging Face Llama)")
+      ->required();
   cmd->add_option("--data", a->data, "Prepared dataset directory")->required();
-  cmd->add_option("--split", a->split, "val or train")->check(CLI::IsMember({"val", "train"}))->capture_default_str();
+  cmd->add_option("--split", a->split, "val or train")
+      ->check(CLI::IsMember({"val", "train"}))
+      ->capture_default_str();
   cmd->add_option("--batch-tokens", a->max_tokens, "Tokens per forward pass")->capture_default_str();
   cmd->callback([a] {
     auto weights = load_model_dir(a->model_dir);
     auto data = PreparedDataset::open(a->data);
+    if (weights.config.vocab_size < data.vocab_size())
+      fail(
+          "{}: vocab_size {} is smaller than the dataset's tokenizer ({}); evaluate on data prepared with "
+          "the model's tokenizer",
+          a->model_dir, weights.config.vocab_size, data.vocab_size());
     const auto& split = a->split == "val" ? data.val() : data.train();
     int64_t longest = 0;
     for (int64_t i = 0; i < split.size(); ++i) longest = std::max(longest, split.length(i));
     LlamaModel model(weights.config, std::max(a->max_tokens, longest));
-    auto r = evaluate(model, Tensor::of(weights.params.data(), {static_cast<int64_t>(weights.params.size())}), split);
-    fmt::print("{} loss {:.4f} perplexity {:.2f} over {} tokens\n", a->split, r.loss, std::exp(r.loss), r.tokens);
+    auto r = evaluate(model, Tensor::of(weights.params.data(), {static_cast<int64_t>(weights.params.size())}),
+                      split);
+    fmt::print("{} loss {:.4f} perplexity {:.2f} over {} tokens\n", a->split, r.loss, std::exp(r.loss),
+               r.tokens);
   });
 }
 

@@ -29,13 +29,17 @@ void register_generate(CLI::App& app) {
     SamplingOptions sampling;
   };
   auto a = std::make_shared<Args>();
-  cmd->add_option("--model", a->model_dir, "Model directory with config.json, model.safetensors, tokenizer.json")->required();
+  cmd->add_option("--model", a->model_dir,
+                  "Model directory with config.json, model.safetensors, tokenizer.json")
+      ->required();
   cmd->add_option("--prompt", a->prompt, "Text to continue")->required();
   cmd->add_option("--max-new-tokens", a->sampling.max_new_tokens)->capture_default_str();
   cmd->add_flag("--greedy", a->sampling.greedy, "Always take the most likely token");
   cmd->add_option("--temperature", a->sampling.temperature)->capture_default_str();
-  cmd->add_option("--top-k", a->sampling.top_k, "Sample among the k most likely tokens (0: all)")->capture_default_str();
-  cmd->add_option("--top-p", a->sampling.top_p, "Sample within the smallest set of probability >= p")->capture_default_str();
+  cmd->add_option("--top-k", a->sampling.top_k, "Sample among the k most likely tokens (0: all)")
+      ->capture_default_str();
+  cmd->add_option("--top-p", a->sampling.top_p, "Sample within the smallest set of probability >= p")
+      ->capture_default_str();
   cmd->add_option("--seed", a->sampling.seed)->capture_default_str();
   cmd->callback([a] {
     auto weights = load_model_dir(a->model_dir);

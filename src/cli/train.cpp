@@ -16,34 +16,46 @@ void register_train(CLI::App& app) {
   auto no_resume = std::make_shared<bool>(false);
   cmd->add_option("--data", tc->data_dir, "Prepared dataset directory (packtrain prepare)")->required();
   cmd->add_option("--out", tc->out_dir, "Run directory: metrics.jsonl, checkpoints/, final/")->required();
-  cmd->add_option("--model", tc->model, "Preset (tiny, 110m, 1b) or a config.json path")->capture_default_str();
+  cmd->add_option("--model", tc->model, "Preset (tiny, 110m, 1b) or a config.json path")
+      ->capture_default_str();
   cmd->add_option("--init", tc->init_from, "Hugging Face model directory to fine-tune (its config wins)");
   cmd->add_flag("--no-resume", *no_resume, "Start afresh even if OUT/checkpoints/latest exists");
-  cmd->add_option("--strategy", *strategy, "padding, concat, concat-posid, flatten or bfd")->capture_default_str();
+  cmd->add_option("--strategy", *strategy, "padding, concat, concat-posid, flatten or bfd")
+      ->capture_default_str();
   cmd->add_option("--examples", tc->packing.examples_per_batch, "Examples per micro-batch");
-  cmd->add_option("--tokens", tc->packing.tokens_per_batch, "Token budget per micro-batch (instead of --examples)");
-  cmd->add_option("--row-len", tc->packing.row_len, "Row length of concat, concat-posid and bfd")->capture_default_str();
+  cmd->add_option("--tokens", tc->packing.tokens_per_batch,
+                  "Token budget per micro-batch (instead of --examples)");
+  cmd->add_option("--row-len", tc->packing.row_len, "Row length of concat, concat-posid and bfd")
+      ->capture_default_str();
   cmd->add_option("--grad-accum", tc->grad_accum, "Micro-batches per optimizer step")->capture_default_str();
   cmd->add_option("--steps", tc->steps, "Optimizer steps")->capture_default_str();
   cmd->add_option("--lr", tc->lr.peak, "Peak learning rate")->capture_default_str();
-  cmd->add_option("--min-lr", tc->lr.min_lr, "Learning rate at the end of the cosine decay")->capture_default_str();
+  cmd->add_option("--min-lr", tc->lr.min_lr, "Learning rate at the end of the cosine decay")
+      ->capture_default_str();
   cmd->add_option("--warmup", tc->lr.warmup_steps, "Linear warmup steps")->capture_default_str();
-  cmd->add_option("--weight-decay", tc->adamw.weight_decay, "AdamW decoupled weight decay (not on norms and embeddings)")->capture_default_str();
+  cmd->add_option("--weight-decay", tc->adamw.weight_decay,
+                  "AdamW decoupled weight decay (not on norms and embeddings)")
+      ->capture_default_str();
   cmd->add_option("--beta1", tc->adamw.beta1)->capture_default_str();
   cmd->add_option("--beta2", tc->adamw.beta2)->capture_default_str();
   cmd->add_option("--clip", tc->max_grad_norm, "Global gradient-norm clip")->capture_default_str();
-  cmd->add_option("--eval-every", tc->eval_every, "Validate every N steps (0: at the end only)")->capture_default_str();
-  cmd->add_option("--eval-batches", tc->eval_batches, "Validation batches (0: the whole split)")->capture_default_str();
-  cmd->add_option("--save-every", tc->save_every, "Checkpoint every N steps (0: at the end only)")->capture_default_str();
+  cmd->add_option("--eval-every", tc->eval_every, "Validate every N steps (0: at the end only)")
+      ->capture_default_str();
+  cmd->add_option("--eval-batches", tc->eval_batches, "Validation batches (0: the whole split)")
+      ->capture_default_str();
+  cmd->add_option("--save-every", tc->save_every, "Checkpoint every N steps (0: at the end only)")
+      ->capture_default_str();
   cmd->add_option("--log-every", tc->log_every, "Log every N steps")->capture_default_str();
   cmd->add_option("--seed", tc->seed, "Seed of initialisation and data order")->capture_default_str();
   cmd->add_option("--threads", *threads, "CPU threads (0: all)");
   cmd->add_option("--peak-tflops", tc->peak_tflops, "Peak TFLOP/s for MFU (0: estimated)");
-  cmd->add_option("--stop-after", tc->stop_after, "Stop after N steps of this invocation, with a checkpoint (resume later)");
+  cmd->add_option("--stop-after", tc->stop_after,
+                  "Stop after N steps of this invocation, with a checkpoint (resume later)");
   cmd->callback([=] {
     TrainConfig c = *tc;
     c.packing.strategy = parse_strategy(*strategy);
-    if (c.packing.examples_per_batch == 0 && c.packing.tokens_per_batch == 0) c.packing.examples_per_batch = 16;
+    if (c.packing.examples_per_batch == 0 && c.packing.tokens_per_batch == 0)
+      c.packing.examples_per_batch = 16;
     c.resume = !*no_resume;
     ops::set_cpu_threads(*threads);
     train(c);

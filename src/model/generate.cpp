@@ -16,12 +16,14 @@ int32_t sample_token(std::span<const float> logits, const SamplingOptions& o, ui
   // Candidates by decreasing logit; top-k then top-p cut the tail before sampling.
   std::vector<int32_t> order(static_cast<size_t>(V));
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+  std::sort(order.begin(), order.end(),
+            [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
   if (o.top_k > 0 && o.top_k < V) order.resize(static_cast<size_t>(o.top_k));
   std::vector<double> probs(order.size());
   const double top = logits[order[0]];
   double sum = 0;
-  for (size_t i = 0; i < order.size(); ++i) sum += probs[i] = std::exp((logits[order[i]] - top) / o.temperature);
+  for (size_t i = 0; i < order.size(); ++i)
+    sum += probs[i] = std::exp((logits[order[i]] - top) / o.temperature);
   size_t keep = order.size();
   if (o.top_p < 1.0) {
     double cumulative = 0;

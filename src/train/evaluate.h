@@ -16,6 +16,7 @@ struct EvalResult {
 };
 
 // max_batches <= 0: the whole split.
-EvalResult evaluate(LlamaModel& model, const Tensor& params, const DatasetSplit& split, int64_t max_batches = 0);
+EvalResult evaluate(LlamaModel& model, const Tensor& params, const DatasetSplit& split,
+                    int64_t max_batches = 0);
 
 }  // namespace pt

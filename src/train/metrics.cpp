@@ -14,7 +14,8 @@ namespace pt {
 namespace {
 std::string eta_str(double s) {
   auto t = static_cast<long long>(s + 0.5);
-  return t >= 3600 ? fmt::format("{}h{:02}m", t / 3600, t % 3600 / 60) : fmt::format("{}m{:02}s", t / 60, t % 60);
+  return t >= 3600 ? fmt::format("{}h{:02}m", t / 3600, t % 3600 / 60)
+                   : fmt::format("{}m{:02}s", t / 60, t % 60);
 }
 }  // namespace
 
@@ -34,20 +35,28 @@ void MetricsLog::append(const std::string& line) {
 }
 
 void MetricsLog::step(const StepMetrics& m) {
-  log_info("step {:>6}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | pad {:.1f}% | "
-           "MFU {:.1f}% | mem {:.2f} GiB | ETA {}",
-           m.step, m.total_steps, m.loss, m.lr, m.grad_norm, m.real_tokens_per_s, m.padding_pct, m.mfu_pct,
-           m.peak_memory_gib, eta_str(m.eta_s));
-  nlohmann::json j = {{"type", "train"}, {"step", m.step}, {"loss", m.loss}, {"lr", m.lr},
-                      {"grad_norm", m.grad_norm}, {"real_tokens_per_s", m.real_tokens_per_s},
-                      {"padding_pct", m.padding_pct}, {"mfu_pct", m.mfu_pct},
-                      {"peak_memory_gib", m.peak_memory_gib}, {"tokens_seen", m.tokens_seen},
+  log_info(
+      "step {:>6}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | pad {:.1f}% | "
+      "MFU {:.1f}% | mem {:.2f} GiB | ETA {}",
+      m.step, m.total_steps, m.loss, m.lr, m.grad_norm, m.real_tokens_per_s, m.padding_pct, m.mfu_pct,
+      m.peak_memory_gib, eta_str(m.eta_s));
+  nlohmann::json j = {{"type", "train"},
+                      {"step", m.step},
+                      {"loss", m.loss},
+                      {"lr", m.lr},
+                      {"grad_norm", m.grad_norm},
+                      {"real_tokens_per_s", m.real_tokens_per_s},
+                      {"padding_pct", m.padding_pct},
+                      {"mfu_pct", m.mfu_pct},
+                      {"peak_memory_gib", m.peak_memory_gib},
+                      {"tokens_seen", m.tokens_seen},
                       {"elapsed_s", m.elapsed_s}};
   append(j.dump());
 }
 
 void MetricsLog::validation(int64_t step, double loss, int64_t tokens) {
-  log_info("step {:>6} | validation loss {:.4f} | perplexity {:.2f} | {} tokens", step, loss, std::exp(loss), tokens);
+  log_info("step {:>6} | validation loss {:.4f} | perplexity {:.2f} | {} tokens", step, loss, std::exp(loss),
+           tokens);
   append(nlohmann::json{{"type", "val"}, {"step", step}, {"loss", loss}, {"tokens", tokens}}.dump());
 }
 

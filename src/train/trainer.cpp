@@ -16,8 +16,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <numeric>
 #include <filesystem>
+#include <numeric>
 
 namespace pt {
 
@@ -49,10 +49,38 @@ struct OptimizerState {
   std::span<float> span(const Tensor& t) const { return {t.ptr<float>(), static_cast<size_t>(t.numel())}; }
 };
 
-int64_t count_targets(const Batch& batch) {
-  int64_t n = 0;
-  for (int32_t t : shifted_targets(batch)) n += t != kIgnoreLabel;
-  return n;
+// One optimizer step's micro-batches and the counts the loss normaliser and the log need.
+struct StepBatches {
+  std::vector<Batch> micro;
+  int64_t targets = 0, real_tokens = 0, processed_tokens = 0;
+  double flops = 0;
+};
+
+StepBatches next_step_batches(BatchStream& stream, int32_t grad_accum, const LlamaConfig& config) {
+  StepBatches s;
+  for (int32_t i = 0; i < grad_accum; ++i) {
+    Batch& b = s.micro.emplace_back(stream.next());
+    for (int32_t t : shifted_targets(b)) s.targets += t != kIgnoreLabel;
+    s.real_tokens += b.real_tokens;
+    s.processed_tokens += b.processed_tokens;
+    s.flops += training_flops(config, b);
+  }
+  return s;
+}
+
+void check_train_config(const TrainConfig& tc) {
+  auto positive = [](const char* flag, int64_t v) {
+    if (v <= 0) fail("{} must be positive (got {})", flag, v);
+  };
+  positive("--steps", tc.steps);
+  positive("--grad-accum", tc.grad_accum);
+  positive("--log-every", tc.log_every);
+  auto not_negative = [](const char* flag, int64_t v) {
+    if (v < 0) fail("{} must be 0 or positive (got {})", flag, v);
+  };
+  not_negative("--eval-every", tc.eval_every);
+  not_negative("--save-every", tc.save_every);
+  not_negative("--stop-after", tc.stop_after);
 }
 
 LlamaConfig resolve_config(const TrainConfig& tc, const PreparedDataset& data) {
@@ -63,11 +91,16 @@ LlamaConfig resolve_config(const TrainConfig& tc, const PreparedDataset& data) {
   return c;
 }
 
-// The largest micro-batch the packer can produce in any epoch, which sizes the activation arena once.
-int64_t max_batch_tokens(const PackingOptions& p, const DatasetSplit& split) {
+std::vector<int64_t> lengths_longest_first(const DatasetSplit& split) {
   std::vector<int64_t> lengths(static_cast<size_t>(split.size()));
   for (int64_t i = 0; i < split.size(); ++i) lengths[static_cast<size_t>(i)] = split.length(i);
   std::sort(lengths.begin(), lengths.end(), std::greater<>());
+  return lengths;
+}
+
+// The largest micro-batch the packer can produce in any epoch, which sizes the activation arena once.
+int64_t max_batch_tokens(const PackingOptions& p, const DatasetSplit& split) {
+  const auto lengths = lengths_longest_first(split);
   const int64_t longest = lengths.empty() ? 0 : lengths.front();
   if (p.tokens_per_batch > 0 && (p.strategy == Strategy::kFlatten || p.strategy == Strategy::kPadding))
     return std::max(p.tokens_per_batch, longest);
@@ -76,7 +109,8 @@ int64_t max_batch_tokens(const PackingOptions& p, const DatasetSplit& split) {
       const auto n = std::min<size_t>(lengths.size(), static_cast<size_t>(p.examples_per_batch));
       return std::accumulate(lengths.begin(), lengths.begin() + static_cast<std::ptrdiff_t>(n), int64_t{0});
     }
-    case Strategy::kPadding: return int64_t{p.examples_per_batch} * longest;
+    case Strategy::kPadding:
+      return int64_t{p.examples_per_batch} * longest;
     default: {  // fixed-length rows: every batch but an epoch's last has the same row count
       BatchStream probe(split, p);
       return probe.next().num_tokens();
@@ -87,6 +121,7 @@ int64_t max_batch_tokens(const PackingOptions& p, const DatasetSplit& split) {
 }  // namespace
 
 TrainResult train(const TrainConfig& tc) {
+  check_train_config(tc);
   auto data = PreparedDataset::open(tc.data_dir);
   const LlamaConfig config = resolve_config(tc, data);
   if (config.vocab_size < data.vocab_size())
@@ -96,12 +131,21 @@ TrainResult train(const TrainConfig& tc) {
   const fs::path ckpt_root = fs::path(tc.out_dir) / "checkpoints";
   fs::create_directories(ckpt_root);
 
-  LlamaModel model(config, max_batch_tokens(tc.packing, data.train()));
+  // Validation packs whole examples into one flattened batch, so the arena also fits the longest of them.
+  const auto val_lengths = lengths_longest_first(data.val());
+  const int64_t capacity = std::max(max_batch_tokens(tc.packing, data.train()),
+                                    val_lengths.empty() ? int64_t{0} : val_lengths.front());
+  LlamaModel model(config, capacity);
   OptimizerState opt(model.layout());
   TrainerState state;
   state.seed = tc.seed;
   if (auto latest = tc.resume ? latest_checkpoint(ckpt_root.string()) : std::nullopt) {
     auto ck = load_training_checkpoint(*latest);
+    if (ck.weights.params.size() != static_cast<size_t>(model.layout().total()))
+      fail(
+          "{}: the checkpoint's model differs from this run's ({} vs {} parameters); use another --out or "
+          "--no-resume",
+          *latest, ck.weights.params.size(), model.layout().total());
     std::copy(ck.weights.params.begin(), ck.weights.params.end(), opt.span(opt.params).begin());
     std::copy(ck.adam_m.begin(), ck.adam_m.end(), opt.span(opt.m).begin());
     std::copy(ck.adam_v.begin(), ck.adam_v.end(), opt.span(opt.v).begin());
@@ -111,13 +155,14 @@ TrainResult train(const TrainConfig& tc) {
     auto init = tc.init_from.empty() ? init_params(config, tc.seed) : load_model_dir(tc.init_from).params;
     std::copy(init.begin(), init.end(), opt.span(opt.params).begin());
   }
-  log_info("model: {} layers, hidden {}, {} heads ({} kv), vocab {}: {:.2f}M parameters; activations {:.1f} MiB",
-           config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
-           config.vocab_size, static_cast<double>(config.num_parameters()) / 1e6,
-           static_cast<double>(model.activation_bytes()) / (1 << 20));
+  log_info(
+      "model: {} layers, hidden {}, {} heads ({} kv), vocab {}: {:.2f}M parameters; activations {:.1f} MiB",
+      config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
+      config.vocab_size, static_cast<double>(config.num_parameters()) / 1e6,
+      static_cast<double>(model.activation_bytes()) / (1 << 20));
 
   PackingOptions packing = tc.packing;
-  packing.seed = tc.seed;
+  packing.seed = state.seed;  // a resumed run keeps its data order
   BatchStream stream(data.train(), packing, state.epoch, state.batches_in_epoch);
   MetricsLog metrics((fs::path(tc.out_dir) / "metrics.jsonl").string());
   LrSchedule lr = tc.lr;
@@ -136,62 +181,58 @@ TrainResult train(const TrainConfig& tc) {
     log_info("saved {}", dir);
   };
 
-  if (state.step == 0) validate();
-  const auto run_start = Clock::now();
+  // This invocation ends at last_step: the run's end, or earlier with --stop-after (to resume later).
   const int64_t first_step = state.step;
-  for (int64_t done_here = 0; state.step < tc.steps; ++done_here) {
-    if (tc.stop_after > 0 && done_here == tc.stop_after) {
-      save();
-      return result;
-    }
+  const int64_t last_step = tc.stop_after > 0 ? std::min(tc.steps, first_step + tc.stop_after) : tc.steps;
+  const auto run_start = Clock::now();
+  if (state.step == 0) validate();
+  while (state.step < last_step) {
     const auto t0 = Clock::now();
-    // 1. The optimizer step's micro-batches, and its target count (the loss normaliser).
-    std::vector<Batch> micro;
-    int64_t targets = 0, real = 0, processed = 0;
-    double flops = 0;
-    for (int i = 0; i < tc.grad_accum; ++i) {
-      micro.push_back(stream.next());
-      targets += count_targets(micro.back());
-      real += micro.back().real_tokens;
-      processed += micro.back().processed_tokens;
-      flops += training_flops(config, micro.back());
-    }
-    // 2. Forward and backward; gradients accumulate over micro-batches.
+    // 1. Batch: the step's micro-batches; the loss is the mean over all their targets.
+    const StepBatches batches = next_step_batches(stream, tc.grad_accum, config);
+    const double grad_scale = 1.0 / static_cast<double>(std::max<int64_t>(1, batches.targets));
+    // 2. Forward and backward; gradients accumulate over the micro-batches.
     std::fill(opt.span(opt.grads).begin(), opt.span(opt.grads).end(), 0.0f);
     double loss_sum = 0;
-    for (const Batch& b : micro)
-      loss_sum += model.forward_backward(b, opt.params, opt.grads, 1.0 / static_cast<double>(std::max<int64_t>(1, targets))).loss_sum;
-    // 3. Clip, step.
+    for (const Batch& b : batches.micro)
+      loss_sum += model.forward_backward(b, opt.params, opt.grads, grad_scale).loss_sum;
+    // 3. Clip.
     const double grad_norm = ops::clip_grad_norm(opt.grad_views, tc.max_grad_norm);
+    // 4. Step, and advance the state a checkpoint records.
     ++state.step;
     ops::AdamWConfig adamw = tc.adamw;
     adamw.lr = lr.at(state.step);
     ops::adamw_step(opt.per_param, adamw, state.step);
     state.epoch = stream.epoch();
     state.batches_in_epoch = stream.batches_in_epoch();
-    state.tokens_seen += real;
-    // 4. Log.
-    const double step_s = std::chrono::duration<double>(Clock::now() - t0).count();
-    const double elapsed = std::chrono::duration<double>(Clock::now() - run_start).count();
-    if (state.step % tc.log_every == 0 || state.step == tc.steps) {
+    state.tokens_seen += batches.real_tokens;
+    // 5. Log, validate, save.
+    if (state.step % tc.log_every == 0 || state.step == last_step) {
+      const double step_s = std::chrono::duration<double>(Clock::now() - t0).count();
+      const double elapsed = std::chrono::duration<double>(Clock::now() - run_start).count();
       StepMetrics m;
       m.step = state.step, m.total_steps = tc.steps;
-      m.loss = loss_sum / static_cast<double>(std::max<int64_t>(1, targets));
+      m.loss = loss_sum * grad_scale;
       m.lr = adamw.lr, m.grad_norm = grad_norm;
-      m.real_tokens_per_s = static_cast<double>(real) / step_s;
-      m.padding_pct = 100.0 * static_cast<double>(processed - real) / static_cast<double>(std::max<int64_t>(1, processed));
-      m.mfu_pct = peak_flops > 0 ? 100.0 * flops / step_s / peak_flops : 0;
+      m.real_tokens_per_s = static_cast<double>(batches.real_tokens) / step_s;
+      m.padding_pct = 100.0 * static_cast<double>(batches.processed_tokens - batches.real_tokens) /
+                      static_cast<double>(std::max<int64_t>(1, batches.processed_tokens));
+      m.mfu_pct = peak_flops > 0 ? 100.0 * batches.flops / step_s / peak_flops : 0;
       m.peak_memory_gib = peak_host_memory_gib();
       m.elapsed_s = elapsed;
-      m.eta_s = elapsed / static_cast<double>(state.step - first_step) * static_cast<double>(tc.steps - state.step);
+      m.eta_s =
+          elapsed / static_cast<double>(state.step - first_step) * static_cast<double>(tc.steps - state.step);
       m.tokens_seen = state.tokens_seen;
       metrics.step(m);
     }
-    if (tc.eval_every > 0 && state.step % tc.eval_every == 0 && state.step != tc.steps) validate();
-    if (tc.save_every > 0 && state.step % tc.save_every == 0 && state.step != tc.steps) save();
+    const bool run_done = state.step == tc.steps;
+    if (run_done || (tc.eval_every > 0 && state.step % tc.eval_every == 0)) validate();
+    if (state.step == last_step || (tc.save_every > 0 && state.step % tc.save_every == 0)) save();
   }
-  validate();
-  save();
+  if (state.step < tc.steps) {
+    log_info("stopped at step {} of {}; run again with the same --out to resume", state.step, tc.steps);
+    return result;
+  }
   result.final_dir = (fs::path(tc.out_dir) / "final").string();
   save_model_dir(result.final_dir, config, opt.span(opt.params), tokenizer_json);
   log_info("final model (Hugging Face format) in {}", result.final_dir);

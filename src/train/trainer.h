@@ -24,21 +24,24 @@ struct TrainConfig {
   LrSchedule lr;
   ops::AdamWConfig adamw{3e-4, 0.9, 0.95, 1e-8, 0.1};
   double max_grad_norm = 1.0;
-  int64_t eval_every = 50;     // steps; 0: only at the end
-  int64_t eval_batches = 0;    // 0: the whole validation split
-  int64_t save_every = 100;    // steps; 0: only at the end
+  int64_t eval_every = 50;   // steps; 0: only at the end
+  int64_t eval_batches = 0;  // 0: the whole validation split
+  int64_t save_every = 100;  // steps; 0: only at the end
   int64_t log_every = 1;
   uint64_t seed = 0;
-  double peak_tflops = 0;      // for MFU; 0: estimated for the device
-  int64_t stop_after = 0;      // stop (with a checkpoint) after this many steps of this invocation; 0: never
+  double peak_tflops = 0;  // for MFU; 0: estimated for the device
+  int64_t stop_after = 0;  // stop (with a checkpoint) after this many steps of this invocation; 0: never
 };
 
+// Validation losses of this invocation (0 when it ran no validation): the first is at step 0 unless the
+// run resumed. final_dir is empty when the invocation stopped early (stop_after).
 struct TrainResult {
-  double final_val_loss = 0;
   double first_val_loss = 0;
+  double final_val_loss = 0;
   std::string final_dir;
 };
 
+// Throws pt::Error naming the setting for invalid settings, and on unusable data or checkpoints.
 TrainResult train(const TrainConfig& config);
 
 }  // namespace pt

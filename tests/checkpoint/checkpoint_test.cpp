@@ -1,0 +1,256 @@
+// Checkpoints: a save killed at any moment leaves the previous checkpoint loadable; damage is an error
+// naming the tensor or file; Hugging Face directories load from sharded bf16/fp16 and tied layouts.
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "core/float16.h"
+#include "model/init.h"
+#include "test_util.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace pt {
+namespace {
+
+namespace fs = std::filesystem;
+
+LlamaConfig small_config(int32_t hidden, int32_t vocab, bool tied) {
+  LlamaConfig c;
+  c.vocab_size = vocab, c.hidden_size = hidden, c.intermediate_size = 2 * hidden, c.num_hidden_layers = 2;
+  c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = hidden / 4;
+  c.tie_word_embeddings = tied;
+  return c;
+}
+
+// Checkpoint contents derived from the step, so a loaded checkpoint can be checked exactly.
+struct StepValues {
+  std::vector<float> params, m, v;
+  StepValues(int64_t step, int64_t n) : params(static_cast<size_t>(n)), m(params.size()), v(params.size()) {
+    for (size_t i = 0; i < params.size(); ++i) {
+      params[i] = static_cast<float>(step * 100 + static_cast<int64_t>(i % 97));
+      m[i] = params[i] + 0.25f;
+      v[i] = params[i] + 0.5f;
+    }
+  }
+};
+
+TrainerState state_at(int64_t step) { return {step, step / 10, step % 10, 42, step * 1000}; }
+
+std::string save_step(const fs::path& root, const LlamaConfig& c, int64_t step) {
+  const StepValues s(step, ParameterLayout(c).total());
+  return save_training_checkpoint(root.string(), c, s.params, s.m, s.v, state_at(step), R"({"tok": 1})");
+}
+
+void expect_checkpoint_of_step(const std::string& dir, const LlamaConfig& c, int64_t step) {
+  const auto ck = load_training_checkpoint(dir);
+  ASSERT_EQ(ck.state.step, step) << dir;
+  const StepValues s(step, ParameterLayout(c).total());
+  EXPECT_TRUE(ck.weights.params == s.params) << dir;
+  EXPECT_TRUE(ck.adam_m == s.m) << dir;
+  EXPECT_TRUE(ck.adam_v == s.v) << dir;
+  EXPECT_EQ(ck.state.tokens_seen, step * 1000);
+  EXPECT_EQ(config_to_json(ck.weights.config), config_to_json(c));
+}
+
+int64_t partial_saves(const fs::path& root) {
+  int64_t n = 0;
+  for (const auto& e : fs::directory_iterator(root)) n += e.path().extension() == ".tmp";
+  return n;
+}
+
+TEST(Checkpoint, KillDuringSaveLeavesThePreviousCheckpointLoadable) {
+  const auto root = test::fresh_temp_dir() / "checkpoints";
+  const auto c = small_config(256, 1024, false);  // about 1.3M parameters: 5 MB of weights, 10 MB of moments
+  int64_t step = 1;
+  const auto t0 = std::chrono::steady_clock::now();
+  save_step(root, c, step);
+  const auto save_time = std::chrono::steady_clock::now() - t0;
+
+  int64_t killed_mid_save = 0;
+  for (double fraction : {0.0, 0.05, 0.15, 0.3, 0.5, 0.7, 0.9, 1.1, 2.5}) {
+    int announce[2];
+    ASSERT_EQ(::pipe(announce), 0);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {  // saves step after step, announcing each save before it starts
+      ::close(announce[0]);
+      try {
+        for (int64_t s = step + 1;; ++s) {
+          if (::write(announce[1], &s, sizeof s) != sizeof s) ::_exit(2);
+          save_step(root, c, s);
+        }
+      } catch (...) {
+        ::_exit(1);
+      }
+    }
+    ::close(announce[1]);
+    int64_t announced = 0;
+    ASSERT_EQ(::read(announce[0], &announced, sizeof announced), static_cast<ssize_t>(sizeof announced));
+    std::this_thread::sleep_for(std::chrono::duration_cast<std::chrono::microseconds>(save_time * fraction));
+    ::kill(child, SIGKILL);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    ::close(announce[0]);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "the saving child failed before it was killed";
+    killed_mid_save += partial_saves(root) > 0;
+
+    const auto latest = latest_checkpoint(root.string());
+    ASSERT_TRUE(latest.has_value());
+    const auto ck_step = load_training_checkpoint(*latest).state.step;
+    EXPECT_GE(ck_step, announced - 1) << "at fraction " << fraction;
+    expect_checkpoint_of_step(*latest, c, ck_step);
+    step = ck_step;
+  }
+  EXPECT_GT(killed_mid_save, 0) << "no kill landed inside a save; the test did not test anything";
+
+  save_step(root, c, step + 1);  // the next save clears what interrupted ones left
+  EXPECT_EQ(partial_saves(root), 0);
+  expect_checkpoint_of_step(*latest_checkpoint(root.string()), c, step + 1);
+}
+
+class DamagedCheckpoint : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = fs::path(save_step(test::fresh_temp_dir(), config_, 7)); }
+  std::string load_error() const {
+    try {
+      load_training_checkpoint(dir_.string());
+    } catch (const Error& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "the damaged checkpoint loaded";
+    return "";
+  }
+  void rewrite(const std::string& file, const std::function<void(std::string&)>& damage) const {
+    auto bytes = read_file((dir_ / file).string());
+    damage(bytes);
+    write_file_atomic((dir_ / file).string(), bytes);
+  }
+
+  LlamaConfig config_ = small_config(16, 32, false);
+  fs::path dir_;
+};
+
+TEST_F(DamagedCheckpoint, FlippedWeightByteNamesTheTensor) {
+  rewrite("model.safetensors", [](std::string& b) { b[b.size() - 3] ^= 0x10; });  // inside lm_head.weight
+  const auto msg = load_error();
+  EXPECT_NE(msg.find("lm_head.weight"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("checksum"), std::string::npos) << msg;
+}
+
+TEST_F(DamagedCheckpoint, TruncatedOptimizerStateNamesTheFile) {
+  rewrite("optimizer.safetensors", [](std::string& b) { b.resize(b.size() / 2); });
+  const auto msg = load_error();
+  EXPECT_NE(msg.find("optimizer.safetensors"), std::string::npos) << msg;
+}
+
+TEST_F(DamagedCheckpoint, MalformedTrainerStateNamesTheFile) {
+  for (const char* bad : {"{\"step\": 7", "{\"step\": \"seven\"}", "[]"}) {
+    rewrite("trainer_state.json", [&](std::string& b) { b = bad; });
+    const auto msg = load_error();
+    EXPECT_NE(msg.find("trainer_state.json"), std::string::npos) << msg;
+  }
+}
+
+TEST_F(DamagedCheckpoint, ConfigThatDisagreesWithTheWeightsNamesTheTensorAndShapes) {
+  auto wrong = config_;
+  wrong.intermediate_size = 48;
+  write_file_atomic((dir_ / "config.json").string(), config_to_json(wrong));
+  const auto msg = load_error();
+  EXPECT_NE(msg.find("model.layers.0.mlp.gate_proj.weight"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[32, 16]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[48, 16]"), std::string::npos) << msg;
+}
+
+// An HF-style sharded checkpoint: the layout's tensors split over two shards (plus extra tensors in the
+// first), in bf16 or fp16, with model.safetensors.index.json.
+void write_sharded(const fs::path& dir, const LlamaConfig& c, const std::vector<float>& params, StDtype dtype,
+                   const std::vector<std::string>& extra) {
+  fs::create_directories(dir);
+  write_file_atomic((dir / "config.json").string(), config_to_json(c));
+  const ParameterLayout layout(c);
+  std::vector<uint16_t> halves(params.size());
+  for (size_t i = 0; i < params.size(); ++i) halves[i] = float_to_fp16(params[i]);
+  std::vector<float> extra_values(4, 1.0f);
+  std::vector<StTensorToWrite> shards[2];
+  nlohmann::json weight_map;
+  for (size_t i = 0; i < layout.params().size(); ++i) {
+    const auto& p = layout.params()[i];
+    const void* data = dtype == StDtype::kF16 ? static_cast<const void*>(halves.data() + p.offset)
+                                              : static_cast<const void*>(params.data() + p.offset);
+    const size_t shard = i < layout.params().size() / 2 ? 0 : 1;
+    shards[shard].push_back({p.name, dtype, p.shape, data});
+    weight_map[p.name] = "model-0000" + std::to_string(shard + 1) + "-of-00002.safetensors";
+  }
+  for (const auto& name : extra) {
+    shards[0].push_back({name, StDtype::kF32, {4}, extra_values.data()});
+    weight_map[name] = "model-00001-of-00002.safetensors";
+  }
+  for (size_t s = 0; s < 2; ++s)
+    write_safetensors((dir / ("model-0000" + std::to_string(s + 1) + "-of-00002.safetensors")).string(),
+                      shards[s], {{"format", "pt"}});
+  write_file_atomic((dir / "model.safetensors.index.json").string(),
+                    nlohmann::json{{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}}.dump(2));
+}
+
+TEST(HuggingFaceLoading, ShardedBf16AndFp16LoadTheSameValues) {
+  const auto dir = test::fresh_temp_dir();
+  const auto c = small_config(32, 64, false);
+  const auto params = init_params(c, 3, 0.5);
+  write_sharded(dir / "bf16", c, params, StDtype::kBF16, {});
+  write_sharded(dir / "fp16", c, params, StDtype::kF16, {});
+  const auto bf16 = load_model_dir((dir / "bf16").string());
+  const auto fp16 = load_model_dir((dir / "fp16").string());
+  ASSERT_EQ(bf16.params.size(), params.size());
+  ASSERT_EQ(fp16.params.size(), params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const float scale = std::max(std::abs(params[i]), 1e-3f);
+    ASSERT_NEAR(bf16.params[i], params[i], scale * 0x1p-8f) << i;
+    ASSERT_NEAR(fp16.params[i], params[i], scale * 0x1p-10f) << i;
+  }
+}
+
+TEST(HuggingFaceLoading, UnusedTensorsAreNamedInAWarning) {
+  const auto dir = test::fresh_temp_dir();
+  const auto c = small_config(32, 64, false);
+  write_sharded(dir, c, init_params(c, 1), StDtype::kBF16, {"model.layers.0.self_attn.rotary_emb.inv_freq"});
+  ::testing::internal::CaptureStderr();
+  load_model_dir(dir.string());
+  const auto err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("warning"), std::string::npos) << err;
+  EXPECT_NE(err.find("model.layers.0.self_attn.rotary_emb.inv_freq"), std::string::npos) << err;
+}
+
+TEST(HuggingFaceLoading, TiedEmbeddingsIgnoreAnExtraLmHead) {
+  const auto dir = test::fresh_temp_dir();
+  const auto c = small_config(32, 64, true);
+  const auto params = init_params(c, 2);
+  const ParameterLayout layout(c);
+  std::vector<StTensorToWrite> tensors;
+  for (const auto& p : layout.params())
+    tensors.push_back({p.name, StDtype::kF32, p.shape, params.data() + p.offset});
+  const auto& embed = layout.find("model.embed_tokens.weight");
+  tensors.push_back({"lm_head.weight", StDtype::kF32, embed.shape, params.data() + embed.offset});
+  write_file_atomic((dir / "config.json").string(), config_to_json(c));
+  write_safetensors((dir / "model.safetensors").string(), tensors, {});
+  ::testing::internal::CaptureStderr();
+  const auto w = load_model_dir(dir.string());
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  EXPECT_TRUE(w.config.tie_word_embeddings);
+  EXPECT_EQ(w.params, params);
+}
+
+}  // namespace
+}  // namespace pt

@@ -1,0 +1,178 @@
+// The CPU trainer end to end on a small dataset prepared here: the loss goes down, a run stopped and
+// resumed is bit-identical to one that was not, and the checkpoints it leaves load back.
+#include "checkpoint/checkpoint.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "data/prepare/prepare.h"
+#include "test_util.h"
+#include "train/trainer.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace pt {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A few hundred short records in the three input shapes, with enough regularity to be learnable.
+std::string records_jsonl() {
+  const std::vector<std::string> animals = {"cat", "dog", "bird", "fox", "owl", "bee"};
+  const std::vector<std::string> places = {"mat", "log", "tree", "den", "barn", "hive"};
+  std::string out;
+  for (int i = 0; i < 300; ++i) {
+    const auto& a = animals[static_cast<size_t>(i) % animals.size()];
+    const auto& p = places[static_cast<size_t>(i * 7 / 3) % places.size()];
+    const std::string sentence = "the " + a + " sat on the " + p + " " + std::to_string(i % 10);
+    nlohmann::json record;
+    switch (i % 3) {
+      case 0:
+        record = {{"text", sentence + ". the " + a + " is happy."}};
+        break;
+      case 1:
+        record = {{"prompt", "where is the " + a + "? "}, {"completion", sentence}};
+        break;
+      default:
+        record = {{"messages",
+                   {{{"role", "user"}, {"content", "tell me about the " + a}},
+                    {{"role", "assistant"}, {"content", sentence}}}}};
+    }
+    out += record.dump() + "\n";
+  }
+  return out;
+}
+
+class TrainingRun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = test::fresh_temp_dir();
+    const auto input = dir_ / "records.jsonl";
+    write_file_atomic(input.string(), records_jsonl());
+    PrepareOptions o;
+    o.inputs = {input.string()};
+    o.tokenizer_path = PACKTRAIN_FIXTURES "/prepare/tokenizer.json";
+    o.output_dir = (dir_ / "data").string();
+    o.max_len = 96;
+    o.val_fraction = 0.1;
+    o.threads = 2;
+    o.show_progress = false;
+    prepare_dataset(o);
+    const auto config = dir_ / "config.json";
+    write_file_atomic(config.string(), R"({"model_type": "llama", "hidden_size": 32, "num_hidden_layers": 2,
+      "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 64, "vocab_size": 260})");
+    base_.data_dir = o.output_dir;
+    base_.model = config.string();
+    base_.packing.strategy = Strategy::kFlatten;
+    base_.packing.examples_per_batch = 8;
+    base_.lr.peak = 3e-3;
+    base_.lr.min_lr = 3e-4;
+    base_.eval_every = 0;
+    base_.save_every = 0;
+  }
+
+  TrainConfig run_config(const std::string& name, int64_t steps) const {
+    TrainConfig c = base_;
+    c.out_dir = (dir_ / name).string();
+    c.steps = steps;
+    return c;
+  }
+
+  fs::path dir_;
+  TrainConfig base_;
+};
+
+// The "loss" and "grad_norm" of every train record, as printed.
+std::vector<std::string> printed_train_numbers(const fs::path& run_dir) {
+  std::ifstream in(run_dir / "metrics.jsonl");
+  const std::regex number(R"re("(loss|grad_norm)":([^,}]+))re");
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(R"("type":"train")") == std::string::npos) continue;
+    for (std::sregex_iterator it(line.begin(), line.end(), number), end; it != end; ++it)
+      out.push_back((*it)[1].str() + "=" + (*it)[2].str());
+  }
+  return out;
+}
+
+void expect_resume_is_bitwise(const TrainConfig& uninterrupted, TrainConfig interrupted) {
+  train(uninterrupted);
+  interrupted.stop_after = 3;
+  auto stopped = train(interrupted);
+  EXPECT_TRUE(stopped.final_dir.empty());
+  EXPECT_FALSE(fs::exists(fs::path(interrupted.out_dir) / "final"));
+  train(interrupted);  // resumes at step 3, runs to the end
+
+  const auto a = printed_train_numbers(uninterrupted.out_dir), b = printed_train_numbers(interrupted.out_dir);
+  ASSERT_EQ(a.size(), 2 * static_cast<size_t>(uninterrupted.steps));
+  EXPECT_EQ(a, b);
+  for (const auto& n : a)
+    EXPECT_GE(n.size(), std::string("loss=1.2345678").size()) << "too few digits: " << n;
+  const auto final_model = [](const TrainConfig& c) {
+    return read_file((fs::path(c.out_dir) / "final/model.safetensors").string());
+  };
+  EXPECT_TRUE(final_model(uninterrupted) == final_model(interrupted)) << "the final weights differ";
+}
+
+TEST_F(TrainingRun, TrainingLowersTheValidationLoss) {
+  auto c = run_config("run", 30);
+  c.lr.warmup_steps = 3;
+  const auto r = train(c);
+  EXPECT_GT(r.first_val_loss, 4.0);  // about ln(260) at initialisation
+  EXPECT_LT(r.final_val_loss, r.first_val_loss - 1.0)
+      << "first " << r.first_val_loss << " final " << r.final_val_loss;
+}
+
+TEST_F(TrainingRun, ResumedRunIsBitwiseEqualToUninterrupted) {
+  expect_resume_is_bitwise(run_config("a", 6), run_config("b", 6));
+}
+
+TEST_F(TrainingRun, ResumeIsBitwiseWithGradAccumAndBfd) {
+  base_.packing.strategy = Strategy::kBfd;
+  base_.packing.examples_per_batch = 6;
+  base_.packing.row_len = 128;
+  base_.grad_accum = 2;
+  expect_resume_is_bitwise(run_config("a", 6), run_config("b", 6));
+}
+
+TEST_F(TrainingRun, LeavesLatestCheckpointAndHuggingFaceFinalDirectory) {
+  auto c = run_config("run", 4);
+  c.save_every = 2;
+  const auto r = train(c);
+  const auto root = fs::path(c.out_dir) / "checkpoints";
+  EXPECT_TRUE(fs::is_directory(root / "step-00000002"));
+  const auto latest = latest_checkpoint(root.string());
+  ASSERT_TRUE(latest.has_value());
+  EXPECT_EQ(fs::path(*latest).filename(), "step-00000004");
+  const auto ck = load_training_checkpoint(*latest);
+  EXPECT_EQ(ck.state.step, 4);
+
+  ASSERT_EQ(r.final_dir, (fs::path(c.out_dir) / "final").string());
+  for (const char* file : {"config.json", "model.safetensors", "tokenizer.json"})
+    EXPECT_TRUE(fs::exists(fs::path(r.final_dir) / file)) << file;
+  EXPECT_EQ(read_file((fs::path(r.final_dir) / "tokenizer.json").string()),
+            read_file(PACKTRAIN_FIXTURES "/prepare/tokenizer.json"));
+  const auto final_model = load_model_dir(r.final_dir);
+  EXPECT_EQ(config_to_json(final_model.config), config_to_json(ck.weights.config));
+  EXPECT_EQ(final_model.config.hidden_size, 32);
+  EXPECT_EQ(final_model.params, ck.weights.params);
+}
+
+TEST_F(TrainingRun, BadSettingsAreErrorsNamingTheFlag) {
+  auto c = run_config("run", 4);
+  c.log_every = 0;
+  try {
+    train(c);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--log-every"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace pt
