@@ -34,7 +34,8 @@ void register_tokenizer_train(CLI::App& parent) {
   auto args = std::make_shared<TrainArgs>();
   args->options.threads = hardware_threads();
   auto* cmd = parent.add_subcommand("train", "Learn a byte-level BPE tokenizer.json from text or JSONL files");
-  cmd->add_option("--input", args->inputs, "Text files, or .jsonl/.json files of {\"text\": ...} records")
+  cmd->add_option("--input", args->inputs, "Text files, or .jsonl/.json files of the records `packtrain prepare` reads (text, "
+                  "prompt/completion, messages)")
       ->required()
       ->check(CLI::ExistingFile);
   cmd->add_option("--vocab-size", args->options.vocab_size,
