@@ -1,9 +1,11 @@
 // The model on cuda in bf16 with f32 master weights and gradients, against float64 Hugging Face
 // (the oracle fixtures), against itself across packing strategies, and against the f32 cpu model.
 // bf16 keeps about three significant digits, so losses must agree within 1% and every gradient tensor
-// within 2% of its largest reference element; no value may be NaN.
+// within 2% of its largest reference element (the cpu model gets the bf16-rounded weights the GPU computes
+// with; the HF fixtures get extra room for their steepness, see there); no value may be NaN.
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
+#include "core/float16.h"
 #include "model/batches.h"
 #include "model/hf_oracle_fixture.h"
 #include "model/init.h"
@@ -154,33 +156,60 @@ class WideHeads {
   ParameterLayout wide_;
 };
 
-// HF's float64 loss and gradients against the model on `device`, run on the head_dim-64 embedding.
-void expect_hf_oracle(const std::string& name, Device device, double loss_tolerance, double grad_tolerance) {
+std::vector<float> bf16_rounded(std::vector<float> v) {
+  for (float& x : v) x = bf16_to_float(float_to_bf16(x));
+  return v;
+}
+
+// How far the model on `device` (on the head_dim-64 embedding) is from HF's float64 loss and gradients.
+struct OracleErrors {
+  double loss = 0;            // relative
+  std::vector<double> grads;  // per tensor of the HF layout: max |a-b| / max |reference|
+};
+
+OracleErrors hf_oracle_errors(const std::string& name, Device device, bool bf16_weights) {
   const ModelWeights weights = load_model_dir(testing::kHfOracleDir + "/" + name);
   const WideHeads wide(weights.config);
-  const Totals got = run(wide.config(), wide.embed(weights.params), {testing::hf_oracle_batch()}, device);
+  std::vector<float> params = wide.embed(weights.params);
+  if (bf16_weights) params = bf16_rounded(std::move(params));
+  const Totals got = run(wide.config(), params, {testing::hf_oracle_batch()}, device);
+  const std::vector<float> grads = wide.gradients_back(got.grads);
 
   const double want = testing::hf_oracle_expected(name + ".loss_sum");
-  EXPECT_NEAR(got.loss_sum, want, loss_tolerance * want) << "loss sum; HF float64 has " << want;
+  OracleErrors e{std::abs(got.loss_sum - want) / want, {}};
   const auto reference = SafetensorsReader::open(testing::kHfOracleDir + "/expected.safetensors");
-  std::vector<float> ref(static_cast<size_t>(wide.narrow_layout().total()));
-  for (const auto& p : wide.narrow_layout().params())
-    reference.read_f32(name + ".grad." + p.name, p.shape,
-                       {ref.data() + p.offset, static_cast<size_t>(p.numel)});
-  expect_grads_close(wide.narrow_layout(), wide.gradients_back(got.grads), ref, grad_tolerance,
-                     name + " on " + device_name(device) + " vs HF float64");
+  for (const auto& p : wide.narrow_layout().params()) {
+    std::vector<float> ref(static_cast<size_t>(p.numel));
+    reference.read_f32(name + ".grad." + p.name, p.shape, ref);
+    e.grads.push_back(relative_error({grads.data() + p.offset, ref.size()}, ref));
+  }
+  return e;
 }
 
 class HfOracleCuda : public ::testing::TestWithParam<std::string> {};
 
 // The embedding itself is exact: the f32 cpu model on it still matches HF to f32 precision.
 TEST_P(HfOracleCuda, HeadDim64EmbeddingMatchesTransformersOnCpu) {
-  expect_hf_oracle(GetParam(), Device::cpu, 1e-4, 1e-4);
+  const OracleErrors e = hf_oracle_errors(GetParam(), Device::cpu, false);
+  EXPECT_LE(e.loss, 1e-4);
+  for (double g : e.grads) EXPECT_LE(g, 1e-4);
 }
 
+// These fixtures' large weights (std 0.3) make the gradients steep in them: rounding the weights to bf16
+// alone moves the f32 cpu model's gradients by up to ~9% of a tensor's largest element (the loss by
+// ~1e-4). So each gradient tensor may differ from HF by kGradTolerance plus twice what bf16 weights cost
+// the cpu model; the well-conditioned random models below hold the plain kGradTolerance.
 TEST_P(HfOracleCuda, Bf16LossAndGradientsMatchTransformersFloat64) {
   SKIP_WITHOUT_GPU();
-  expect_hf_oracle(GetParam(), Device::cuda, kLossTolerance, kGradTolerance);
+  const std::string name = GetParam();
+  const OracleErrors rounding = hf_oracle_errors(name, Device::cpu, true);
+  const OracleErrors cuda = hf_oracle_errors(name, Device::cuda, false);
+  EXPECT_LE(cuda.loss, kLossTolerance) << name << ": relative error of the loss sum vs HF float64";
+  const ParameterLayout layout(load_model_dir(testing::kHfOracleDir + "/" + name).config);
+  for (size_t i = 0; i < cuda.grads.size(); ++i)
+    EXPECT_LE(cuda.grads[i], kGradTolerance + 2 * rounding.grads[i])
+        << name << ": gradient of " << layout.params()[i].name << " vs HF float64 (max |a-b| / max |ref|); "
+        << "bf16 weights alone cost the f32 cpu model " << rounding.grads[i];
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, HfOracleCuda, ::testing::Values("hf_model", "hf_tied_model"));
@@ -205,7 +234,7 @@ TEST(LlamaCuda, Bf16MatchesTheF32CpuModel) {
     const auto split = random_split(kLengths, c.vocab_size, 9);
     const auto params = init_params(c, 4, 0.05);
     const auto batches = packed_batches(split, Strategy::kFlatten, 256, 5);  // two micro-batches accumulate
-    const auto cpu = run(c, params, batches, Device::cpu);
+    const auto cpu = run(c, bf16_rounded(params), batches, Device::cpu);  // the weights the GPU computes with
     const auto gpu = run(c, params, batches, Device::cuda);
     const std::string what = fmt::format("cuda bf16 vs cpu f32 (tied={})", tied);
     EXPECT_EQ(gpu.targets, cpu.targets) << what;
