@@ -260,7 +260,8 @@ TEST(LlamaCuda, LogitsRowReachesTheHostAndWeightsMustBeF32OnTheDevice) {
   EXPECT_EQ(model.logits().dtype, DType::bf16);
 
   LlamaModel cpu(c, batch.num_tokens());
-  cpu.forward(batch, Tensor::of(host_params.data(), {n}));
+  std::vector<float> rounded = bf16_rounded(params);  // the weights the GPU computes with
+  cpu.forward(batch, Tensor::of(rounded.data(), {n}));
   std::vector<float> got(static_cast<size_t>(c.vocab_size)), want(got.size());
   const int64_t last = batch.num_tokens() - 1;
   model.copy_logits_row(last, got);
@@ -282,7 +283,7 @@ TEST(LlamaPrecision, RejectsWhatNoBackendComputes) {
   }
 }
 
-TEST(LlamaPrecision, CpuModelNeedsLoadedWeightsOfItsLayout) {
+TEST(LlamaPrecision, CpuModelNeedsLoadedWeightsOfItsLayoutAndCopiesLogitRows) {
   const LlamaConfig c = cuda_config(false);
   const Batch batch = packed_batches(random_split({5, 3}, c.vocab_size, 1), Strategy::kFlatten, 64, 2).at(0);
   LlamaModel model(c, batch.num_tokens());
@@ -291,6 +292,18 @@ TEST(LlamaPrecision, CpuModelNeedsLoadedWeightsOfItsLayout) {
   EXPECT_THROW(model.load_weights(Tensor::of(short_params.data(), {10})), Error);
   std::vector<double> wrong_type(static_cast<size_t>(model.layout().total()));
   EXPECT_THROW(model.load_weights(Tensor::of(wrong_type.data(), {model.layout().total()})), Error);
+
+  const int64_t V = c.vocab_size, n = model.layout().total();
+  std::vector<float> params = init_params(c, 3, 0.05), row(static_cast<size_t>(V));
+  model.forward(batch, Tensor::of(params.data(), {n}));
+  model.copy_logits_row(2, row);
+  EXPECT_EQ(row[7], model.logits().ptr<float>()[2 * V + 7]);
+  EXPECT_THROW(model.copy_logits_row(batch.num_tokens(), row), Error);
+  LlamaModel f64(c, batch.num_tokens(), Device::cpu, DType::f64);
+  std::vector<double> params64(params.begin(), params.end());
+  f64.forward(batch, Tensor::of(params64.data(), {n}));
+  f64.copy_logits_row(2, row);
+  EXPECT_EQ(row[7], static_cast<float>(f64.logits().ptr<double>()[2 * V + 7]));
 }
 
 }  // namespace
