@@ -11,6 +11,8 @@
 #include "ops/rope.h"
 #include "ops/swiglu.h"
 
+#include <algorithm>
+
 namespace pt {
 
 using ops::Write;
@@ -22,12 +24,40 @@ std::vector<int32_t> shifted_targets(const Batch& batch) {
   return targets;
 }
 
+namespace {
+
+// The cpu backend computes in f32 or f64; the cuda one in bf16, with attention kernels for two head dims.
+void check_precision(const LlamaConfig& config, Device device, DType dtype) {
+  if (device == Device::cpu && dtype != DType::f32 && dtype != DType::f64)
+    fail("a cpu model computes in f32 or f64, not {}; use bf16 on cuda", dtype_name(dtype));
+  if (device == Device::cuda) {
+    if (dtype != DType::bf16)
+      fail("a cuda model computes in bf16 (with f32 master weights), not {}; construct it with DType::bf16",
+           dtype_name(dtype));
+    if (config.head_dim != 64 && config.head_dim != 128)
+      fail(
+          "model config: head_dim {} is not supported on cuda, whose attention kernels handle head_dim 64 "
+          "and 128; choose hidden_size / num_attention_heads (or head_dim) accordingly, or train on cpu",
+          config.head_dim);
+  }
+}
+
+}  // namespace
+
 LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device device, DType dtype)
-    : config_(config), layout_(config), max_tokens_(max_tokens), dtype_(dtype), arena_(device) {
+    : config_(config),
+      layout_(config),
+      max_tokens_(max_tokens),
+      dtype_(dtype),
+      arena_(device),
+      weight_copy_(device) {
   config_.validate("model config");
+  check_precision(config_, device, dtype);
   const int64_t T = max_tokens, C = config.hidden_size, F = config.intermediate_size, D = config.head_dim;
   const int64_t H = config.num_attention_heads, Hkv = config.num_key_value_heads, V = config.vocab_size;
+  // Per-token statistics (RMSNorm rstd, attention lse) are kept in the master dtype: f32 beside bf16.
   auto real = [&](std::initializer_list<int64_t> shape) { return arena_.reserve(dtype, shape); };
+  auto stat = [&](std::initializer_list<int64_t> shape) { return arena_.reserve(master_dtype(), shape); };
   auto ints = [&](std::initializer_list<int64_t> shape) { return arena_.reserve(DType::i32, shape); };
   ids_ = ints({T});
   positions_ = ints({T});
@@ -35,12 +65,12 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device dev
   cu_seqlens_ = ints({T + 1});
   valid_lens_ = ints({T});
   for (int l = 0; l < config.num_hidden_layers; ++l) {
-    layers_.push_back({real({T, C}), real({T}), real({T, C}), real({T, H, D}), real({T, Hkv, D}),
-                       real({T, Hkv, D}), real({T, H, D}), real({H, T}), real({T, C}), real({T}),
+    layers_.push_back({real({T, C}), stat({T}), real({T, C}), real({T, H, D}), real({T, Hkv, D}),
+                       real({T, Hkv, D}), real({T, H, D}), stat({H, T}), real({T, C}), stat({T}),
                        real({T, C}), real({T, 2 * F}), real({T, F})});
   }
   final_in_ = real({T, C});
-  rstd_f_ = real({T});
+  rstd_f_ = stat({T});
   xn_f_ = real({T, C});
   logits_ = real({T, V});
   dx_ = real({T, C});
@@ -53,20 +83,58 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device dev
   dv_ = real({T, Hkv, D});
   dattn_ = real({T, H, D});
   arena_.allocate();
+  if (dtype_ != master_dtype()) {
+    weight_copy_slot_ = weight_copy_.reserve(dtype_, {layout_.total()});
+    weight_copy_.allocate();
+  }
 }
 
-Tensor LlamaModel::param(const Tensor& params, int64_t offset, std::initializer_list<int64_t> shape) const {
-  return Tensor(static_cast<char*>(params.data) + offset * dtype_size(params.dtype), params.dtype, shape,
-                params.device);
+Tensor LlamaModel::param(const Tensor& flat, int64_t offset, std::initializer_list<int64_t> shape) {
+  return Tensor(static_cast<char*>(flat.data) + offset * dtype_size(flat.dtype), flat.dtype, shape,
+                flat.device);
+}
+
+void LlamaModel::check_master(const char* what, const Tensor& t) const {
+  if (t.numel() != layout_.total() || t.dtype != master_dtype() || t.device != device() || t.empty())
+    fail("{} {} do not fit this model: it needs {}[{}]@{} (flat, in parameter layout order)", what, t.str(),
+         dtype_name(master_dtype()), layout_.total(), device_name(device()));
+}
+
+void LlamaModel::load_weights(const Tensor& master_params) {
+  check_master("master params", master_params);
+  if (weight_copy_slot_ < 0) {
+    weights_ = master_params;
+    return;
+  }
+  weights_ = weight_copy_.view(weight_copy_slot_);
+  ops::cast(master_params, weights_);
 }
 
 Tensor LlamaModel::logits() const { return arena_.view(logits_, {tokens_, config_.vocab_size}); }
 
+void LlamaModel::copy_logits_row(int64_t t, std::span<float> out) const {
+  const int64_t V = config_.vocab_size;
+  if (t < 0 || t >= tokens_)
+    fail("copy_logits_row: row {} is outside the last batch's {} tokens", t, tokens_);
+  if (static_cast<int64_t>(out.size()) != V)
+    fail("copy_logits_row: the output holds {} values, the vocabulary has {}", out.size(), V);
+  // The row's logits on the host in the model's dtype, then widened or narrowed to f32.
+  const Tensor row = param(logits(), t * V, {V});
+  std::vector<char> host(static_cast<size_t>(row.bytes()));
+  copy_bytes(host.data(), false, row.data, row.device == Device::cuda, host.size());
+  const Tensor host_row(host.data(), dtype_, {V});
+  if (dtype_ == DType::f64)
+    std::copy_n(host_row.ptr<double>(), V, out.begin());
+  else
+    ops::cast(host_row, Tensor::of(out.data(), {V}));
+}
+
 void LlamaModel::upload(const Batch& batch) {
+  if (weights_.empty()) fail("the model has no weights: call load_weights(master_params) before a pass");
   const int64_t T = batch.num_tokens();
   if (T > max_tokens_)
-    fail("a batch of {} tokens exceeds the model's activation arena ({} tokens); lower the batch size",
-         T, max_tokens_);
+    fail("a batch of {} tokens exceeds the model's activation arena ({} tokens); lower the batch size", T,
+         max_tokens_);
   if (T == 0) fail("empty batch");
   tokens_ = T;
   segments_ = static_cast<int64_t>(batch.cu_seqlens.size()) - 1;
@@ -84,56 +152,71 @@ void LlamaModel::upload(const Batch& batch) {
   if (use_valid_lens_) put(valid_lens_, batch.row_real_len);
 }
 
-void LlamaModel::run_forward(const Tensor& params, int64_t T) {
+void LlamaModel::run_forward(int64_t T) {
   const auto& c = config_;
   const int64_t C = c.hidden_size, F = c.intermediate_size, D = c.head_dim, V = c.vocab_size;
   const int64_t H = c.num_attention_heads, Hkv = c.num_key_value_heads;
   Tensor ids = arena_.view(ids_, {T}), pos = arena_.view(positions_, {T});
 
-  Tensor first_in = layers_.empty() ? arena_.view(final_in_, {T, C}) : arena_.view(layers_[0].resid_in, {T, C});
-  ops::embedding_forward(ids, param(params, layout_.embedding(), {V, C}), first_in);
+  Tensor first_in =
+      layers_.empty() ? arena_.view(final_in_, {T, C}) : arena_.view(layers_[0].resid_in, {T, C});
+  ops::embedding_forward(ids, weight(layout_.embedding(), {V, C}), first_in);
   for (size_t l = 0; l < layers_.size(); ++l) {
     const LayerActs& a = layers_[l];
     const LayerParams& w = layout_.layer(static_cast<int>(l));
     Tensor x = arena_.view(a.resid_in, {T, C}), xn1 = arena_.view(a.xn1, {T, C});
-    Tensor q = arena_.view(a.q, {T, H, D}), k = arena_.view(a.k, {T, Hkv, D}), v = arena_.view(a.v, {T, Hkv, D});
+    Tensor q = arena_.view(a.q, {T, H, D}), k = arena_.view(a.k, {T, Hkv, D}),
+           v = arena_.view(a.v, {T, Hkv, D});
     Tensor attn = arena_.view(a.attn, {T, H, D}), mid = arena_.view(a.mid, {T, C});
-    ops::rmsnorm_forward(x, param(params, w.attn_norm, {C}), c.rms_norm_eps, xn1, arena_.view(a.rstd1, {T}));
-    ops::linear_forward(xn1, param(params, w.wq, {H * D, C}), arena_.view(a.q, {T, H * D}));
-    ops::linear_forward(xn1, param(params, w.wk, {Hkv * D, C}), arena_.view(a.k, {T, Hkv * D}));
-    ops::linear_forward(xn1, param(params, w.wv, {Hkv * D, C}), arena_.view(a.v, {T, Hkv * D}));
+    ops::rmsnorm_forward(x, weight(w.attn_norm, {C}), c.rms_norm_eps, xn1, arena_.view(a.rstd1, {T}));
+    ops::linear_forward(xn1, weight(w.wq, {H * D, C}), arena_.view(a.q, {T, H * D}));
+    ops::linear_forward(xn1, weight(w.wk, {Hkv * D, C}), arena_.view(a.k, {T, Hkv * D}));
+    ops::linear_forward(xn1, weight(w.wv, {Hkv * D, C}), arena_.view(a.v, {T, Hkv * D}));
     ops::rope_forward(q, pos, c.rope_theta, q);
     ops::rope_forward(k, pos, c.rope_theta, k);
     ops::attention_forward({q, k, v, arena_.view(cu_seqlens_, {segments_ + 1}),
                             use_valid_lens_ ? arena_.view(valid_lens_, {segments_}) : Tensor(), attn,
                             arena_.view(a.lse, {H, T})});
     ops::copy(x, mid);
-    ops::linear_forward(arena_.view(a.attn, {T, H * D}), param(params, w.wo, {C, H * D}), mid, Write::accumulate);
-    Tensor xn2 = arena_.view(a.xn2, {T, C}), h = arena_.view(a.h, {T, 2 * F}), act = arena_.view(a.act, {T, F});
-    ops::rmsnorm_forward(mid, param(params, w.ffn_norm, {C}), c.rms_norm_eps, xn2, arena_.view(a.rstd2, {T}));
-    ops::linear_forward(xn2, param(params, w.w_gate_up, {2 * F, C}), h);
+    ops::linear_forward(arena_.view(a.attn, {T, H * D}), weight(w.wo, {C, H * D}), mid, Write::accumulate);
+    Tensor xn2 = arena_.view(a.xn2, {T, C}), h = arena_.view(a.h, {T, 2 * F}),
+           act = arena_.view(a.act, {T, F});
+    ops::rmsnorm_forward(mid, weight(w.ffn_norm, {C}), c.rms_norm_eps, xn2, arena_.view(a.rstd2, {T}));
+    ops::linear_forward(xn2, weight(w.w_gate_up, {2 * F, C}), h);
     ops::swiglu_forward(h, act);
-    Tensor next = l + 1 < layers_.size() ? arena_.view(layers_[l + 1].resid_in, {T, C}) : arena_.view(final_in_, {T, C});
+    Tensor next = l + 1 < layers_.size() ? arena_.view(layers_[l + 1].resid_in, {T, C})
+                                         : arena_.view(final_in_, {T, C});
     ops::copy(mid, next);
-    ops::linear_forward(act, param(params, w.w_down, {C, F}), next, Write::accumulate);
+    ops::linear_forward(act, weight(w.w_down, {C, F}), next, Write::accumulate);
   }
-  ops::rmsnorm_forward(arena_.view(final_in_, {T, C}), param(params, layout_.final_norm(), {C}), c.rms_norm_eps,
+  ops::rmsnorm_forward(arena_.view(final_in_, {T, C}), weight(layout_.final_norm(), {C}), c.rms_norm_eps,
                        arena_.view(xn_f_, {T, C}), arena_.view(rstd_f_, {T}));
-  ops::linear_forward(arena_.view(xn_f_, {T, C}), param(params, layout_.lm_head(), {V, C}), logits());
+  ops::linear_forward(arena_.view(xn_f_, {T, C}), weight(layout_.lm_head(), {V, C}), logits());
 }
 
 LossSum LlamaModel::forward(const Batch& batch, const Tensor& params) {
-  upload(batch);
-  run_forward(params, tokens_);
-  auto ce = ops::cross_entropy(logits(), arena_.view(targets_, {tokens_}), 1.0, Tensor());
-  return {ce.loss_sum, ce.tokens};
+  load_weights(params);
+  return forward(batch);
 }
 
 LossSum LlamaModel::forward_backward(const Batch& batch, const Tensor& params, const Tensor& grads,
                                      double grad_scale) {
+  load_weights(params);
+  return forward_backward(batch, grads, grad_scale);
+}
+
+LossSum LlamaModel::forward(const Batch& batch) {
+  upload(batch);
+  run_forward(tokens_);
+  auto ce = ops::cross_entropy(logits(), arena_.view(targets_, {tokens_}), 1.0, Tensor());
+  return {ce.loss_sum, ce.tokens};
+}
+
+LossSum LlamaModel::forward_backward(const Batch& batch, const Tensor& grads, double grad_scale) {
+  check_master("gradients", grads);
   upload(batch);
   const int64_t T = tokens_;
-  run_forward(params, T);
+  run_forward(T);
   const auto& c = config_;
   const int64_t C = c.hidden_size, F = c.intermediate_size, D = c.head_dim, V = c.vocab_size;
   const int64_t H = c.num_attention_heads, Hkv = c.num_key_value_heads;
@@ -142,47 +225,53 @@ LossSum LlamaModel::forward_backward(const Batch& batch, const Tensor& params, c
 
   // The logits buffer becomes dlogits in place: no second [T, V] buffer.
   auto ce = ops::cross_entropy(logits(), arena_.view(targets_, {T}), grad_scale, logits());
-  ops::linear_backward(logits(), arena_.view(xn_f_, {T, C}), param(params, layout_.lm_head(), {V, C}), dxn,
+  ops::linear_backward(logits(), arena_.view(xn_f_, {T, C}), weight(layout_.lm_head(), {V, C}), dxn,
                        Write::overwrite, param(grads, layout_.lm_head(), {V, C}), Write::accumulate);
-  ops::rmsnorm_backward(dxn, arena_.view(final_in_, {T, C}), param(params, layout_.final_norm(), {C}),
-                        arena_.view(rstd_f_, {T}), dx, param(grads, layout_.final_norm(), {C}), Write::accumulate);
+  ops::rmsnorm_backward(dxn, arena_.view(final_in_, {T, C}), weight(layout_.final_norm(), {C}),
+                        arena_.view(rstd_f_, {T}), dx, param(grads, layout_.final_norm(), {C}),
+                        Write::accumulate);
   for (size_t l = layers_.size(); l-- > 0;) {
     const LayerActs& a = layers_[l];
     const LayerParams& w = layout_.layer(static_cast<int>(l));
     // FFN: dx flows into the down projection and, unchanged, along the residual.
     Tensor dact = arena_.view(dact_, {T, F}), dh = arena_.view(dh_, {T, 2 * F});
-    ops::linear_backward(dx, arena_.view(a.act, {T, F}), param(params, w.w_down, {C, F}), dact, Write::overwrite,
+    ops::linear_backward(dx, arena_.view(a.act, {T, F}), weight(w.w_down, {C, F}), dact, Write::overwrite,
                          param(grads, w.w_down, {C, F}), Write::accumulate);
     ops::swiglu_backward(dact, arena_.view(a.h, {T, 2 * F}), dh);
-    ops::linear_backward(dh, arena_.view(a.xn2, {T, C}), param(params, w.w_gate_up, {2 * F, C}), dxn,
+    ops::linear_backward(dh, arena_.view(a.xn2, {T, C}), weight(w.w_gate_up, {2 * F, C}), dxn,
                          Write::overwrite, param(grads, w.w_gate_up, {2 * F, C}), Write::accumulate);
-    ops::rmsnorm_backward(dxn, arena_.view(a.mid, {T, C}), param(params, w.ffn_norm, {C}),
-                          arena_.view(a.rstd2, {T}), dtmp, param(grads, w.ffn_norm, {C}), Write::accumulate);
+    ops::rmsnorm_backward(dxn, arena_.view(a.mid, {T, C}), weight(w.ffn_norm, {C}), arena_.view(a.rstd2, {T}),
+                          dtmp, param(grads, w.ffn_norm, {C}), Write::accumulate);
     ops::add(dtmp, dx);
     // Attention.
-    Tensor dq = arena_.view(dq_, {T, H, D}), dk = arena_.view(dk_, {T, Hkv, D}), dv = arena_.view(dv_, {T, Hkv, D});
-    ops::linear_backward(dx, arena_.view(a.attn, {T, H * D}), param(params, w.wo, {C, H * D}),
+    Tensor dq = arena_.view(dq_, {T, H, D}), dk = arena_.view(dk_, {T, Hkv, D}),
+           dv = arena_.view(dv_, {T, Hkv, D});
+    ops::linear_backward(dx, arena_.view(a.attn, {T, H * D}), weight(w.wo, {C, H * D}),
                          arena_.view(dattn_, {T, H * D}), Write::overwrite, param(grads, w.wo, {C, H * D}),
                          Write::accumulate);
-    ops::AttentionParams ap{arena_.view(a.q, {T, H, D}), arena_.view(a.k, {T, Hkv, D}), arena_.view(a.v, {T, Hkv, D}),
+    ops::AttentionParams ap{arena_.view(a.q, {T, H, D}),
+                            arena_.view(a.k, {T, Hkv, D}),
+                            arena_.view(a.v, {T, Hkv, D}),
                             arena_.view(cu_seqlens_, {segments_ + 1}),
                             use_valid_lens_ ? arena_.view(valid_lens_, {segments_}) : Tensor(),
-                            arena_.view(a.attn, {T, H, D}), arena_.view(a.lse, {H, T})};
+                            arena_.view(a.attn, {T, H, D}),
+                            arena_.view(a.lse, {H, T})};
     ops::attention_backward(ap, {arena_.view(dattn_, {T, H, D}), dq, dk, dv});
     ops::rope_backward(dq, pos, c.rope_theta, dq);
     ops::rope_backward(dk, pos, c.rope_theta, dk);
     Tensor xn1 = arena_.view(a.xn1, {T, C});
-    ops::linear_backward(arena_.view(dq_, {T, H * D}), xn1, param(params, w.wq, {H * D, C}), dxn, Write::overwrite,
+    ops::linear_backward(arena_.view(dq_, {T, H * D}), xn1, weight(w.wq, {H * D, C}), dxn, Write::overwrite,
                          param(grads, w.wq, {H * D, C}), Write::accumulate);
-    ops::linear_backward(arena_.view(dk_, {T, Hkv * D}), xn1, param(params, w.wk, {Hkv * D, C}), dxn,
+    ops::linear_backward(arena_.view(dk_, {T, Hkv * D}), xn1, weight(w.wk, {Hkv * D, C}), dxn,
                          Write::accumulate, param(grads, w.wk, {Hkv * D, C}), Write::accumulate);
-    ops::linear_backward(arena_.view(dv_, {T, Hkv * D}), xn1, param(params, w.wv, {Hkv * D, C}), dxn,
+    ops::linear_backward(arena_.view(dv_, {T, Hkv * D}), xn1, weight(w.wv, {Hkv * D, C}), dxn,
                          Write::accumulate, param(grads, w.wv, {Hkv * D, C}), Write::accumulate);
-    ops::rmsnorm_backward(dxn, arena_.view(a.resid_in, {T, C}), param(params, w.attn_norm, {C}),
+    ops::rmsnorm_backward(dxn, arena_.view(a.resid_in, {T, C}), weight(w.attn_norm, {C}),
                           arena_.view(a.rstd1, {T}), dtmp, param(grads, w.attn_norm, {C}), Write::accumulate);
     ops::add(dtmp, dx);
   }
-  ops::embedding_backward(arena_.view(ids_, {T}), dx, param(grads, layout_.embedding(), {V, C}), Write::accumulate);
+  ops::embedding_backward(arena_.view(ids_, {T}), dx, param(grads, layout_.embedding(), {V, C}),
+                          Write::accumulate);
   return {ce.loss_sum, ce.tokens};
 }
 

@@ -2,6 +2,11 @@
 // attention -> o_proj (+ residual), RMSNorm -> gate|up -> SwiGLU -> down (+ residual), final RMSNorm, LM
 // head, cross-entropy. The model never names a backend: it hands tensor views on its arena's device to
 // the ops, which dispatch. Activations for `max_tokens` tokens are sized once at construction.
+//
+// Precision: on the cpu everything (master weights, activations, gradients) is f32, or f64 for gradient
+// checks. On cuda the model computes in bf16 with f32 master weights: it keeps a bf16 working copy of the
+// weights in device memory, activations are bf16 except the per-token statistics (RMSNorm rstd, attention
+// log-sum-exp, f32), every op accumulates in fp32, and parameter gradients are written in f32.
 #pragma once
 
 #include "core/arena.h"
@@ -11,6 +16,7 @@
 #include "model/parameters.h"
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace pt {
@@ -26,39 +32,64 @@ std::vector<int32_t> shifted_targets(const Batch& batch);
 
 class LlamaModel {
  public:
-  // dtype f32 for training; f64 for gradient checks. device: where the activations live (the params and
-  // grads tensors passed in must be on the same device).
-  LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device device = Device::cpu, DType dtype = DType::f32);
+  // dtype is what the model computes in: f32 (training) or f64 (gradient checks) on the cpu, bf16 on cuda
+  // (whose attention supports head_dim 64 and 128). Master params and gradients live on `device` in
+  // master_dtype(): the compute dtype, or f32 for bf16.
+  LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device device = Device::cpu,
+             DType dtype = DType::f32);
 
   const LlamaConfig& config() const { return config_; }
   const ParameterLayout& layout() const { return layout_; }
   int64_t max_tokens() const { return max_tokens_; }
+  Device device() const { return arena_.device(); }
+  DType dtype() const { return dtype_; }
+  DType master_dtype() const { return dtype_ == DType::bf16 ? DType::f32 : dtype_; }
   int64_t activation_bytes() const { return arena_.bytes(); }
 
-  // Loss of one micro-batch; gradients of (loss_sum * grad_scale) are ADDED to grads (flat, layout order),
-  // so micro-batches accumulate. grad_scale is 1 / (targets of the whole optimizer step).
+  // The weights of the following passes, from the flat master params (layout order). A model computing in
+  // the master dtype reads them in place (keep them alive and at this address); a bf16 model casts them
+  // into its working copy, so call this again after every optimizer step.
+  void load_weights(const Tensor& master_params);
+
+  // Loss of one micro-batch with the loaded weights; gradients of (loss_sum * grad_scale) are ADDED to
+  // grads (flat, layout order, master dtype, on the model's device), so micro-batches accumulate.
+  // grad_scale is 1 / (targets of the whole optimizer step).
+  LossSum forward_backward(const Batch& batch, const Tensor& grads, double grad_scale);
+  LossSum forward(const Batch& batch);
+  // Shorthands for load_weights(params) and then the pass.
   LossSum forward_backward(const Batch& batch, const Tensor& params, const Tensor& grads, double grad_scale);
   LossSum forward(const Batch& batch, const Tensor& params);
-  // Logits [tokens, vocab] of the last forward (valid until the next call).
+
+  // Logits [tokens, vocab] of the last forward on the model's device, in its dtype (valid until the next
+  // call; forward_backward overwrites them with their gradient).
   Tensor logits() const;
+  // Row t of the last forward's logits as f32 on the host, from any device (generation samples from it).
+  void copy_logits_row(int64_t t, std::span<float> out) const;
 
  private:
   struct LayerActs {
     int resid_in, rstd1, xn1, q, k, v, attn, lse, mid, rstd2, xn2, h, act;
   };
   void upload(const Batch& batch);
-  void run_forward(const Tensor& params, int64_t T);
-  Tensor param(const Tensor& params, int64_t offset, std::initializer_list<int64_t> shape) const;
-  Tensor act(int handle, int64_t T) const;  // the first T tokens of an activation buffer
+  void run_forward(int64_t T);
+  void check_master(const char* what, const Tensor& t) const;
+  // A parameter tensor inside a flat buffer (weights or gradients) at an element offset.
+  static Tensor param(const Tensor& flat, int64_t offset, std::initializer_list<int64_t> shape);
+  Tensor weight(int64_t offset, std::initializer_list<int64_t> shape) const {
+    return param(weights_, offset, shape);
+  }
 
   LlamaConfig config_;
   ParameterLayout layout_;
   int64_t max_tokens_;
   DType dtype_;
-  Arena arena_;
+  Arena arena_;        // activations and batch tables
+  Arena weight_copy_;  // the bf16 working copy of the weights (bf16 models only)
+  Tensor weights_;     // what the ops read: the master params in place, or the working copy
   std::vector<LayerActs> layers_;
   int ids_, positions_, targets_, cu_seqlens_, valid_lens_, final_in_, rstd_f_, xn_f_, logits_;
   int dx_, dtmp_, dxn_, dact_, dh_, dq_, dk_, dv_, dattn_;
+  int weight_copy_slot_ = -1;
   int64_t segments_ = 0, tokens_ = 0;
   bool use_valid_lens_ = false;
 };

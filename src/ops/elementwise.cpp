@@ -15,11 +15,32 @@ void copy(const Tensor& src, const Tensor& dst) {
              static_cast<size_t>(src.bytes()));
 }
 
+void cast(const Tensor& src, const Tensor& dst) {
+  if (src.numel() != dst.numel() || src.device != dst.device)
+    fail("cast: {} into {}: element counts and devices must agree", src.str(), dst.str());
+  if (src.dtype == dst.dtype) return copy(src, dst);
+  auto convertible = [](DType t) { return t == DType::f32 || t == DType::bf16; };
+  if (!convertible(src.dtype) || !convertible(dst.dtype))
+    fail("cast: {} into {}: only f32 <-> bf16 conversions are supported", src.str(), dst.str());
+  switch (dst.device) {
+    case Device::cpu:
+      return cpu::cast(src, dst);
+    case Device::cuda:
+#ifdef PACKTRAIN_CUDA
+      return cuda::cast(src, dst);
+#else
+      break;
+#endif
+  }
+  fail("cast: no {} implementation in this build", device_name(dst.device));
+}
+
 void add(const Tensor& src, const Tensor& dst) {
   if (src.dtype != dst.dtype || src.numel() != dst.numel() || src.device != dst.device)
     fail("add: {} into {}: element types, sizes and devices must agree", src.str(), dst.str());
   switch (dst.device) {
-    case Device::cpu: return cpu::add(src, dst);
+    case Device::cpu:
+      return cpu::add(src, dst);
     case Device::cuda:
 #ifdef PACKTRAIN_CUDA
       return cuda::add(src, dst);

@@ -3,11 +3,10 @@
 // the summed loss, and HF's loss on a checkpoint packtrain wrote.
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
-#include "core/file.h"
+#include "model/hf_oracle_fixture.h"
 #include "model/llama.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <string>
@@ -15,24 +14,9 @@
 namespace pt {
 namespace {
 
-const std::string kDir = std::string(PACKTRAIN_FIXTURES) + "/hf_oracle";
-
-Batch oracle_batch() {
-  auto j = nlohmann::json::parse(read_file(kDir + "/batch.json"));
-  Batch b;
-  b.input_ids = j["input_ids"].get<std::vector<int32_t>>();
-  b.position_ids = j["position_ids"].get<std::vector<int32_t>>();
-  b.cu_seqlens = j["cu_seqlens"].get<std::vector<int32_t>>();
-  b.labels = j["labels"].get<std::vector<int32_t>>();
-  b.rows = 1, b.row_len = static_cast<int32_t>(b.input_ids.size());
-  b.row_real_len = {b.row_len};
-  b.real_tokens = b.processed_tokens = b.row_len;
-  for (size_t s = 0; s + 1 < b.cu_seqlens.size(); ++s)
-    b.max_seqlen = std::max(b.max_seqlen, b.cu_seqlens[s + 1] - b.cu_seqlens[s]);
-  return b;
-}
-
-double expected(const std::string& key) { return nlohmann::json::parse(read_file(kDir + "/expected.json")).at(key); }
+using testing::hf_oracle_batch;
+using testing::hf_oracle_expected;
+const std::string& kDir = testing::kHfOracleDir;
 
 // max |a - b| / max |b|
 double relative_error(std::span<const float> a, std::span<const float> b) {
@@ -50,12 +34,14 @@ TEST_P(HfOracle, LogitsLossAndGradientsMatchTransformers) {
   const std::string name = GetParam();
   auto weights = load_model_dir(kDir + "/" + name);
   auto reference = SafetensorsReader::open(kDir + "/expected.safetensors");
-  const Batch batch = oracle_batch();
+  const Batch batch = hf_oracle_batch();
   LlamaModel model(weights.config, batch.num_tokens());
   const auto n = static_cast<int64_t>(weights.params.size());
   std::vector<float> grads(weights.params.size(), 0.0f);
-  auto loss = model.forward_backward(batch, Tensor::of(weights.params.data(), {n}), Tensor::of(grads.data(), {n}), 1.0);
-  EXPECT_NEAR(loss.loss_sum, expected(name + ".loss_sum"), 1e-4 * expected(name + ".loss_sum"));
+  auto loss = model.forward_backward(batch, Tensor::of(weights.params.data(), {n}),
+                                     Tensor::of(grads.data(), {n}), 1.0);
+  EXPECT_NEAR(loss.loss_sum, hf_oracle_expected(name + ".loss_sum"),
+              1e-4 * hf_oracle_expected(name + ".loss_sum"));
 
   // The logits of the forward pass (dlogits replaced them in forward_backward, so run forward again).
   model.forward(batch, Tensor::of(weights.params.data(), {n}));
@@ -76,10 +62,11 @@ INSTANTIATE_TEST_SUITE_P(Models, HfOracle, ::testing::Values("hf_model", "hf_tie
 
 TEST(HfOracle, TransformersGetsPackTrainsLossOnACheckpointPackTrainWrote) {
   auto weights = load_model_dir(kDir + "/packtrain_model");
-  const Batch batch = oracle_batch();
+  const Batch batch = hf_oracle_batch();
   LlamaModel model(weights.config, batch.num_tokens());
-  auto loss = model.forward(batch, Tensor::of(weights.params.data(), {static_cast<int64_t>(weights.params.size())}));
-  EXPECT_NEAR(loss.loss_sum, expected("packtrain_model.loss_sum"), 1e-4 * loss.loss_sum);
+  auto loss =
+      model.forward(batch, Tensor::of(weights.params.data(), {static_cast<int64_t>(weights.params.size())}));
+  EXPECT_NEAR(loss.loss_sum, hf_oracle_expected("packtrain_model.loss_sum"), 1e-4 * loss.loss_sum);
 }
 
 }  // namespace

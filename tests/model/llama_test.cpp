@@ -1,16 +1,19 @@
 // The model against finite differences (float64), and the packing contract end to end: every strategy
 // but concat gives the loss and gradients of padding; gradient accumulation equals one large batch.
-#include "data/packing/packer.h"
-#include "model/init.h"
 #include "model/llama.h"
+#include "model/batches.h"
+#include "model/init.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 
 namespace pt {
 namespace {
+
+using testing::max_batch_tokens;
+using testing::packed_batches;
+using testing::random_split;
 
 LlamaConfig small_config(bool tied) {
   LlamaConfig c;
@@ -20,30 +23,10 @@ LlamaConfig small_config(bool tied) {
   return c;
 }
 
-// Examples with random ids and a masked prompt prefix of random length.
-DatasetSplit random_split(const std::vector<int64_t>& lengths, int32_t vocab, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<uint32_t> tokens;
-  std::vector<uint8_t> mask;
-  std::vector<uint64_t> offsets = {0};
-  for (int64_t len : lengths) {
-    const int64_t prompt = static_cast<int64_t>(rng() % static_cast<uint64_t>(len));
-    for (int64_t i = 0; i < len; ++i) {
-      tokens.push_back(static_cast<uint32_t>(rng() % static_cast<uint64_t>(vocab)));
-      mask.push_back(i >= prompt ? 1 : 0);
-    }
-    offsets.push_back(tokens.size());
-  }
-  return DatasetSplit::from_vectors(std::move(tokens), std::move(mask), std::move(offsets));
-}
-
 Batch one_batch(const DatasetSplit& split, Strategy strategy, int32_t row_len) {
-  PackingOptions o;
-  o.strategy = strategy, o.examples_per_batch = static_cast<int32_t>(split.size()), o.row_len = row_len;
-  o.shuffle = false;
-  auto batch = make_packer(split, o, 0)->next();
-  EXPECT_TRUE(batch.has_value());
-  return *batch;
+  auto batches = packed_batches(split, strategy, row_len, static_cast<int32_t>(split.size()));
+  EXPECT_EQ(batches.size(), 1u);
+  return batches.at(0);
 }
 
 TEST(LlamaModel, GradientsMatchFiniteDifferencesInFloat64) {
@@ -89,16 +72,11 @@ struct EpochTotals {
 
 EpochTotals run_epoch(const LlamaConfig& c, const DatasetSplit& split, Strategy strategy, int32_t row_len,
                       const std::vector<float>& params, int32_t examples_per_batch) {
-  PackingOptions o;
-  o.strategy = strategy, o.examples_per_batch = examples_per_batch, o.row_len = row_len, o.shuffle = false;
-  std::vector<Batch> batches;
-  for (auto packer = make_packer(split, o, 0); auto b = packer->next();) batches.push_back(std::move(*b));
-  int64_t max_tokens = 0, targets = 0;
-  for (const auto& b : batches) {
-    max_tokens = std::max(max_tokens, b.num_tokens());
+  const std::vector<Batch> batches = packed_batches(split, strategy, row_len, examples_per_batch);
+  int64_t targets = 0;
+  for (const auto& b : batches)
     for (int32_t t : shifted_targets(b)) targets += t != kIgnoreLabel;
-  }
-  LlamaModel model(c, max_tokens);
+  LlamaModel model(c, max_batch_tokens(batches));
   EpochTotals totals;
   totals.grads.assign(params.size(), 0.0f);
   const auto n = static_cast<int64_t>(params.size());
@@ -144,7 +122,7 @@ TEST(LlamaModel, GradientAccumulationEqualsOneLargeBatch) {
   LlamaConfig c = small_config(false);
   auto split = random_split({3, 8, 1, 12, 5, 7, 9, 2}, c.vocab_size, 9);
   auto params = init_params(c, 4, 0.2);
-  auto big = run_epoch(c, split, Strategy::kFlatten, 64, params, 8);   // one batch of 8
+  auto big = run_epoch(c, split, Strategy::kFlatten, 64, params, 8);    // one batch of 8
   auto micro = run_epoch(c, split, Strategy::kFlatten, 64, params, 2);  // four micro-batches of 2
   EXPECT_EQ(micro.targets, big.targets);
   EXPECT_NEAR(micro.loss_sum, big.loss_sum, 1e-5 * big.loss_sum);

@@ -38,7 +38,8 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, do
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);
 
 double sum_of_squares(const Tensor& t);
-void add(const Tensor& src, const Tensor& dst);  // dst += src
+void add(const Tensor& src, const Tensor& dst);   // dst += src
+void cast(const Tensor& src, const Tensor& dst);  // f32 <-> bf16
 void scale(const Tensor& t, double factor);
 
 }  // namespace pt::ops::cpu

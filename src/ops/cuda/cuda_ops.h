@@ -40,5 +40,7 @@ void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config,
 double sum_of_squares(std::span<const Tensor> tensors);
 void scale(std::span<const Tensor> tensors, double factor);
 void add(const Tensor& src, const Tensor& dst);  // dst += src
+// f32 <-> bf16 with pt::float_to_bf16's rounding bit for bit, so host and device copies of weights agree.
+void cast(const Tensor& src, const Tensor& dst);
 
 }  // namespace pt::ops::cuda

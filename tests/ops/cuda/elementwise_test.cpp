@@ -1,9 +1,14 @@
-// CUDA element-wise ops against the cpu backend in f64: SwiGLU, RoPE and add, in f32 and bf16.
+// CUDA element-wise ops against the cpu backend in f64: SwiGLU, RoPE and add, in f32 and bf16; cast
+// bit for bit against the cpu cast.
 #include "ops/elementwise.h"
 
 #include "cuda_test_util.h"
 #include "ops/rope.h"
 #include "ops/swiglu.h"
+
+#include <bit>
+#include <limits>
+#include <random>
 
 namespace pt::ops {
 namespace {
@@ -74,6 +79,38 @@ TEST(CudaAdd, MatchesCpu) {
       add(d_src.t, d_dst.t);
       EXPECT_CLOSE(d_dst.t, dst, tolerance(dtype));
     }
+}
+
+TEST(CudaCast, MatchesCpuBitForBitBothWays) {
+  SKIP_WITHOUT_GPU();
+  // Every bit pattern class: random words (NaNs, infinities, subnormals among them) and rounding ties.
+  std::vector<float> f = {std::numeric_limits<float>::quiet_NaN(),
+                          -std::numeric_limits<float>::infinity(),
+                          -0.0f,
+                          std::bit_cast<float>(0x3F808000u),
+                          std::bit_cast<float>(0x3F818000u),
+                          std::bit_cast<float>(0x7F7FFFFFu)};
+  std::mt19937 rng(3);
+  for (int i = 0; i < 100000; ++i) f.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
+  const auto n = static_cast<int64_t>(f.size());
+  std::vector<bf16> want(f.size());
+  cast(Tensor::of(f.data(), {n}), Tensor::of(want.data(), {n}));
+  DeviceBuffer d_f(f.size() * 4), d_h(f.size() * 2);
+  d_f.upload(f.data(), f.size() * 4);
+  cast(d_f.view(DType::f32, {n}), d_h.view(DType::bf16, {n}));
+  std::vector<bf16> got(f.size());
+  d_h.download(got.data(), got.size() * 2);
+  for (size_t i = 0; i < f.size(); ++i)
+    ASSERT_EQ(got[i].bits, want[i].bits) << "f32 -> bf16 of bits " << std::bit_cast<uint32_t>(f[i]);
+
+  std::vector<bf16> all(65536);
+  for (size_t b = 0; b < all.size(); ++b) all[b].bits = static_cast<uint16_t>(b);
+  std::vector<float> wide(all.size()), wide_got(all.size());
+  cast(Tensor::of(all.data(), {65536}), Tensor::of(wide.data(), {65536}));
+  d_h.upload(all.data(), all.size() * 2);
+  cast(d_h.view(DType::bf16, {65536}), d_f.view(DType::f32, {65536}));
+  d_f.download(wide_got.data(), wide_got.size() * 4);
+  EXPECT_EQ(0, std::memcmp(wide.data(), wide_got.data(), wide.size() * 4)) << "bf16 -> f32 differs";
 }
 
 }  // namespace

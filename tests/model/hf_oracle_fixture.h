@@ -1,0 +1,36 @@
+// The Hugging Face oracle fixtures (tests/fixtures/hf_oracle, written by scripts/hf_oracle.py with torch in
+// float64): the packed batch and HF's loss sums; logits and gradients are in expected.safetensors.
+#pragma once
+
+#include "core/file.h"
+#include "data/packing/batch.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <string>
+
+namespace pt::testing {
+
+inline const std::string kHfOracleDir = std::string(PACKTRAIN_FIXTURES) + "/hf_oracle";
+
+inline Batch hf_oracle_batch() {
+  auto j = nlohmann::json::parse(read_file(kHfOracleDir + "/batch.json"));
+  Batch b;
+  b.input_ids = j["input_ids"].get<std::vector<int32_t>>();
+  b.position_ids = j["position_ids"].get<std::vector<int32_t>>();
+  b.cu_seqlens = j["cu_seqlens"].get<std::vector<int32_t>>();
+  b.labels = j["labels"].get<std::vector<int32_t>>();
+  b.rows = 1, b.row_len = static_cast<int32_t>(b.input_ids.size());
+  b.row_real_len = {b.row_len};
+  b.real_tokens = b.processed_tokens = b.row_len;
+  for (size_t s = 0; s + 1 < b.cu_seqlens.size(); ++s)
+    b.max_seqlen = std::max(b.max_seqlen, b.cu_seqlens[s + 1] - b.cu_seqlens[s]);
+  return b;
+}
+
+inline double hf_oracle_expected(const std::string& key) {
+  return nlohmann::json::parse(read_file(kHfOracleDir + "/expected.json")).at(key);
+}
+
+}  // namespace pt::testing

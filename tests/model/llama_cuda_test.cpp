@@ -1,0 +1,310 @@
+// The model on cuda in bf16 with f32 master weights and gradients, against float64 Hugging Face
+// (the oracle fixtures), against itself across packing strategies, and against the f32 cpu model.
+// bf16 keeps about three significant digits, so losses must agree within 1% and every gradient tensor
+// within 2% of its largest reference element (the cpu model gets the bf16-rounded weights the GPU computes
+// with; the HF fixtures get extra room for their steepness, see there); no value may be NaN.
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors.h"
+#include "core/float16.h"
+#include "model/batches.h"
+#include "model/hf_oracle_fixture.h"
+#include "model/init.h"
+#include "model/llama.h"
+#include "ops/cuda/cuda_test_util.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace pt {
+namespace {
+
+using testing::max_batch_tokens;
+using testing::packed_batches;
+using testing::random_split;
+
+constexpr double kLossTolerance = 1e-2;
+constexpr double kGradTolerance = 2e-2;
+
+struct Totals {
+  double loss_sum = 0;
+  int64_t targets = 0;
+  std::vector<float> grads;
+};
+
+// Sums loss and gradients over `batches` (grad_scale 1) on the cpu in f32 or on cuda in bf16.
+Totals run(const LlamaConfig& c, const std::vector<float>& params, const std::vector<Batch>& batches,
+           Device device) {
+  const auto n = static_cast<int64_t>(params.size());
+  Totals totals;
+  totals.grads.assign(params.size(), 0.0f);
+  if (device == Device::cpu) {
+    LlamaModel model(c, max_batch_tokens(batches));
+    model.load_weights(Tensor::of(params.data(), {n}));
+    for (const auto& b : batches) {
+      const LossSum r = model.forward_backward(b, Tensor::of(totals.grads.data(), {n}), 1.0);
+      totals.loss_sum += r.loss_sum, totals.targets += r.tokens;
+    }
+    return totals;
+  }
+  LlamaModel model(c, max_batch_tokens(batches), Device::cuda, DType::bf16);
+  DeviceBuffer master(params.size() * sizeof(float)), grads(params.size() * sizeof(float));
+  master.upload(params.data(), params.size() * sizeof(float));
+  model.load_weights(master.view(DType::f32, {n}));
+  for (const auto& b : batches) {
+    const LossSum r = model.forward_backward(b, grads.view(DType::f32, {n}), 1.0);
+    totals.loss_sum += r.loss_sum, totals.targets += r.tokens;
+  }
+  grads.download(totals.grads.data(), totals.grads.size() * sizeof(float));
+  return totals;
+}
+
+// max |got - want| / max |want| over one tensor; infinite when `got` holds a NaN or an infinity.
+double relative_error(std::span<const float> got, std::span<const float> want) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    diff = std::max(diff, std::abs(static_cast<double>(got[i]) - want[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
+  }
+  return scale > 0 ? diff / scale : diff;
+}
+
+// Every parameter tensor of `got` within `tolerance` of `want`, each failure naming the tensor.
+void expect_grads_close(const ParameterLayout& layout, const std::vector<float>& got,
+                        const std::vector<float>& want, double tolerance, const std::string& what) {
+  for (const auto& p : layout.params()) {
+    const auto at = static_cast<size_t>(p.offset), n = static_cast<size_t>(p.numel);
+    EXPECT_LE(relative_error({got.data() + at, n}, {want.data() + at, n}), tolerance)
+        << what << ": gradient of " << p.name << " (max |a-b| / max |reference|)";
+  }
+}
+
+// A GQA model whose head_dim the cuda attention supports.
+LlamaConfig cuda_config(bool tied) {
+  LlamaConfig c;
+  c.vocab_size = 300, c.hidden_size = 128, c.intermediate_size = 256, c.num_hidden_layers = 2;
+  c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 64, c.tie_word_embeddings = tied;
+  return c;
+}
+
+// Lengths across the attention kernels' tile sizes, a one-token example among them.
+const std::vector<int64_t> kLengths = {1, 9, 64, 17, 2, 130, 65, 11, 100, 33};
+
+// HF's fixture models have head_dim 8, which the cuda attention does not run. Each is embedded exactly in a
+// head_dim-64 model: dim d < 4 of a head moves to 8d and dim d >= 4 to 32 + 8(d - 4), so RoPE's pair
+// (d, d + 4) lands on (8d, 8d + 32), rotated at theta^(-16d/64) = theta^(-2d/8) as before; the other 56
+// dims are zero in q, k and v, and stay so. q_proj is scaled by sqrt(64/8), which turns the softmax scale
+// 1/sqrt(64) into HF's 1/sqrt(8). Gradients map back through the same positions (and the same factor).
+class WideHeads {
+ public:
+  static constexpr int64_t kWide = 64;
+
+  explicit WideHeads(const LlamaConfig& narrow)
+      : D_(narrow.head_dim), narrow_(narrow), wide_config_(widened(narrow)), wide_(wide_config_) {}
+
+  const LlamaConfig& config() const { return wide_config_; }
+  const ParameterLayout& narrow_layout() const { return narrow_; }
+
+  std::vector<float> embed(const std::vector<float>& params) const {
+    std::vector<float> wide(static_cast<size_t>(wide_.total()), 0.0f);
+    visit([&](size_t narrow, size_t wide_at, float scale) { wide[wide_at] = params[narrow] * scale; });
+    return wide;
+  }
+  // d loss / d w = factor * d loss / d (factor * w) at the wide position.
+  std::vector<float> gradients_back(const std::vector<float>& wide_grads) const {
+    std::vector<float> grads(static_cast<size_t>(narrow_.total()));
+    visit([&](size_t narrow, size_t wide_at, float scale) { grads[narrow] = wide_grads[wide_at] * scale; });
+    return grads;
+  }
+
+ private:
+  static LlamaConfig widened(LlamaConfig c) {
+    c.head_dim = static_cast<int32_t>(kWide);
+    return c;
+  }
+  // Where row or column i of a q/k/v/o projection (head i / D, dim i % D) goes in the wide model.
+  int64_t wide_index(int64_t i) const {
+    const int64_t head = i / D_, d = i % D_, half = D_ / 2, stride = kWide / D_;
+    return head * kWide + (d < half ? d * stride : kWide / 2 + (d - half) * stride);
+  }
+
+  // fn(narrow index, wide index, factor) for every element of every narrow parameter.
+  template <class Fn>
+  void visit(Fn&& fn) const {
+    const auto q_scale = static_cast<float>(std::sqrt(static_cast<double>(kWide) / static_cast<double>(D_)));
+    for (const auto& p : narrow_.params()) {
+      const ParamInfo& w = wide_.find(p.name);
+      const bool q = p.name.ends_with("q_proj.weight");
+      const bool rows = q || p.name.ends_with("k_proj.weight") || p.name.ends_with("v_proj.weight");
+      const bool cols = p.name.ends_with("o_proj.weight");
+      const int64_t in = p.shape.back();
+      for (int64_t i = 0; i < p.numel; ++i) {
+        const int64_t r = rows ? wide_index(i / in) : i / in, col = cols ? wide_index(i % in) : i % in;
+        fn(static_cast<size_t>(p.offset + i), static_cast<size_t>(w.offset + r * w.shape.back() + col),
+           q ? q_scale : 1.0f);
+      }
+    }
+  }
+
+  int64_t D_;
+  ParameterLayout narrow_;
+  LlamaConfig wide_config_;
+  ParameterLayout wide_;
+};
+
+std::vector<float> bf16_rounded(std::vector<float> v) {
+  for (float& x : v) x = bf16_to_float(float_to_bf16(x));
+  return v;
+}
+
+// How far the model on `device` (on the head_dim-64 embedding) is from HF's float64 loss and gradients.
+struct OracleErrors {
+  double loss = 0;            // relative
+  std::vector<double> grads;  // per tensor of the HF layout: max |a-b| / max |reference|
+};
+
+OracleErrors hf_oracle_errors(const std::string& name, Device device, bool bf16_weights) {
+  const ModelWeights weights = load_model_dir(testing::kHfOracleDir + "/" + name);
+  const WideHeads wide(weights.config);
+  std::vector<float> params = wide.embed(weights.params);
+  if (bf16_weights) params = bf16_rounded(std::move(params));
+  const Totals got = run(wide.config(), params, {testing::hf_oracle_batch()}, device);
+  const std::vector<float> grads = wide.gradients_back(got.grads);
+
+  const double want = testing::hf_oracle_expected(name + ".loss_sum");
+  OracleErrors e{std::abs(got.loss_sum - want) / want, {}};
+  const auto reference = SafetensorsReader::open(testing::kHfOracleDir + "/expected.safetensors");
+  for (const auto& p : wide.narrow_layout().params()) {
+    std::vector<float> ref(static_cast<size_t>(p.numel));
+    reference.read_f32(name + ".grad." + p.name, p.shape, ref);
+    e.grads.push_back(relative_error({grads.data() + p.offset, ref.size()}, ref));
+  }
+  return e;
+}
+
+class HfOracleCuda : public ::testing::TestWithParam<std::string> {};
+
+// The embedding itself is exact: the f32 cpu model on it still matches HF to f32 precision.
+TEST_P(HfOracleCuda, HeadDim64EmbeddingMatchesTransformersOnCpu) {
+  const OracleErrors e = hf_oracle_errors(GetParam(), Device::cpu, false);
+  EXPECT_LE(e.loss, 1e-4);
+  for (double g : e.grads) EXPECT_LE(g, 1e-4);
+}
+
+// These fixtures' large weights (std 0.3) make the gradients steep in them: rounding the weights to bf16
+// alone moves the f32 cpu model's gradients by up to ~9% of a tensor's largest element (the loss by
+// ~1e-4). So each gradient tensor may differ from HF by kGradTolerance plus twice what bf16 weights cost
+// the cpu model; the well-conditioned random models below hold the plain kGradTolerance.
+TEST_P(HfOracleCuda, Bf16LossAndGradientsMatchTransformersFloat64) {
+  SKIP_WITHOUT_GPU();
+  const std::string name = GetParam();
+  const OracleErrors rounding = hf_oracle_errors(name, Device::cpu, true);
+  const OracleErrors cuda = hf_oracle_errors(name, Device::cuda, false);
+  EXPECT_LE(cuda.loss, kLossTolerance) << name << ": relative error of the loss sum vs HF float64";
+  const ParameterLayout layout(load_model_dir(testing::kHfOracleDir + "/" + name).config);
+  for (size_t i = 0; i < cuda.grads.size(); ++i)
+    EXPECT_LE(cuda.grads[i], kGradTolerance + 2 * rounding.grads[i])
+        << name << ": gradient of " << layout.params()[i].name << " vs HF float64 (max |a-b| / max |ref|); "
+        << "bf16 weights alone cost the f32 cpu model " << rounding.grads[i];
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, HfOracleCuda, ::testing::Values("hf_model", "hf_tied_model"));
+
+TEST(LlamaCuda, PaddingAndFlattenGiveTheSameLossAndGradients) {
+  SKIP_WITHOUT_GPU();
+  const LlamaConfig c = cuda_config(true);
+  const auto split = random_split(kLengths, c.vocab_size, 5);
+  const auto params = init_params(c, 2, 0.05);
+  const auto padding = run(c, params, packed_batches(split, Strategy::kPadding, 256, 4), Device::cuda);
+  const auto flatten = run(c, params, packed_batches(split, Strategy::kFlatten, 256, 4), Device::cuda);
+  ASSERT_GT(padding.targets, 0);
+  EXPECT_EQ(flatten.targets, padding.targets);
+  EXPECT_NEAR(flatten.loss_sum, padding.loss_sum, kLossTolerance * padding.loss_sum);
+  expect_grads_close(ParameterLayout(c), flatten.grads, padding.grads, kGradTolerance, "flatten vs padding");
+}
+
+TEST(LlamaCuda, Bf16MatchesTheF32CpuModel) {
+  SKIP_WITHOUT_GPU();
+  for (bool tied : {false, true}) {
+    const LlamaConfig c = cuda_config(tied);
+    const auto split = random_split(kLengths, c.vocab_size, 9);
+    const auto params = init_params(c, 4, 0.05);
+    const auto batches = packed_batches(split, Strategy::kFlatten, 256, 5);  // two micro-batches accumulate
+    const auto cpu = run(c, bf16_rounded(params), batches, Device::cpu);  // the weights the GPU computes with
+    const auto gpu = run(c, params, batches, Device::cuda);
+    const std::string what = fmt::format("cuda bf16 vs cpu f32 (tied={})", tied);
+    EXPECT_EQ(gpu.targets, cpu.targets) << what;
+    EXPECT_NEAR(gpu.loss_sum, cpu.loss_sum, kLossTolerance * cpu.loss_sum) << what;
+    expect_grads_close(ParameterLayout(c), gpu.grads, cpu.grads, kGradTolerance, what);
+  }
+}
+
+TEST(LlamaCuda, LogitsRowReachesTheHostAndWeightsMustBeF32OnTheDevice) {
+  SKIP_WITHOUT_GPU();
+  const LlamaConfig c = cuda_config(false);
+  const auto params = init_params(c, 6, 0.05);
+  const Batch batch = packed_batches(random_split({5, 3}, c.vocab_size, 1), Strategy::kFlatten, 64, 2).at(0);
+  LlamaModel model(c, batch.num_tokens(), Device::cuda, DType::bf16);
+  const auto n = static_cast<int64_t>(params.size());
+  std::vector<float> host_params = params;
+  EXPECT_THROW(model.load_weights(Tensor::of(host_params.data(), {n})), Error);  // on the cpu
+  EXPECT_THROW(model.forward(batch), Error);                                     // nothing loaded
+  DeviceBuffer master(params.size() * sizeof(float));
+  master.upload(params.data(), params.size() * sizeof(float));
+  model.forward(batch, master.view(DType::f32, {n}));
+  EXPECT_EQ(model.logits().device, Device::cuda);
+  EXPECT_EQ(model.logits().dtype, DType::bf16);
+
+  LlamaModel cpu(c, batch.num_tokens());
+  std::vector<float> rounded = bf16_rounded(params);  // the weights the GPU computes with
+  cpu.forward(batch, Tensor::of(rounded.data(), {n}));
+  std::vector<float> got(static_cast<size_t>(c.vocab_size)), want(got.size());
+  const int64_t last = batch.num_tokens() - 1;
+  model.copy_logits_row(last, got);
+  cpu.copy_logits_row(last, want);
+  EXPECT_LE(relative_error(got, want), kGradTolerance) << "last row of the logits, cuda bf16 vs cpu f32";
+}
+
+// The checks before any memory is allocated need no GPU.
+TEST(LlamaPrecision, RejectsWhatNoBackendComputes) {
+  LlamaConfig c = cuda_config(false);
+  EXPECT_THROW(LlamaModel(c, 8, Device::cpu, DType::bf16), Error);
+  EXPECT_THROW(LlamaModel(c, 8, Device::cuda, DType::f32), Error);
+  c.head_dim = 32;
+  try {
+    LlamaModel model(c, 8, Device::cuda, DType::bf16);
+    FAIL() << "head_dim 32 was accepted on cuda";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("head_dim 32"), std::string::npos) << e.what();
+  }
+}
+
+TEST(LlamaPrecision, CpuModelNeedsLoadedWeightsOfItsLayoutAndCopiesLogitRows) {
+  const LlamaConfig c = cuda_config(false);
+  const Batch batch = packed_batches(random_split({5, 3}, c.vocab_size, 1), Strategy::kFlatten, 64, 2).at(0);
+  LlamaModel model(c, batch.num_tokens());
+  EXPECT_THROW(model.forward(batch), Error);
+  std::vector<float> short_params(10);
+  EXPECT_THROW(model.load_weights(Tensor::of(short_params.data(), {10})), Error);
+  std::vector<double> wrong_type(static_cast<size_t>(model.layout().total()));
+  EXPECT_THROW(model.load_weights(Tensor::of(wrong_type.data(), {model.layout().total()})), Error);
+
+  const int64_t V = c.vocab_size, n = model.layout().total();
+  std::vector<float> params = init_params(c, 3, 0.05), row(static_cast<size_t>(V));
+  model.forward(batch, Tensor::of(params.data(), {n}));
+  model.copy_logits_row(2, row);
+  EXPECT_EQ(row[7], model.logits().ptr<float>()[2 * V + 7]);
+  EXPECT_THROW(model.copy_logits_row(batch.num_tokens(), row), Error);
+  LlamaModel f64(c, batch.num_tokens(), Device::cpu, DType::f64);
+  std::vector<double> params64(params.begin(), params.end());
+  f64.forward(batch, Tensor::of(params64.data(), {n}));
+  f64.copy_logits_row(2, row);
+  EXPECT_EQ(row[7], static_cast<float>(f64.logits().ptr<double>()[2 * V + 7]));
+}
+
+}  // namespace
+}  // namespace pt
