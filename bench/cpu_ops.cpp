@@ -6,8 +6,8 @@
 #include "ops/cpu/threads.h"
 #include "ops/linear.h"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>

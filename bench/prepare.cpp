@@ -2,13 +2,13 @@
 // from the system's fortunes, else generated words) is prepared with 1 thread and with all threads.
 //   build/bench_prepare [tokenizer.json] [input.jsonl]
 // Defaults: the test fixture tokenizer (run from the repository root) and a generated input.
+#include "data/prepare/prepare.h"
 #include "core/file.h"
 #include "core/parallel.h"
-#include "data/prepare/prepare.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <filesystem>

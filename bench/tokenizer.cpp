@@ -4,10 +4,10 @@
 // Documents are the text between blank lines or fortune '%' separators; threads take contiguous
 // chunks of documents (pt::parallel_for). The first pass fills the word cache ("cold"). "MB/s per
 // core" divides by CPU time, so it stays meaningful on a machine busy with other work.
+#include "data/tokenizer/tokenizer.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/parallel.h"
-#include "data/tokenizer/tokenizer.h"
 
 #include <fmt/format.h>
 
@@ -96,7 +96,8 @@ int main(int argc, char** argv) {
 
     fmt::print("tokenizer {}\ntext: {} files, {} documents, {:.2f} MB\n\n", tokenizer_path, files.size(),
                docs.size(), mb);
-    fmt::print("{:<22} {:>9} {:>10} {:>16} {:>12}\n", "run", "seconds", "MB/s", "MB/s per core", "tokens/byte");
+    fmt::print("{:<22} {:>9} {:>10} {:>16} {:>12}\n", "run", "seconds", "MB/s", "MB/s per core",
+               "tokens/byte");
     auto row = [&](const std::string& name, Result r) {
       fmt::print("{:<22} {:>9.3f} {:>10.1f} {:>16.1f} {:>12.3f}\n", name, r.seconds, mb / r.seconds,
                  mb / r.cpu_seconds, static_cast<double>(r.tokens) / (mb * 1e6));

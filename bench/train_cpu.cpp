@@ -10,8 +10,8 @@
 #include "ops/cpu/threads.h"
 #include "ops/grad_norm.h"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>

@@ -3,8 +3,8 @@
 #include "core/error.h"
 #include "core/float16.h"
 
-#include <nlohmann/json.hpp>
 #include <xxhash.h>
+#include <nlohmann/json.hpp>
 
 #include <cstring>
 #include <filesystem>

@@ -1,8 +1,8 @@
 // `packtrain generate`: sample text from a model directory, streaming it as it is produced.
+#include "model/generate.h"
 #include "checkpoint/checkpoint.h"
 #include "cli/commands.h"
 #include "data/tokenizer/tokenizer.h"
-#include "model/generate.h"
 
 #include <cstdio>
 #include <filesystem>

@@ -1,7 +1,7 @@
 // `packtrain prepare`: tokenize JSON Lines or plain-text inputs into a prepared dataset directory.
+#include "data/prepare/prepare.h"
 #include "cli/commands.h"
 #include "core/log.h"
-#include "data/prepare/prepare.h"
 
 #include <fmt/format.h>
 
@@ -19,11 +19,12 @@ struct PrepareArgs {
 
 void print_report(const PrepareReport& report) {
   const auto& m = report.metadata;
-  fmt::print("records read {}, kept {}\n", m["records"]["read"].get<int64_t>(), m["records"]["kept"].get<int64_t>());
+  fmt::print("records read {}, kept {}\n", m["records"]["read"].get<int64_t>(),
+             m["records"]["kept"].get<int64_t>());
   for (const char* split : {"train", "val"}) {
     const auto& s = m["splits"][split];
-    fmt::print("{:<5} {:>10} examples {:>14} tokens {:>14} loss tokens\n", split, s["examples"].get<int64_t>(),
-               s["tokens"].get<int64_t>(), s["loss_tokens"].get<int64_t>());
+    fmt::print("{:<5} {:>10} examples {:>14} tokens {:>14} loss tokens\n", split,
+               s["examples"].get<int64_t>(), s["tokens"].get<int64_t>(), s["loss_tokens"].get<int64_t>());
   }
   const auto& l = m["lengths"];
   fmt::print("length p50 {} p90 {} p99 {} max {}\n", l["p50"].get<uint64_t>(), l["p90"].get<uint64_t>(),
@@ -44,22 +45,29 @@ void register_prepare(CLI::App& app) {
       "  {\"text\": ...}                          loss on every token\n"
       "  {\"prompt\": ..., \"completion\": ...}     loss on the completion only\n"
       "  {\"messages\": [{\"role\": \"system|user|assistant\", \"content\": ...}, ...]}\n"
-      "                                         chat template (ChatML when the tokenizer has <|im_start|> and\n"
+      "                                         chat template (ChatML when the tokenizer has <|im_start|> "
+      "and\n"
       "                                         <|im_end|>); loss on assistant turns and their end marker\n"
-      "Plain-text inputs (--format text, or auto for files not ending in .jsonl): documents are separated by\n"
+      "Plain-text inputs (--format text, or auto for files not ending in .jsonl): documents are separated "
+      "by\n"
       "one or more blank lines; each document is one example with loss on every token.\n"
       "Output: DIR/metadata.json plus DIR/train and DIR/val with tokens.bin, loss_mask.bin, offsets.bin\n"
       "(see docs/formats.md). Bad records are reported and counted; --strict stops at the first one.");
-  cmd->add_option("--input", o.inputs, "Input files (JSONL or plain text)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--tokenizer", o.tokenizer_path, "Hugging Face tokenizer.json")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--input", o.inputs, "Input files (JSONL or plain text)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--tokenizer", o.tokenizer_path, "Hugging Face tokenizer.json")
+      ->required()
+      ->check(CLI::ExistingFile);
   cmd->add_option("--output", o.output_dir, "Output dataset directory")->required();
   cmd->add_option("--format", args->format, "Input format")
       ->check(CLI::IsMember({"auto", "jsonl", "text"}))
       ->capture_default_str();
   cmd->add_option("--max-len", o.max_len, "Longest example in tokens")->capture_default_str();
-  cmd->add_option("--long", args->long_policy,
-                  "Examples longer than --max-len: truncate (keep the first max-len tokens), split (into pieces of "
-                  "<= max-len, each an example) or drop")
+  cmd->add_option(
+         "--long", args->long_policy,
+         "Examples longer than --max-len: truncate (keep the first max-len tokens), split (into pieces of "
+         "<= max-len, each an example) or drop")
       ->check(CLI::IsMember({"truncate", "split", "drop"}))
       ->capture_default_str();
   cmd->add_option("--val-fraction", o.val_fraction, "Fraction of records held out for validation, in [0, 1)")

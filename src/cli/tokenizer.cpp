@@ -1,10 +1,10 @@
 // `packtrain tokenizer train|encode|decode`: learn a byte-level BPE tokenizer.json, and apply one.
+#include "data/tokenizer/tokenizer.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/log.h"
 #include "core/parallel.h"
-#include "data/tokenizer/tokenizer.h"
 #include "data/tokenizer/trainer.h"
 
 #include <fmt/format.h>
@@ -33,8 +33,10 @@ struct TrainArgs {
 void register_tokenizer_train(CLI::App& parent) {
   auto args = std::make_shared<TrainArgs>();
   args->options.threads = hardware_threads();
-  auto* cmd = parent.add_subcommand("train", "Learn a byte-level BPE tokenizer.json from text or JSONL files");
-  cmd->add_option("--input", args->inputs, "Text files, or .jsonl/.json files of the records `packtrain prepare` reads (text, "
+  auto* cmd =
+      parent.add_subcommand("train", "Learn a byte-level BPE tokenizer.json from text or JSONL files");
+  cmd->add_option("--input", args->inputs,
+                  "Text files, or .jsonl/.json files of the records `packtrain prepare` reads (text, "
                   "prompt/completion, messages)")
       ->required()
       ->check(CLI::ExistingFile);
@@ -82,7 +84,8 @@ void register_tokenizer_decode(CLI::App& parent) {
     std::vector<int32_t> ids;
   };
   auto args = std::make_shared<Args>();
-  auto* cmd = parent.add_subcommand("decode", "Print the text of token ids (arguments, or whitespace-separated on stdin)");
+  auto* cmd = parent.add_subcommand(
+      "decode", "Print the text of token ids (arguments, or whitespace-separated on stdin)");
   cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json")->required();
   cmd->add_option("ids", args->ids, "Token ids");
   cmd->callback([args] {

@@ -47,7 +47,8 @@ void Arena::allocate() {
   size_t bytes = std::max<size_t>(total_, kAlign);
   if (device_ == Device::cpu) {
     base_ = std::aligned_alloc(kAlign, bytes);
-    if (!base_) fail("cannot allocate {:.1f} MiB of host memory for the arena", static_cast<double>(bytes) / (1 << 20));
+    if (!base_)
+      fail("cannot allocate {:.1f} MiB of host memory for the arena", static_cast<double>(bytes) / (1 << 20));
     std::memset(base_, 0, bytes);
   } else {
     base_ = cuda_malloc_zeroed(bytes);

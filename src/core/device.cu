@@ -31,7 +31,8 @@ void* cuda_malloc_zeroed(size_t bytes) {
   cudaError_t err = cudaMalloc(&p, bytes);
   if (err == cudaSuccess) err = cudaMemset(p, 0, bytes);
   if (err != cudaSuccess)
-    throw Error("cannot allocate " + std::to_string(bytes >> 20) + " MiB of GPU memory: " + cudaGetErrorString(err));
+    throw Error("cannot allocate " + std::to_string(bytes >> 20) +
+                " MiB of GPU memory: " + cudaGetErrorString(err));
   return p;
 }
 
@@ -50,7 +51,8 @@ void copy_bytes(void* dst, bool dst_on_gpu, const void* src, bool src_on_gpu, si
   auto kind = dst_on_gpu ? (src_on_gpu ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                          : (src_on_gpu ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
   cudaError_t err = cudaMemcpy(dst, src, bytes, kind);
-  if (err != cudaSuccess) throw Error("copy of " + std::to_string(bytes) + " bytes failed: " + cudaGetErrorString(err));
+  if (err != cudaSuccess)
+    throw Error("copy of " + std::to_string(bytes) + " bytes failed: " + cudaGetErrorString(err));
 }
 
 }  // namespace pt

@@ -36,7 +36,7 @@ struct Location {
 }  // namespace pt
 
 // Internal invariant (a bug in packtrain, not bad input).
-#define PT_ASSERT(cond)                                                                               \
-  do {                                                                                                \
+#define PT_ASSERT(cond)                                                                              \
+  do {                                                                                               \
     if (!(cond)) ::pt::fail("internal error at {}:{}: {} does not hold", __FILE__, __LINE__, #cond); \
   } while (0)

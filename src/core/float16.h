@@ -3,8 +3,8 @@
 #pragma once
 
 #include <bit>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 
 namespace pt {
 

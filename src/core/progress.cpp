@@ -17,8 +17,12 @@ std::string format_duration(double seconds) {
 }  // namespace
 
 Progress::Progress(std::string label, double total, std::string unit)
-    : label_(std::move(label)), unit_(std::move(unit)), total_(total), tty_(isatty(STDERR_FILENO) != 0),
-      start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+    : label_(std::move(label)),
+      unit_(std::move(unit)),
+      total_(total),
+      tty_(isatty(STDERR_FILENO) != 0),
+      start_(std::chrono::steady_clock::now()),
+      last_draw_(start_) {}
 
 Progress::~Progress() { finish(); }
 
@@ -53,8 +57,8 @@ void Progress::draw(bool final_line) {
     int filled = static_cast<int>(frac * 24);
     std::string bar(static_cast<size_t>(filled), '#');
     bar.append(static_cast<size_t>(24 - filled), '.');
-    line = fmt::format("{} [{}] {:5.1f}% {:.1f}/{:.1f} {} {:.1f} {}/s", label_, bar, 100 * frac, done_, total_,
-                       unit_, rate, unit_);
+    line = fmt::format("{} [{}] {:5.1f}% {:.1f}/{:.1f} {} {:.1f} {}/s", label_, bar, 100 * frac, done_,
+                       total_, unit_, rate, unit_);
     if (!final_line && rate > 0) line += " ETA " + format_duration((total_ - done_) / rate);
   } else {
     line = fmt::format("{} {:.1f} {} {:.1f} {}/s", label_, done_, unit_, rate, unit_);

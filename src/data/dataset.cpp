@@ -2,12 +2,12 @@
 
 #include "core/error.h"
 
-#include <nlohmann/json.hpp>
 #include <xxhash.h>
+#include <nlohmann/json.hpp>
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <filesystem>
-#include <fmt/format.h>
 
 namespace pt {
 
@@ -48,39 +48,49 @@ MappedFile open_data_file(const std::filesystem::path& dir, const std::string& s
   const auto& record = split_meta.at("files").at(name);
   auto recorded_bytes = record.at("bytes").get<uint64_t>();
   if (file.size() != recorded_bytes || recorded_bytes != expected_bytes)
-    fail("{} has {} bytes, but metadata.json records {} (and its counts imply {}): the file is truncated or was "
-         "changed; {}", path, file.size(), recorded_bytes, expected_bytes, kRedo);
+    fail(
+        "{} has {} bytes, but metadata.json records {} (and its counts imply {}): the file is truncated or "
+        "was "
+        "changed; {}",
+        path, file.size(), recorded_bytes, expected_bytes, kRedo);
   if (verify_checksums) {
     uint64_t expected = parse_hex64(record.at("xxh64"), path + " checksum in metadata.json");
     uint64_t actual = XXH64(file.bytes().data(), file.size(), 0);
     if (actual != expected)
-      fail("{} fails its checksum (xxh64 {:016x}, metadata.json records {:016x}): the file is corrupt or was "
-           "changed; {}", path, actual, expected, kRedo);
+      fail(
+          "{} fails its checksum (xxh64 {:016x}, metadata.json records {:016x}): the file is corrupt or was "
+          "changed; {}",
+          path, actual, expected, kRedo);
   }
   return file;
 }
 
 SplitViews open_split(const std::filesystem::path& dir, const std::string& name, const nlohmann::json& meta,
-                        int32_t vocab_size, bool verify_checksums) {
+                      int32_t vocab_size, bool verify_checksums) {
   const auto& split_meta = meta.at("splits").at(name);
   auto examples = split_meta.at("examples").get<uint64_t>();
   auto tokens = split_meta.at("tokens").get<uint64_t>();
   auto files = std::make_shared<MappedSplit>(MappedSplit{
       open_data_file(dir, name, "tokens.bin", split_meta, tokens * sizeof(uint32_t), verify_checksums),
       open_data_file(dir, name, "loss_mask.bin", split_meta, tokens, verify_checksums),
-      open_data_file(dir, name, "offsets.bin", split_meta, (examples + 1) * sizeof(uint64_t), verify_checksums)});
+      open_data_file(dir, name, "offsets.bin", split_meta, (examples + 1) * sizeof(uint64_t),
+                     verify_checksums)});
 
   auto offsets = as_span<uint64_t>(files->offsets);
   auto offsets_path = (dir / name / "offsets.bin").string();
-  if (offsets.front() != 0) fail("{}: the first offset is {}, expected 0; {}", offsets_path, offsets.front(), kRedo);
+  if (offsets.front() != 0)
+    fail("{}: the first offset is {}, expected 0; {}", offsets_path, offsets.front(), kRedo);
   for (size_t i = 1; i < offsets.size(); ++i)
     if (offsets[i] < offsets[i - 1])
-      fail("{}: offsets decrease at example {} ({} then {}); {}", offsets_path, i - 1, offsets[i - 1], offsets[i], kRedo);
+      fail("{}: offsets decrease at example {} ({} then {}); {}", offsets_path, i - 1, offsets[i - 1],
+           offsets[i], kRedo);
   if (offsets.back() != tokens)
-    fail("{}: the last offset is {}, expected the token count {}; {}", offsets_path, offsets.back(), tokens, kRedo);
+    fail("{}: the last offset is {}, expected the token count {}; {}", offsets_path, offsets.back(), tokens,
+         kRedo);
 
   auto ids = as_span<uint32_t>(files->tokens);
-  auto bad = std::find_if(ids.begin(), ids.end(), [&](uint32_t id) { return id >= static_cast<uint32_t>(vocab_size); });
+  auto bad = std::find_if(ids.begin(), ids.end(),
+                          [&](uint32_t id) { return id >= static_cast<uint32_t>(vocab_size); });
   if (bad != ids.end())
     fail("{}: token {} has id {}, not below the vocabulary size {}; {}", (dir / name / "tokens.bin").string(),
          bad - ids.begin(), *bad, vocab_size, kRedo);
@@ -95,10 +105,13 @@ DatasetSplit DatasetSplit::from_vectors(std::vector<uint32_t> tokens, std::vecto
                                         std::vector<uint64_t> offsets) {
   if (offsets.empty() || offsets.front() != 0 || offsets.back() != tokens.size() ||
       loss_mask.size() != tokens.size())
-    fail("DatasetSplit::from_vectors: offsets must run from 0 to the token count ({}) and the loss mask "
-         "must have one entry per token ({})", tokens.size(), loss_mask.size());
+    fail(
+        "DatasetSplit::from_vectors: offsets must run from 0 to the token count ({}) and the loss mask "
+        "must have one entry per token ({})",
+        tokens.size(), loss_mask.size());
   for (size_t i = 1; i < offsets.size(); ++i)
-    if (offsets[i] < offsets[i - 1]) fail("DatasetSplit::from_vectors: offsets decrease at example {}", i - 1);
+    if (offsets[i] < offsets[i - 1])
+      fail("DatasetSplit::from_vectors: offsets decrease at example {}", i - 1);
   struct Owned {
     std::vector<uint32_t> tokens;
     std::vector<uint8_t> mask;
@@ -117,8 +130,10 @@ PreparedDataset PreparedDataset::open(const std::string& dir, bool verify_checks
   std::filesystem::path root(dir);
   auto metadata_path = (root / "metadata.json").string();
   if (!std::filesystem::exists(metadata_path))
-    fail("{} is not a prepared dataset: {} is missing (prepare did not finish, or this is the wrong directory); {}",
-         dir, metadata_path, kRedo);
+    fail(
+        "{} is not a prepared dataset: {} is missing (prepare did not finish, or this is the wrong "
+        "directory); {}",
+        dir, metadata_path, kRedo);
   nlohmann::json meta;
   try {
     meta = nlohmann::json::parse(read_file(metadata_path));

@@ -69,7 +69,8 @@ LlamaConfig load_config(const std::string& path) {
   if (!j.is_object()) fail("{}: expected a JSON object with LlamaConfig fields", path);
   for (const char* unsupported : {"rope_scaling", "attention_bias", "mlp_bias"}) {
     if (j.contains(unsupported) && !j[unsupported].is_null() && j[unsupported] != false)
-      fail("{}: \"{}\" is set; packtrain supports plain Llama (no rope scaling, no biases)", path, unsupported);
+      fail("{}: \"{}\" is set; packtrain supports plain Llama (no rope scaling, no biases)", path,
+           unsupported);
   }
   if (j.contains("hidden_act") && j["hidden_act"] != "silu")
     fail("{}: \"hidden_act\" is {}; packtrain's FFN is SwiGLU (silu)", path, j["hidden_act"].dump());
@@ -100,8 +101,8 @@ LlamaConfig load_config(const std::string& path) {
   if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
     const auto& rope = j["rope_parameters"];
     if (rope.contains("rope_type") && rope["rope_type"] != "default")
-      fail("{}: rope_parameters.rope_type is {}; packtrain supports plain rotary embeddings (\"default\")", path,
-           rope["rope_type"].dump());
+      fail("{}: rope_parameters.rope_type is {}; packtrain supports plain rotary embeddings (\"default\")",
+           path, rope["rope_type"].dump());
     if (rope.contains("rope_theta")) {
       if (!rope["rope_theta"].is_number()) fail("{}: rope_parameters.rope_theta must be a number", path);
       c.rope_theta = rope["rope_theta"].get<float>();

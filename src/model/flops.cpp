@@ -7,7 +7,8 @@ namespace pt {
 double training_flops(const LlamaConfig& c, const Batch& batch) {
   const double C = c.hidden_size, F = c.intermediate_size, D = c.head_dim;
   const double H = c.num_attention_heads, Hkv = c.num_key_value_heads;
-  const double matmul_params = c.num_hidden_layers * (C * D * (2 * H + 2 * Hkv) + 3 * C * F) + C * c.vocab_size;
+  const double matmul_params =
+      c.num_hidden_layers * (C * D * (2 * H + 2 * Hkv) + 3 * C * F) + C * c.vocab_size;
   double pairs = 0;
   // Real tokens of each segment: a segment's pads trail it (padding) or fill a segment of their own (bfd).
   for (size_t s = 0; s + 1 < batch.cu_seqlens.size(); ++s) {
@@ -17,7 +18,8 @@ double training_flops(const LlamaConfig& c, const Batch& batch) {
     const double L = std::max(0, std::min(end, row_real_end) - begin);
     pairs += L * (L + 1) / 2;
   }
-  return 6.0 * matmul_params * static_cast<double>(batch.real_tokens) + 12.0 * c.num_hidden_layers * H * D * pairs;
+  return 6.0 * matmul_params * static_cast<double>(batch.real_tokens) +
+         12.0 * c.num_hidden_layers * H * D * pairs;
 }
 
 }  // namespace pt

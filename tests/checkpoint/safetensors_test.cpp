@@ -66,7 +66,8 @@ TEST(Safetensors, CorruptTensorIsNamed) {
   auto dir = test::fresh_temp_dir();
   std::vector<float> a(64, 1.0f), b(64, 2.0f);
   auto path = (dir / "m.safetensors").string();
-  write_safetensors(path, {{"first", StDtype::kF32, {64}, a.data()}, {"second", StDtype::kF32, {64}, b.data()}}, {});
+  write_safetensors(
+      path, {{"first", StDtype::kF32, {64}, a.data()}, {"second", StDtype::kF32, {64}, b.data()}}, {});
   auto bytes = read_file(path);
   bytes[bytes.size() - 10] ^= 0x40;  // flip a bit in the last tensor's data
   write_file_atomic(path, bytes);

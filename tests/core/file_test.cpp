@@ -1,5 +1,5 @@
-#include "core/error.h"
 #include "core/file.h"
+#include "core/error.h"
 
 #include "test_util.h"
 

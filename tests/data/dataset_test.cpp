@@ -22,7 +22,8 @@ class DatasetOpenTest : public ::testing::Test {
   void SetUp() override {
     dir_ = test::temp_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::string jsonl;
-    for (int i = 0; i < 20; ++i) jsonl += fmt::format(R"({{"prompt": "q{}", "completion": "answer {}"}})", i, i) + "\n";
+    for (int i = 0; i < 20; ++i)
+      jsonl += fmt::format(R"({{"prompt": "q{}", "completion": "answer {}"}})", i, i) + "\n";
     auto o = test::quiet_options(dir_, {test::write_input(dir_, "in.jsonl", jsonl)});
     o.val_fraction = 0.3;
     prepare_dataset(o);
@@ -39,8 +40,8 @@ class DatasetOpenTest : public ::testing::Test {
     std::string bytes(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T));
     write_file_atomic(out_ + "/" + split + "/" + name, bytes);
     auto m = metadata();
-    m["splits"][split]["files"][name] = {{"bytes", bytes.size()},
-                                         {"xxh64", fmt::format("{:016x}", XXH64(bytes.data(), bytes.size(), 0))}};
+    m["splits"][split]["files"][name] = {
+        {"bytes", bytes.size()}, {"xxh64", fmt::format("{:016x}", XXH64(bytes.data(), bytes.size(), 0))}};
     set_metadata(m);
   }
   template <class T>

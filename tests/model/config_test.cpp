@@ -1,6 +1,6 @@
+#include "model/config.h"
 #include "core/error.h"
 #include "core/file.h"
-#include "model/config.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -14,7 +14,8 @@ TEST(LlamaConfig, PresetsHaveTheDocumentedShapes) {
   c.validate("110m");
   EXPECT_EQ(c.head_dim, 64);
   // 12 layers of (4*768^2 + 3*768*2048 + 2*768) + final norm + untied embeddings.
-  EXPECT_EQ(c.num_parameters(), 12 * (4LL * 768 * 768 + 3LL * 768 * 2048 + 2 * 768) + 768 + 2LL * 32000 * 768);
+  EXPECT_EQ(c.num_parameters(),
+            12 * (4LL * 768 * 768 + 3LL * 768 * 2048 + 2 * 768) + 768 + 2LL * 32000 * 768);
   auto b = preset_config("1b");
   EXPECT_EQ(b.num_key_value_heads, 8);
   EXPECT_EQ(b.head_dim, 64);
@@ -46,17 +47,21 @@ TEST(LlamaConfig, JsonRoundTripAndErrors) {
   expect_error(R"({"vocab_size": 10, "hidden_size": 64, "intermediate_size": 8, "num_hidden_layers": 1,
                   "num_attention_heads": 4, "rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5}})",
                "rope_type");
-  write_file_atomic(path, R"({"vocab_size": 10, "hidden_size": 64, "intermediate_size": 8, "num_hidden_layers": 1,
+  write_file_atomic(path,
+                    R"({"vocab_size": 10, "hidden_size": 64, "intermediate_size": 8, "num_hidden_layers": 1,
                   "num_attention_heads": 4, "rope_parameters": {"rope_type": "default", "rope_theta": 5e5}})");
   EXPECT_EQ(load_config(path).rope_theta, 5e5f);
   expect_error("{", "not valid JSON");
   expect_error(R"({"hidden_size": 64})", "vocab_size");
   expect_error(R"({"vocab_size": 10, "hidden_size": "big", "intermediate_size": 8, "num_hidden_layers": 1,
-                  "num_attention_heads": 2})", "hidden_size");
+                  "num_attention_heads": 2})",
+               "hidden_size");
   expect_error(R"({"vocab_size": 10, "hidden_size": 64, "intermediate_size": 8, "num_hidden_layers": 1,
-                  "num_attention_heads": 4, "num_key_value_heads": 3})", "multiple");
+                  "num_attention_heads": 4, "num_key_value_heads": 3})",
+               "multiple");
   expect_error(R"({"vocab_size": 10, "hidden_size": 64, "intermediate_size": 8, "num_hidden_layers": 1,
-                  "num_attention_heads": 4, "rope_scaling": {"type": "linear"}})", "rope_scaling");
+                  "num_attention_heads": 4, "rope_scaling": {"type": "linear"}})",
+               "rope_scaling");
 }
 
 }  // namespace

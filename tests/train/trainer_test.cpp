@@ -1,11 +1,11 @@
 // The CPU trainer end to end on a small dataset prepared here: the loss goes down, a run stopped and
 // resumed is bit-identical to one that was not, and the checkpoints it leaves load back.
+#include "train/trainer.h"
 #include "checkpoint/checkpoint.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "data/prepare/prepare.h"
 #include "test_util.h"
-#include "train/trainer.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

@@ -97,8 +97,10 @@ class BfdPacker final : public Packer {
     rows_ = best_fit_decreasing(split_, pool, options_.row_len);
     next_row_ = 0;
     if (next_ < std::ssize(order_)) {
-      std::stable_sort(rows_.begin(), rows_.end(), [](const Row& a, const Row& b) { return a.fill > b.fill; });
-      size_t keep = rows_.size() / static_cast<size_t>(rows_per_batch_) * static_cast<size_t>(rows_per_batch_);
+      std::stable_sort(rows_.begin(), rows_.end(),
+                       [](const Row& a, const Row& b) { return a.fill > b.fill; });
+      size_t keep =
+          rows_.size() / static_cast<size_t>(rows_per_batch_) * static_cast<size_t>(rows_per_batch_);
       for (size_t r = keep; r < rows_.size(); ++r)
         carried_.insert(carried_.end(), rows_[r].examples.begin(), rows_[r].examples.end());
       rows_.resize(keep);

@@ -26,8 +26,8 @@ enum class Strategy {
 inline constexpr Strategy kAllStrategies[] = {Strategy::kPadding, Strategy::kConcat, Strategy::kConcatPosId,
                                               Strategy::kFlatten, Strategy::kBfd};
 
-std::string_view strategy_name(Strategy s);        // "padding", "concat", "concat-posid", "flatten", "bfd"
-Strategy parse_strategy(std::string_view name);    // throws pt::Error listing the valid names
+std::string_view strategy_name(Strategy s);      // "padding", "concat", "concat-posid", "flatten", "bfd"
+Strategy parse_strategy(std::string_view name);  // throws pt::Error listing the valid names
 
 struct PackingOptions {
   Strategy strategy = Strategy::kFlatten;

@@ -26,8 +26,9 @@ struct StrategyReport {
   double attention_vs_padding = 0;  // attention_cost / padding's (filled by pack_report)
 
   double padding_fraction() const {
-    return processed_tokens > 0 ? 1.0 - static_cast<double>(real_tokens) / static_cast<double>(processed_tokens)
-                                : 0.0;
+    return processed_tokens > 0
+               ? 1.0 - static_cast<double>(real_tokens) / static_cast<double>(processed_tokens)
+               : 0.0;
   }
 };
 

@@ -54,10 +54,12 @@ DatasetWriter::DatasetWriter(const std::string& dir, uint64_t seed, double val_f
 
 DatasetWriter::~DatasetWriter() = default;
 
-void DatasetWriter::add(uint64_t record_index, EncodedExample&& example, std::vector<uint32_t>&& piece_lengths) {
+void DatasetWriter::add(uint64_t record_index, EncodedExample&& example,
+                        std::vector<uint32_t>&& piece_lengths) {
   if (piece_lengths.empty()) return;
   if (held_) write(*held_, held_->val);
-  held_ = HeldRecord{std::move(example), std::move(piece_lengths), assigned_to_val(seed_, record_index, val_fraction_)};
+  held_ = HeldRecord{std::move(example), std::move(piece_lengths),
+                     assigned_to_val(seed_, record_index, val_fraction_)};
   ++records_added_;
 }
 

@@ -7,16 +7,22 @@ namespace pt {
 namespace {
 std::string_view role_name(Role role, bool capitalized) {
   switch (role) {
-    case Role::kSystem: return capitalized ? "System" : "system";
-    case Role::kUser: return capitalized ? "User" : "user";
-    case Role::kAssistant: return capitalized ? "Assistant" : "assistant";
-    case Role::kNone: break;
+    case Role::kSystem:
+      return capitalized ? "System" : "system";
+    case Role::kUser:
+      return capitalized ? "User" : "user";
+    case Role::kAssistant:
+      return capitalized ? "Assistant" : "assistant";
+    case Role::kNone:
+      break;
   }
   return "";
 }
 }  // namespace
 
-std::string_view chat_template_name(ChatTemplate t) { return t == ChatTemplate::kChatML ? "chatml" : "plain"; }
+std::string_view chat_template_name(ChatTemplate t) {
+  return t == ChatTemplate::kChatML ? "chatml" : "plain";
+}
 
 Encoder::Encoder(const Tokenizer& tokenizer, bool add_bos, bool add_eos) : tokenizer_(tokenizer) {
   if (add_bos) {
@@ -40,7 +46,8 @@ void Encoder::append_text(std::string_view text, bool loss, EncodedExample& out,
   for (int32_t id : scratch) append_id(id, loss, out);
 }
 
-void Encoder::append_message(const Segment& message, EncodedExample& out, std::vector<int32_t>& scratch) const {
+void Encoder::append_message(const Segment& message, EncodedExample& out,
+                             std::vector<int32_t>& scratch) const {
   if (im_start_) {
     append_id(*im_start_, false, out);
     append_text(std::string(role_name(message.role, false)) + "\n", false, out, scratch);

@@ -39,7 +39,8 @@ class Encoder {
   ChatTemplate chat_template() const { return im_start_ ? ChatTemplate::kChatML : ChatTemplate::kPlain; }
 
  private:
-  void append_text(std::string_view text, bool loss, EncodedExample& out, std::vector<int32_t>& scratch) const;
+  void append_text(std::string_view text, bool loss, EncodedExample& out,
+                   std::vector<int32_t>& scratch) const;
   static void append_id(int32_t id, bool loss, EncodedExample& out);
   void append_message(const Segment& message, EncodedExample& out, std::vector<int32_t>& scratch) const;
 

@@ -3,9 +3,7 @@
 namespace pt {
 
 namespace {
-bool is_blank(std::string_view line) {
-  return line.find_first_not_of(" \t\r\f\v") == std::string_view::npos;
-}
+bool is_blank(std::string_view line) { return line.find_first_not_of(" \t\r\f\v") == std::string_view::npos; }
 std::string_view without_cr(std::string_view line) {
   return line.ends_with('\r') ? line.substr(0, line.size() - 1) : line;
 }
@@ -40,7 +38,8 @@ bool InputReader::next(InputChunk& chunk) {
       doc.size = chunk.data.size() - doc.begin;
     } else {
       line = without_cr(line);
-      chunk.records.push_back({chunk.data.size(), line.size(), -1, static_cast<int64_t>(lines_.line_offset())});
+      chunk.records.push_back(
+          {chunk.data.size(), line.size(), -1, static_cast<int64_t>(lines_.line_offset())});
       chunk.data.append(line);
       in_document = true;
     }

@@ -9,7 +9,8 @@ namespace pt {
 namespace {
 bool has_loss(const EncodedExample& e, size_t begin, size_t end) {
   return std::any_of(e.loss_mask.begin() + static_cast<std::ptrdiff_t>(begin),
-                     e.loss_mask.begin() + static_cast<std::ptrdiff_t>(end), [](uint8_t m) { return m != 0; });
+                     e.loss_mask.begin() + static_cast<std::ptrdiff_t>(end),
+                     [](uint8_t m) { return m != 0; });
 }
 
 void keep_prefix(EncodedExample& e, size_t n) {

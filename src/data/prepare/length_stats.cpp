@@ -20,7 +20,8 @@ uint64_t LengthStats::percentile(double p) const {
 
 nlohmann::ordered_json LengthStats::to_json() const {
   std::map<int, int64_t> buckets;
-  for (const auto& [length, n] : counts_) buckets[length == 0 ? 0 : static_cast<int>(std::bit_width(length)) - 1] += n;
+  for (const auto& [length, n] : counts_)
+    buckets[length == 0 ? 0 : static_cast<int>(std::bit_width(length)) - 1] += n;
   auto histogram = nlohmann::ordered_json::array();
   for (const auto& [k, n] : buckets)
     histogram.push_back({{"min", uint64_t{1} << k}, {"max", (uint64_t{2} << k) - 1}, {"count", n}});

@@ -18,7 +18,7 @@ class LineReader {
 
   // The next line without its "\n" (a trailing "\r" is kept); valid until the next call. False at EOF.
   bool next(std::string_view& line);
-  int64_t line_number() const { return line_number_; }  // 1-based number of the last line returned
+  int64_t line_number() const { return line_number_; }   // 1-based number of the last line returned
   uint64_t line_offset() const { return line_offset_; }  // byte offset of the last line returned
   uint64_t bytes_consumed() const { return consumed_; }  // bytes up to the end of the last line
   const std::string& path() const { return path_; }

@@ -10,12 +10,18 @@ namespace pt {
 
 namespace {
 
-nlohmann::ordered_json optional_id(std::optional<int32_t> id) { return id ? nlohmann::ordered_json(*id) : nlohmann::ordered_json(nullptr); }
+nlohmann::ordered_json optional_id(std::optional<int32_t> id) {
+  return id ? nlohmann::ordered_json(*id) : nlohmann::ordered_json(nullptr);
+}
 
 nlohmann::ordered_json split_json(const SplitSummary& split) {
   nlohmann::ordered_json files = nlohmann::ordered_json::object();
-  for (const auto& [name, digest] : split.files) files[name] = {{"bytes", digest.bytes}, {"xxh64", hex64(digest.xxh64)}};
-  return {{"examples", split.examples}, {"tokens", split.tokens}, {"loss_tokens", split.loss_tokens}, {"files", files}};
+  for (const auto& [name, digest] : split.files)
+    files[name] = {{"bytes", digest.bytes}, {"xxh64", hex64(digest.xxh64)}};
+  return {{"examples", split.examples},
+          {"tokens", split.tokens},
+          {"loss_tokens", split.loss_tokens},
+          {"files", files}};
 }
 
 }  // namespace

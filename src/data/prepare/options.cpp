@@ -6,18 +6,24 @@ namespace pt {
 
 std::string_view format_name(InputFormat f) {
   switch (f) {
-    case InputFormat::kAuto: return "auto";
-    case InputFormat::kJsonl: return "jsonl";
-    case InputFormat::kText: return "text";
+    case InputFormat::kAuto:
+      return "auto";
+    case InputFormat::kJsonl:
+      return "jsonl";
+    case InputFormat::kText:
+      return "text";
   }
   return "?";
 }
 
 std::string_view policy_name(LongPolicy p) {
   switch (p) {
-    case LongPolicy::kTruncate: return "truncate";
-    case LongPolicy::kSplit: return "split";
-    case LongPolicy::kDrop: return "drop";
+    case LongPolicy::kTruncate:
+      return "truncate";
+    case LongPolicy::kSplit:
+      return "split";
+    case LongPolicy::kDrop:
+      return "drop";
   }
   return "?";
 }

@@ -33,8 +33,8 @@ struct PrepareOptions {
   bool show_progress = true;
 };
 
-std::string_view format_name(InputFormat f);  // "auto", "jsonl", "text"
-std::string_view policy_name(LongPolicy p);   // "truncate", "split", "drop"
+std::string_view format_name(InputFormat f);            // "auto", "jsonl", "text"
+std::string_view policy_name(LongPolicy p);             // "truncate", "split", "drop"
 InputFormat parse_input_format(std::string_view name);  // throws pt::Error listing the valid names
 LongPolicy parse_long_policy(std::string_view name);    // throws pt::Error listing the valid names
 // kAuto resolves per file: ".jsonl" is JSON Lines, anything else is plain text.

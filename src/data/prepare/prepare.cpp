@@ -54,7 +54,8 @@ PrepareReport prepare_dataset(const PrepareOptions& options) {
   int64_t records_read = 0;
   InputChunk chunk;
   for (const auto& path : options.inputs) {
-    PipelineConfig config{resolve_format(options.format, path), options.long_policy, options.max_len, options.threads};
+    PipelineConfig config{resolve_format(options.format, path), options.long_policy, options.max_len,
+                          options.threads};
     InputReader reader(path, config.format, options.chunk_bytes);
     while (reader.next(chunk)) {
       auto results = process_chunk(chunk, config, encoder);
@@ -71,17 +72,20 @@ PrepareReport prepare_dataset(const PrepareOptions& options) {
   if (progress) progress->finish();
 
   if (writer.records_added() == 0)
-    fail("no usable records in {} record(s) read: {}; nothing was written. Fix the inputs (see the messages above)",
-         records_read, records_read == 0 ? "the inputs are empty" : "every record was bad");
+    fail(
+        "no usable records in {} record(s) read: {}; nothing was written. Fix the inputs (see the messages "
+        "above)",
+        records_read, records_read == 0 ? "the inputs are empty" : "every record was bad");
 
   // An older dataset in the directory stops being one before its files are replaced.
   auto metadata_path = (fs::path(options.output_dir) / "metadata.json").string();
   fs::remove(metadata_path);
   auto written = writer.commit();
   // The dataset carries its tokenizer, so training and checkpoints never depend on the original path.
-  write_file_atomic((fs::path(options.output_dir) / "tokenizer.json").string(), read_file(options.tokenizer_path));
-  auto metadata = make_metadata({options, tokenizer, chat_template_name(encoder.chat_template()), records_read,
-                                 writer.records_added(), issues, written});
+  write_file_atomic((fs::path(options.output_dir) / "tokenizer.json").string(),
+                    read_file(options.tokenizer_path));
+  auto metadata = make_metadata({options, tokenizer, chat_template_name(encoder.chat_template()),
+                                 records_read, writer.records_added(), issues, written});
   write_file_atomic(metadata_path, metadata.dump(2) + "\n");
   return {std::move(metadata), issues.summary()};
 }

@@ -12,8 +12,8 @@
 namespace pt {
 
 struct PrepareReport {
-  nlohmann::ordered_json metadata;     // what was written to metadata.json
-  std::string issues_summary;  // one line per kind of bad record; empty when there were none
+  nlohmann::ordered_json metadata;  // what was written to metadata.json
+  std::string issues_summary;       // one line per kind of bad record; empty when there were none
 };
 
 // Throws pt::Error on unusable options or inputs, when no record is usable, and (strict) at the first

@@ -30,25 +30,29 @@ std::optional<Record> read_record(std::string_view text, InputFormat format, Scr
   }
   size_t bad = find_invalid_utf8(text);
   if (bad == std::string_view::npos) return text_record(std::string(text));
-  issues.push_back({"invalid-utf8",
-                    fmt::format("the document is not valid UTF-8 (first bad byte {} bytes into it); re-encode the "
-                                "file as UTF-8", bad),
-                    "repaired (invalid bytes replaced by U+FFFD)"});
+  issues.push_back(
+      {"invalid-utf8",
+       fmt::format("the document is not valid UTF-8 (first bad byte {} bytes into it); re-encode the "
+                   "file as UTF-8",
+                   bad),
+       "repaired (invalid bytes replaced by U+FFFD)"});
   return text_record(repair_utf8(text));
 }
 
-void process_record(std::string_view text, const PipelineConfig& config, const Encoder& encoder, Scratch& scratch,
-                    ProcessedRecord& out) {
+void process_record(std::string_view text, const PipelineConfig& config, const Encoder& encoder,
+                    Scratch& scratch, ProcessedRecord& out) {
   auto record = read_record(text, config.format, scratch, out.issues);
   if (!record) return;
   encoder.encode(*record, out.example, scratch.ids);
   size_t length = out.example.tokens.size();
   auto outcome = apply_length_policy(config.long_policy, config.max_len, out.example);
   if (outcome.action)
-    out.issues.push_back({"too-long",
-                          fmt::format("the example has {} tokens, more than --max-len {}; raise --max-len or choose "
-                                      "another --long policy", length, config.max_len),
-                          *outcome.action});
+    out.issues.push_back(
+        {"too-long",
+         fmt::format("the example has {} tokens, more than --max-len {}; raise --max-len or choose "
+                     "another --long policy",
+                     length, config.max_len),
+         *outcome.action});
   out.piece_lengths = std::move(outcome.piece_lengths);
 }
 

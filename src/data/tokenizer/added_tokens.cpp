@@ -44,10 +44,17 @@ bool is_word_char(utf8proc_int32_t c) {
   if (c < 0) return false;
   if (c == 0x200C || c == 0x200D || (c >= 0x24B6 && c <= 0x24E9)) return true;
   switch (utf8proc_category(c)) {
-    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
-    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_MN:
-    case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ME: case UTF8PROC_CATEGORY_ND:
-    case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_PC:
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LL:
+    case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO:
+    case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC:
+    case UTF8PROC_CATEGORY_ME:
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_PC:
       return true;
     default:
       return false;
@@ -77,7 +84,8 @@ AddedTokenMatcher::AddedTokenMatcher(std::vector<AddedToken> tokens, const std::
       }
     }
     // Two tokens with the same content: the first one listed wins, as in HF.
-    if (trie_[static_cast<size_t>(node)].token < 0) trie_[static_cast<size_t>(node)].token = static_cast<int32_t>(t);
+    if (trie_[static_cast<size_t>(node)].token < 0)
+      trie_[static_cast<size_t>(node)].token = static_cast<int32_t>(t);
   }
 }
 
@@ -90,12 +98,14 @@ std::pair<int32_t, size_t> AddedTokenMatcher::longest_at(std::string_view text, 
     auto it = std::lower_bound(kids.begin(), kids.end(), std::make_pair(c, int32_t{-1}));
     if (it == kids.end() || it->first != c) break;
     node = it->second;
-    if (trie_[static_cast<size_t>(node)].token >= 0) best = {trie_[static_cast<size_t>(node)].token, i + 1 - pos};
+    if (trie_[static_cast<size_t>(node)].token >= 0)
+      best = {trie_[static_cast<size_t>(node)].token, i + 1 - pos};
   }
   return best;
 }
 
-bool AddedTokenMatcher::accepts(const AddedToken& token, std::string_view text, size_t begin, size_t end) const {
+bool AddedTokenMatcher::accepts(const AddedToken& token, std::string_view text, size_t begin,
+                                size_t end) const {
   if (!token.single_word) return true;
   size_t unused;
   if (begin > 0 && is_word_char(char_before(text, begin, &unused))) return false;

@@ -41,7 +41,7 @@ class AddedTokenMatcher {
  private:
   struct Node {
     std::vector<std::pair<uint8_t, int32_t>> children;  // sorted by byte
-    int32_t token = -1;                                  // index into tokens_ when a content ends here
+    int32_t token = -1;                                 // index into tokens_ when a content ends here
   };
   // Index into tokens_ and the length of the longest content matching at `pos`, or {-1, 0}.
   std::pair<int32_t, size_t> longest_at(std::string_view text, size_t pos) const;

@@ -7,8 +7,8 @@
 #include "data/tokenizer/word_cache.h"
 
 #include <array>
-#include <memory>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,7 +45,7 @@ class BpeModel {
 
   StringMap<int32_t> vocab_;
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merges_;  // pair -> (rank, merged id)
-  std::array<int32_t, 256> byte_id_{};                                 // -1 when not in the vocabulary
+  std::array<int32_t, 256> byte_id_{};                                // -1 when not in the vocabulary
   BpeOptions options_;
   std::unique_ptr<WordCache> cache_ = std::make_unique<WordCache>();  // movable model, pinned cache
 };

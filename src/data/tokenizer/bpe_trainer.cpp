@@ -96,7 +96,9 @@ LearnedBpe learn_bpe(const StringMap<int64_t>& word_counts, int32_t target_token
                      const std::function<void(int32_t)>& on_progress) {
   LearnedBpe out;
   out.tokens.resize(256);
-  for (int b = 0; b < 256; ++b) out.tokens[static_cast<size_t>(byte_token_id(static_cast<uint8_t>(b)))] = std::string(1, static_cast<char>(b));
+  for (int b = 0; b < 256; ++b)
+    out.tokens[static_cast<size_t>(byte_token_id(static_cast<uint8_t>(b)))] =
+        std::string(1, static_cast<char>(b));
   StringMap<int32_t> token_ids;
   for (int32_t id = 0; id < 256; ++id) token_ids.emplace(out.tokens[static_cast<size_t>(id)], id);
 
@@ -110,7 +112,8 @@ LearnedBpe learn_bpe(const StringMap<int64_t>& word_counts, int32_t target_token
     Word w{{}, count};
     for (char ch : text) w.symbols.push_back(byte_token_id(static_cast<uint8_t>(ch)));
     auto index = static_cast<int32_t>(words.size());
-    for (size_t i = 0; i + 1 < w.symbols.size(); ++i) stats.add(pair_key(w.symbols[i], w.symbols[i + 1]), count, index);
+    for (size_t i = 0; i + 1 < w.symbols.size(); ++i)
+      stats.add(pair_key(w.symbols[i], w.symbols[i + 1]), count, index);
     words.push_back(std::move(w));
   }
 
@@ -140,7 +143,8 @@ LearnedBpe learn_bpe(const StringMap<int64_t>& word_counts, int32_t target_token
     out.merges.emplace_back(a, b);
 
     created.clear();
-    for (int32_t w : stats.take_words(top.pair)) merge_in_word(words[static_cast<size_t>(w)], w, a, b, c, stats, created);
+    for (int32_t w : stats.take_words(top.pair))
+      merge_in_word(words[static_cast<size_t>(w)], w, a, b, c, stats, created);
     std::sort(created.begin(), created.end());
     created.erase(std::unique(created.begin(), created.end()), created.end());
     for (uint64_t pair : created) {

@@ -15,8 +15,8 @@
 namespace pt {
 
 struct LearnedBpe {
-  std::vector<std::string> tokens;                   // id -> raw bytes; ids 0..255 are single bytes
-  std::vector<std::pair<int32_t, int32_t>> merges;   // in rank order
+  std::vector<std::string> tokens;                  // id -> raw bytes; ids 0..255 are single bytes
+  std::vector<std::pair<int32_t, int32_t>> merges;  // in rank order
 };
 
 // The id of each single byte: GPT-2's order (byte-level code point order), as HF's trainer assigns.

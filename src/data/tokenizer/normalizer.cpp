@@ -12,10 +12,14 @@ namespace {
 
 int options_for(NormalForm form) {
   switch (form) {
-    case NormalForm::NFC: return UTF8PROC_STABLE | UTF8PROC_COMPOSE;
-    case NormalForm::NFD: return UTF8PROC_STABLE | UTF8PROC_DECOMPOSE;
-    case NormalForm::NFKC: return UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
-    case NormalForm::NFKD: return UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
+    case NormalForm::NFC:
+      return UTF8PROC_STABLE | UTF8PROC_COMPOSE;
+    case NormalForm::NFD:
+      return UTF8PROC_STABLE | UTF8PROC_DECOMPOSE;
+    case NormalForm::NFKC:
+      return UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+    case NormalForm::NFKD:
+      return UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
   }
   return 0;
 }

@@ -7,14 +7,13 @@ namespace pt {
 namespace {
 
 nlohmann::ordered_json byte_level_json(bool use_regex) {
-  return {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", use_regex}};
+  return {
+      {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", use_regex}};
 }
 
 nlohmann::ordered_json split_then_byte_level_json(const char* pattern) {
-  nlohmann::ordered_json split = {{"type", "Split"},
-                                  {"pattern", {{"Regex", pattern}}},
-                                  {"behavior", "Isolated"},
-                                  {"invert", false}};
+  nlohmann::ordered_json split = {
+      {"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}, {"invert", false}};
   return {{"type", "Sequence"}, {"pretokenizers", {split, byte_level_json(false)}}};
 }
 

@@ -26,7 +26,8 @@ struct Chunk {
 
 bool is_jsonl(const std::string& path) {
   auto ends_with = [&](std::string_view suffix) {
-    return path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+    return path.size() >= suffix.size() &&
+           path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
   return ends_with(".jsonl") || ends_with(".json");
 }
@@ -119,7 +120,8 @@ class Counter {
 StringMap<int64_t> count_pretokens(const std::vector<std::string>& paths, const TrainerOptions& options) {
   PresetPipeline pipeline = preset_pipeline(options.preset);
   std::vector<AddedToken> specials;
-  for (const std::string& s : options.special_tokens) specials.push_back({0, s, true, false, false, false, false});
+  for (const std::string& s : options.special_tokens)
+    specials.push_back({0, s, true, false, false, false, false});
   AddedTokenMatcher matcher(specials, options.special_tokens);
 
   std::vector<std::unique_ptr<MappedFile>> files;

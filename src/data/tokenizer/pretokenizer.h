@@ -52,7 +52,8 @@ class PreTokenizer {
     bool invert = false;
     bool add_prefix_space = false;
   };
-  void apply(const Step& step, std::string_view piece, Pieces& pieces, std::vector<std::string_view>& out) const;
+  void apply(const Step& step, std::string_view piece, Pieces& pieces,
+             std::vector<std::string_view>& out) const;
 
   std::vector<Step> steps_;
   bool has_byte_level_ = false;

@@ -11,9 +11,7 @@ Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
-Tokenizer Tokenizer::from_file(const std::string& path) {
-  return from_json(read_file(path), path);
-}
+Tokenizer Tokenizer::from_file(const std::string& path) { return from_json(read_file(path), path); }
 
 Tokenizer Tokenizer::from_json(std::string_view json, const std::string& origin) {
   return Tokenizer(std::make_unique<Impl>(json, origin));

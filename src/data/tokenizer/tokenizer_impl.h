@@ -19,7 +19,7 @@ namespace pt {
 struct Tokenizer::Impl {
   Impl(std::string_view json, const std::string& origin);  // parses; throws pt::Error
 
-  AddedTokenMatcher raw_added;         // added tokens with normalized=false, matched on the input
+  AddedTokenMatcher raw_added;  // added tokens with normalized=false, matched on the input
   Normalizer normalizer;
   AddedTokenMatcher normalized_added;  // added tokens with normalized=true, matched after normalising
   PreTokenizer pretokenizer;

@@ -4,8 +4,8 @@
 #include "data/tokenizer/byte_level.h"
 #include "data/tokenizer/tokenizer_impl.h"
 
-#include <nlohmann/json.hpp>
 #include <xxhash.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 
@@ -31,9 +31,10 @@ class Reader {
       auto line = 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(byte), '\n');
       auto line_start = text.rfind('\n', byte == 0 ? 0 : byte - 1);
       size_t column = byte - (line_start == std::string_view::npos ? 0 : line_start + 1) + 1;
-      fail("{}: malformed JSON at line {}, column {} (byte {}): {}; expected a tokenizer.json saved by HF "
-           "tokenizers",
-           origin_, line, column, byte, e.what());
+      fail(
+          "{}: malformed JSON at line {}, column {} (byte {}): {}; expected a tokenizer.json saved by HF "
+          "tokenizers",
+          origin_, line, column, byte, e.what());
     }
   }
 
@@ -71,12 +72,14 @@ NormalForm normal_form(const Reader& r, const std::string& type, const std::stri
   if (type == "NFD") return NormalForm::NFD;
   if (type == "NFKC") return NormalForm::NFKC;
   if (type == "NFKD") return NormalForm::NFKD;
-  r.error(path + "/type", fmt::format("is \"{}\"; supported normalizers: NFC, NFD, NFKC, NFKD and a Sequence of "
-                                      "them (or null)",
-                                      type));
+  r.error(path + "/type",
+          fmt::format("is \"{}\"; supported normalizers: NFC, NFD, NFKC, NFKD and a Sequence of "
+                      "them (or null)",
+                      type));
 }
 
-void read_normalizer(const Reader& r, const json& node, const std::string& path, std::vector<NormalForm>& steps) {
+void read_normalizer(const Reader& r, const json& node, const std::string& path,
+                     std::vector<NormalForm>& steps) {
   if (node.is_null()) return;
   std::string type = r.type(node, path);
   if (type != "Sequence") {
@@ -119,14 +122,15 @@ void read_pretokenizer(const Reader& r, const json& node, const std::string& pat
     } else {
       r.error(path + "/pattern", "must be {\"Regex\": ...} or {\"String\": ...}");
     }
-    auto behavior = split_behavior(r, r.string(r.field(node, path, "behavior"), path + "/behavior"),
-                                   path + "/behavior");
+    auto behavior =
+        split_behavior(r, r.string(r.field(node, path, "behavior"), path + "/behavior"), path + "/behavior");
     out.add_split(std::make_shared<const Regex>(regex, r.origin() + ": " + path + "/pattern"), behavior,
                   r.flag(node, path, "invert", false));
   } else {
-    r.error(path + "/type", fmt::format("is \"{}\"; supported pre-tokenizers: ByteLevel, Split and Sequence of "
-                                        "them (byte-level BPE as in GPT-2, Llama-3, Qwen2)",
-                                        type));
+    r.error(path + "/type",
+            fmt::format("is \"{}\"; supported pre-tokenizers: ByteLevel, Split and Sequence of "
+                        "them (byte-level BPE as in GPT-2, Llama-3, Qwen2)",
+                        type));
   }
 }
 
@@ -207,11 +211,12 @@ Tokenizer::Impl::Impl(std::string_view text, const std::string& origin) {
     auto lookup = [&](const std::string& token, const char* what) {
       auto it = vocab.find(token);
       if (it == vocab.end())
-        r.error(path, fmt::format("(merge #{} \"{} {}\"): {} \"{}\" is not in /model/vocab", i + 1, left, right, what,
-                                  token));
+        r.error(path, fmt::format("(merge #{} \"{} {}\"): {} \"{}\" is not in /model/vocab", i + 1, left,
+                                  right, what, token));
       return it->get<int32_t>();
     };
-    int32_t a = lookup(left, "token"), b = lookup(right, "token"), merged = lookup(left + right, "merged token");
+    int32_t a = lookup(left, "token"), b = lookup(right, "token"),
+            merged = lookup(left + right, "merged token");
     merges.push_back({a, b, merged});
   }
 

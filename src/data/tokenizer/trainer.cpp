@@ -36,10 +36,16 @@ std::string train_tokenizer_json(const StringMap<int64_t>& counts, const Trainer
   for (size_t i = 0; i < options.special_tokens.size(); ++i) {
     auto id = learned.tokens.size() + i;
     const std::string& content = options.special_tokens[i];
-    if (vocab.contains(content)) fail("special token \"{}\" is also a learned token; choose another name", content);
+    if (vocab.contains(content))
+      fail("special token \"{}\" is also a learned token; choose another name", content);
     vocab[content] = id;
-    added.push_back({{"id", id}, {"content", content}, {"single_word", false}, {"lstrip", false},
-                     {"rstrip", false}, {"normalized", false}, {"special", true}});
+    added.push_back({{"id", id},
+                     {"content", content},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", true}});
   }
   nlohmann::ordered_json merges = nlohmann::ordered_json::array();
   for (auto [a, b] : learned.merges)

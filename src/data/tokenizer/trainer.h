@@ -22,7 +22,8 @@ struct TrainerOptions {
 };
 
 // Pre-token counts over the files. A file ending in .jsonl or .json is JSON Lines of the records
-// `packtrain prepare` reads (every text of a record counts); anything else is plain UTF-8 text. Throws pt::Error naming file:line for bad records.
+// `packtrain prepare` reads (every text of a record counts); anything else is plain UTF-8 text. Throws
+// pt::Error naming file:line for bad records.
 StringMap<int64_t> count_pretokens(const std::vector<std::string>& files, const TrainerOptions& options);
 
 // The tokenizer.json text for the learned vocabulary.

@@ -65,7 +65,8 @@ void EpochChecker::check(const Batch& b) {
         continue;
       }
       int64_t g = int64_t{b.input_ids[t]} - 1;
-      ASSERT_TRUE(g >= 0 && g < split_.num_tokens()) << "token " << b.input_ids[t] << " is not from the split";
+      ASSERT_TRUE(g >= 0 && g < split_.num_tokens())
+          << "token " << b.input_ids[t] << " is not from the split";
       ASSERT_FALSE(seen_[static_cast<size_t>(g)]) << "token " << g << " appears twice in the epoch";
       seen_[static_cast<size_t>(g)] = 1;
       stream_.push_back(g);
@@ -116,7 +117,8 @@ void EpochChecker::check_epoch_complete() const {
   for (size_t i = 0; i < stream_.size(); ++i) {
     int64_t g = stream_[i], e = example_of(g);
     if (g != start(e)) {
-      ASSERT_TRUE(i > 0 && stream_[i - 1] == g - 1) << "token " << g << " of example " << e << " out of place";
+      ASSERT_TRUE(i > 0 && stream_[i - 1] == g - 1)
+          << "token " << g << " of example " << e << " out of place";
     } else if (i > 0) {
       int64_t prev = stream_[i - 1];
       ASSERT_EQ(prev + 1, end(example_of(prev))) << "example " << example_of(prev) << " cut short";

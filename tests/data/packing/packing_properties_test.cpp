@@ -90,9 +90,9 @@ TEST_P(PackingProperties, BatchesHaveTheRequestedSize) {
   while (auto batch = packer->next()) batches.push_back(std::move(*batch));
   ASSERT_GT(batches.size(), 3u);
   double mean = static_cast<double>(data.num_tokens()) / static_cast<double>(data.size());
-  int32_t fixed_rows = token_mode()
-                           ? static_cast<int32_t>(kTokensPerBatch / kRowLen)
-                           : std::max(1, static_cast<int32_t>(std::round(kExamplesPerBatch * mean / kRowLen)));
+  int32_t fixed_rows =
+      token_mode() ? static_cast<int32_t>(kTokensPerBatch / kRowLen)
+                   : std::max(1, static_cast<int32_t>(std::round(kExamplesPerBatch * mean / kRowLen)));
   for (size_t i = 0; i < batches.size(); ++i) {
     const Batch& b = batches[i];
     bool last = i + 1 == batches.size();
@@ -142,7 +142,8 @@ TEST_P(PackingProperties, SameSeedSameBatchesOtherSeedOtherOrder) {
   auto collect = [&](uint64_t seed, int64_t epoch) {
     std::vector<int32_t> ids;
     auto packer = make_packer(data, options(seed), epoch);
-    while (auto batch = packer->next()) ids.insert(ids.end(), batch->input_ids.begin(), batch->input_ids.end());
+    while (auto batch = packer->next())
+      ids.insert(ids.end(), batch->input_ids.begin(), batch->input_ids.end());
     return ids;
   };
   auto first = collect(5, 0);

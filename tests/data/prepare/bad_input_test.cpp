@@ -14,7 +14,9 @@ using test::to_vector;
 
 class BadInputTest : public ::testing::Test {
  protected:
-  void SetUp() override { dir_ = test::temp_dir(::testing::UnitTest::GetInstance()->current_test_info()->name()); }
+  void SetUp() override {
+    dir_ = test::temp_dir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+  }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   std::string metadata_path() const { return (dir_ / "out" / "metadata.json").string(); }
@@ -80,9 +82,13 @@ TEST_F(BadInputTest, EachBadJsonRecordIsSkippedCountedAndLocated) {
 }
 
 TEST_F(BadInputTest, UnknownFieldsBlankLinesAndAByteOrderMarkAreNotProblems) {
-  auto input = test::write_input(dir_, "in.jsonl",
-                                 "\xEF\xBB\xBF" R"({"text": "a", "id": 7, "meta": {"source": "web"}})" "\n\n  \n"
-                                 R"({"messages": [{"role": "assistant", "content": "x", "name": "bob"}], "tags": []})" "\n");
+  auto input =
+      test::write_input(dir_, "in.jsonl",
+                        "\xEF\xBB\xBF"
+                        R"({"text": "a", "id": 7, "meta": {"source": "web"}})"
+                        "\n\n  \n"
+                        R"({"messages": [{"role": "assistant", "content": "x", "name": "bob"}], "tags": []})"
+                        "\n");
   auto o = test::quiet_options(dir_, {input});
   o.strict = true;
   auto m = prepare_dataset(o).metadata;
@@ -112,7 +118,8 @@ class LongExampleTest : public BadInputTest {
  protected:
   // Prepares `line` with --max-len 8 and the policy; returns the examples of both splits in order.
   std::vector<Example> run(const std::string& line, LongPolicy policy) {
-    auto o = test::quiet_options(dir_, {test::write_input(dir_, "in.jsonl", line + "\n{\"text\": \"ok\"}\n")});
+    auto o =
+        test::quiet_options(dir_, {test::write_input(dir_, "in.jsonl", line + "\n{\"text\": \"ok\"}\n")});
     o.max_len = 8;
     o.long_policy = policy;
     metadata_ = prepare_dataset(o).metadata;
@@ -166,7 +173,8 @@ TEST_F(LongExampleTest, SplitDropsPiecesWithoutLossTargets) {
   size_t kept_pieces = (total + 7) / 8 - prompt / 8;  // pieces wholly inside the prompt are dropped
   ASSERT_EQ(examples.size(), kept_pieces + 1);
   for (size_t i = 0; i < kept_pieces; ++i)
-    EXPECT_TRUE(std::any_of(examples[i].loss_mask.begin(), examples[i].loss_mask.end(), [](uint8_t b) { return b; }));
+    EXPECT_TRUE(
+        std::any_of(examples[i].loss_mask.begin(), examples[i].loss_mask.end(), [](uint8_t b) { return b; }));
 }
 
 TEST_F(LongExampleTest, DropSkipsTheExample) {
@@ -178,7 +186,8 @@ TEST_F(LongExampleTest, DropSkipsTheExample) {
 }
 
 TEST_F(LongExampleTest, TruncationLeavingNoLossTargetSkips) {
-  auto examples = run(nlohmann::json{{"prompt", kLongText}, {"completion", "ok"}}.dump(), LongPolicy::kTruncate);
+  auto examples =
+      run(nlohmann::json{{"prompt", kLongText}, {"completion", "ok"}}.dump(), LongPolicy::kTruncate);
   ASSERT_EQ(examples.size(), 1u);
   EXPECT_EQ(to_vector(examples[0].tokens), full("ok"));
   EXPECT_EQ(metadata_["bad_records"]["by_kind"]["too-long"], 1);

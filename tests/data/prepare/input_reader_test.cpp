@@ -14,7 +14,8 @@ struct Read {
   Location where;
 };
 
-std::vector<Read> read_all(const std::string& path, InputFormat format, size_t chunk_bytes, int* chunks = nullptr) {
+std::vector<Read> read_all(const std::string& path, InputFormat format, size_t chunk_bytes,
+                           int* chunks = nullptr) {
   InputReader reader(path, format, chunk_bytes);
   InputChunk chunk;
   std::vector<Read> out;

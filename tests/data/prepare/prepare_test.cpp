@@ -30,7 +30,8 @@ struct Expected {
 void expect_examples_in_order(const PreparedDataset& ds, const std::vector<Expected>& expected) {
   int64_t t = 0, v = 0;
   auto matches = [](const DatasetSplit& s, int64_t i, const Expected& e) {
-    return i < s.size() && to_vector(s.example(i).tokens) == e.tokens && to_vector(s.example(i).loss_mask) == e.mask;
+    return i < s.size() && to_vector(s.example(i).tokens) == e.tokens &&
+           to_vector(s.example(i).loss_mask) == e.mask;
   };
   for (size_t i = 0; i < expected.size(); ++i) {
     if (matches(ds.train(), t, expected[i])) {
@@ -64,7 +65,8 @@ class PrepareTest : public ::testing::Test {
 
 TEST_F(PrepareTest, TextRecordsAreTheirEncodingPlusEosInInputOrderAcrossSplits) {
   std::vector<std::string> texts;
-  for (int i = 0; i < 40; ++i) texts.push_back(fmt::format("record {} says héllo {}", i, std::string(size_t(i % 7), 'x')));
+  for (int i = 0; i < 40; ++i)
+    texts.push_back(fmt::format("record {} says héllo {}", i, std::string(size_t(i % 7), 'x')));
   texts.push_back("special <|im_end|> inside text");
   auto o = test::quiet_options(dir_, {test::write_input(dir_, "in.jsonl", jsonl_texts(texts))});
   o.val_fraction = 0.3;
@@ -85,7 +87,8 @@ TEST_F(PrepareTest, TextRecordsAreTheirEncodingPlusEosInInputOrderAcrossSplits) 
 }
 
 TEST_F(PrepareTest, PromptCompletionHasLossOnCompletionAndEosOnly) {
-  auto line = nlohmann::json{{"prompt", "Q: what is 2+2?\n"}, {"completion", "A: 4"}, {"source", "extra field"}};
+  auto line =
+      nlohmann::json{{"prompt", "Q: what is 2+2?\n"}, {"completion", "A: 4"}, {"source", "extra field"}};
   auto o = test::quiet_options(dir_, {test::write_input(dir_, "in.jsonl", line.dump() + "\n")});
   prepare_dataset(o);
   Expected e;
@@ -102,12 +105,16 @@ nlohmann::json chat(std::vector<std::pair<std::string, std::string>> turns) {
 }
 
 TEST_F(PrepareTest, ChatUsesChatMLWithLossOnAssistantContentAndEndMarker) {
-  std::vector<std::pair<std::string, std::string>> turns = {
-      {"system", "Be brief."}, {"user", "Hi <|im_start|>"}, {"assistant", "Hello."}, {"user", "Bye"}, {"assistant", "Bye!"}};
+  std::vector<std::pair<std::string, std::string>> turns = {{"system", "Be brief."},
+                                                            {"user", "Hi <|im_start|>"},
+                                                            {"assistant", "Hello."},
+                                                            {"user", "Bye"},
+                                                            {"assistant", "Bye!"}};
   auto ends_with_user = turns;
   ends_with_user.push_back({"user", "one more"});
   auto o = test::quiet_options(
-      dir_, {test::write_input(dir_, "in.jsonl", chat(turns).dump() + "\n" + chat(ends_with_user).dump() + "\n")});
+      dir_,
+      {test::write_input(dir_, "in.jsonl", chat(turns).dump() + "\n" + chat(ends_with_user).dump() + "\n")});
   auto report = prepare_dataset(o);
   EXPECT_EQ(report.metadata["tokenizer"]["chat_template"], "chatml");
 
@@ -130,7 +137,8 @@ TEST_F(PrepareTest, ChatUsesChatMLWithLossOnAssistantContentAndEndMarker) {
 
 TEST_F(PrepareTest, ChatFallsBackToPlainTemplateWithoutImTokens) {
   auto o = test::quiet_options(
-      dir_, {test::write_input(dir_, "in.jsonl", chat({{"user", "Hi"}, {"assistant", "Hello."}}).dump() + "\n")});
+      dir_,
+      {test::write_input(dir_, "in.jsonl", chat({{"user", "Hi"}, {"assistant", "Hello."}}).dump() + "\n")});
   o.tokenizer_path = test::tokenizer_variant(dir_, {"<|im_start|>", "<|im_end|>"}, {});
   auto report = prepare_dataset(o);
   EXPECT_EQ(report.metadata["tokenizer"]["chat_template"], "plain");
@@ -147,11 +155,13 @@ TEST_F(PrepareTest, ChatFallsBackToPlainTemplateWithoutImTokens) {
 }
 
 TEST_F(PrepareTest, TextFilesSplitIntoDocumentsAtBlankLines) {
-  auto path = test::write_input(dir_, "in.txt", "first doc\r\nsecond line\r\n\r\n  \n\nsecond doc\n\n\nthird\n  indented");
+  auto path = test::write_input(dir_, "in.txt",
+                                "first doc\r\nsecond line\r\n\r\n  \n\nsecond doc\n\n\nthird\n  indented");
   auto o = test::quiet_options(dir_, {path});
   prepare_dataset(o);
   std::vector<Expected> expected(3);
-  for (auto [i, text] : {std::pair{0, "first doc\nsecond line"}, {1, "second doc"}, {2, "third\n  indented"}}) {
+  for (auto [i, text] :
+       {std::pair{0, "first doc\nsecond line"}, {1, "second doc"}, {2, "third\n  indented"}}) {
     expected[size_t(i)].add(tok_.encode(text), true);
     expected[size_t(i)].add(tok_.eos_id(), true);
   }
@@ -159,7 +169,9 @@ TEST_F(PrepareTest, TextFilesSplitIntoDocumentsAtBlankLines) {
 }
 
 TEST_F(PrepareTest, AddBosAndNoEos) {
-  auto input = test::write_input(dir_, "in.jsonl", R"({"text": "abc"})" "\n");
+  auto input = test::write_input(dir_, "in.jsonl",
+                                 R"({"text": "abc"})"
+                                 "\n");
   auto o = test::quiet_options(dir_, {input});
   o.tokenizer_path = test::tokenizer_variant(dir_, {}, {"<s>"});
   o.add_bos = true;
@@ -206,11 +218,13 @@ TEST_F(PrepareTest, ValIsNeverEmptyWithTwoRecordsAndAFraction) {
 TEST_F(PrepareTest, ChunkSizeAndThreadCountDoNotChangeTheOutput) {
   std::string jsonl, text;
   for (int i = 0; i < 60; ++i) {
-    jsonl += nlohmann::json{{"prompt", fmt::format("p{}", i)}, {"completion", fmt::format("c{}", i)}}.dump() + "\n";
+    jsonl += nlohmann::json{{"prompt", fmt::format("p{}", i)}, {"completion", fmt::format("c{}", i)}}.dump() +
+             "\n";
     if (i % 9 == 0) jsonl += "{broken\n";
     text += fmt::format("document {}\nline two\n\n", i);
   }
-  auto o = test::quiet_options(dir_, {test::write_input(dir_, "a.jsonl", jsonl), test::write_input(dir_, "b.txt", text)});
+  auto o = test::quiet_options(
+      dir_, {test::write_input(dir_, "a.jsonl", jsonl), test::write_input(dir_, "b.txt", text)});
   o.val_fraction = 0.25;
   o.threads = 1;
   auto one_chunk = prepare_dataset(o).metadata;
@@ -224,8 +238,12 @@ TEST_F(PrepareTest, ChunkSizeAndThreadCountDoNotChangeTheOutput) {
 
 TEST_F(PrepareTest, MetadataRecordsCountsFilesAndLengths) {
   std::string jsonl;
-  for (int i = 1; i <= 10; ++i) jsonl += nlohmann::json{{"text", std::string(size_t(i * 10), 'a')}}.dump() + "\n";
-  jsonl += R"({"prompt": "abc", "completion": "de"})" "\n" R"({"text": 1})" "\n";
+  for (int i = 1; i <= 10; ++i)
+    jsonl += nlohmann::json{{"text", std::string(size_t(i * 10), 'a')}}.dump() + "\n";
+  jsonl += R"({"prompt": "abc", "completion": "de"})"
+           "\n"
+           R"({"text": 1})"
+           "\n";
   auto input = test::write_input(dir_, "in.jsonl", jsonl);
   auto o = test::quiet_options(dir_, {input});
   o.val_fraction = 0.2;
@@ -251,10 +269,13 @@ TEST_F(PrepareTest, MetadataRecordsCountsFilesAndLengths) {
       for (auto b : split->example(i).loss_mask) loss_tokens += b;
     }
   EXPECT_EQ(examples, 11);
-  EXPECT_EQ(m["splits"]["train"]["examples"].get<int64_t>() + m["splits"]["val"]["examples"].get<int64_t>(), examples);
-  EXPECT_EQ(m["splits"]["train"]["tokens"].get<int64_t>() + m["splits"]["val"]["tokens"].get<int64_t>(), tokens);
-  EXPECT_EQ(m["splits"]["train"]["loss_tokens"].get<int64_t>() + m["splits"]["val"]["loss_tokens"].get<int64_t>(),
-            loss_tokens);
+  EXPECT_EQ(m["splits"]["train"]["examples"].get<int64_t>() + m["splits"]["val"]["examples"].get<int64_t>(),
+            examples);
+  EXPECT_EQ(m["splits"]["train"]["tokens"].get<int64_t>() + m["splits"]["val"]["tokens"].get<int64_t>(),
+            tokens);
+  EXPECT_EQ(
+      m["splits"]["train"]["loss_tokens"].get<int64_t>() + m["splits"]["val"]["loss_tokens"].get<int64_t>(),
+      loss_tokens);
   EXPECT_EQ(loss_tokens, tokens - int64_t(tok_.encode("abc").size()));
   std::vector<size_t> lengths = {tok_.encode("abc").size() + tok_.encode("de").size() + 1};
   for (int i = 1; i <= 10; ++i) lengths.push_back(tok_.encode(std::string(size_t(i * 10), 'a')).size() + 1);

@@ -8,8 +8,8 @@
 #include "data/prepare/prepare.h"
 #include "data/tokenizer/tokenizer.h"
 
-#include <nlohmann/json.hpp>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <string>
@@ -18,13 +18,15 @@
 namespace pt::test {
 
 inline std::filesystem::path temp_dir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() / ("packtrain_" + name + "_" + std::to_string(::getpid()));
+  auto dir =
+      std::filesystem::temp_directory_path() / ("packtrain_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
 }
 
-inline std::string write_input(const std::filesystem::path& dir, const std::string& name, const std::string& text) {
+inline std::string write_input(const std::filesystem::path& dir, const std::string& name,
+                               const std::string& text) {
   auto path = (dir / name).string();
   write_file_atomic(path, text);
   return path;

@@ -48,7 +48,12 @@ TEST(AddedTokens, SingleWordNeedsNonWordNeighbours) {
   EXPECT_EQ(split(m, " ab."), (S{{" ", -1}, {"ab", 5}, {".", -1}}));
   EXPECT_EQ(split(m, "xab"), (S{{"xab", -1}}));
   EXPECT_EQ(split(m, "_ab"), (S{{"_ab", -1}}));
-  EXPECT_EQ(split(m, "e\xCC\x81" "ab"), (S{{"e\xCC\x81" "ab", -1}}));  // a combining mark is a word character
+  EXPECT_EQ(split(m,
+                  "e\xCC\x81"
+                  "ab"),
+            (S{{"e\xCC\x81"
+                "ab",
+                -1}}));  // a combining mark is a word character
 }
 
 TEST(AddedTokens, SpecialTokensInsideTextGetTheirIds) {
@@ -65,7 +70,8 @@ TEST(AddedTokens, NormalizedTokensMatchAfterNormalisation) {
   auto json = test::tiny_tokenizer({}, {});
   json["normalizer"] = {{"type", "NFC"}};
   // Written decomposed; the text's composed form still matches.
-  json["added_tokens"] = {{{"id", 256}, {"content", "e\xCC\x81t\xC3\xA9"}, {"special", false}, {"normalized", true}}};
+  json["added_tokens"] = {
+      {{"id", 256}, {"content", "e\xCC\x81t\xC3\xA9"}, {"special", false}, {"normalized", true}}};
   auto t = Tokenizer::from_json(json.dump(), "test");
   EXPECT_EQ(t.encode("\xC3\xA9t\xC3\xA9!"), (std::vector<int32_t>{256, '!'}));
 }

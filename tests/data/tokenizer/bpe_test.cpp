@@ -6,8 +6,8 @@ namespace pt {
 namespace {
 
 // Bytes a, b, c and the merged tokens listed; ids in that order.
-BpeModel model(const std::vector<std::string>& merged_tokens, const std::vector<std::pair<std::string, std::string>>& merges,
-               BpeOptions options = {}) {
+BpeModel model(const std::vector<std::string>& merged_tokens,
+               const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options = {}) {
   StringMap<int32_t> vocab{{"a", 0}, {"b", 1}, {"c", 2}};
   for (const auto& t : merged_tokens) vocab.emplace(t, static_cast<int32_t>(vocab.size()));
   std::vector<BpeMerge> m;

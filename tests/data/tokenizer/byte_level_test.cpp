@@ -25,9 +25,9 @@ TEST(ByteLevel, DecodeInvertsEncodeForAllBytes) {
 }
 
 TEST(ByteLevel, DecodeRejectsCharactersOutsideTheMap) {
-  EXPECT_EQ(byte_level_decode("a b"), std::nullopt);       // a raw space is spelled 'Ġ'
+  EXPECT_EQ(byte_level_decode("a b"), std::nullopt);           // a raw space is spelled 'Ġ'
   EXPECT_EQ(byte_level_decode("\xE6\x97\xA5"), std::nullopt);  // a CJK character
-  EXPECT_EQ(byte_level_decode("\xC4"), std::nullopt);      // truncated UTF-8
+  EXPECT_EQ(byte_level_decode("\xC4"), std::nullopt);          // truncated UTF-8
 }
 
 }  // namespace

@@ -20,7 +20,8 @@ std::string error_of(const std::string& json) {
 std::string error_of(const nlohmann::json& json) { return error_of(json.dump()); }
 
 void expect_mentions(const std::string& message, std::initializer_list<const char*> parts) {
-  for (const char* p : parts) EXPECT_NE(message.find(p), std::string::npos) << "missing \"" << p << "\" in: " << message;
+  for (const char* p : parts)
+    EXPECT_NE(message.find(p), std::string::npos) << "missing \"" << p << "\" in: " << message;
 }
 
 TEST(TokenizerErrors, TheTinyTokenizerIsValid) {
@@ -63,8 +64,9 @@ TEST(TokenizerErrors, UnsupportedPipelineSteps) {
   expect_mentions(error_of(json), {"/pre_tokenizer", "ByteLevel"});
   json = test::tiny_tokenizer({}, {});
   json["pre_tokenizer"] = {{"type", "Sequence"},
-                           {"pretokenizers", {{{"type", "Split"}, {"pattern", {{"Regex", "(a"}}}, {"behavior", "Isolated"}},
-                                              {{"type", "ByteLevel"}}}}};
+                           {"pretokenizers",
+                            {{{"type", "Split"}, {"pattern", {{"Regex", "(a"}}}, {"behavior", "Isolated"}},
+                             {{"type", "ByteLevel"}}}}};
   expect_mentions(error_of(json), {"/pre_tokenizer/pretokenizers/0/pattern", "cannot compile regex"});
 }
 
@@ -82,7 +84,8 @@ TEST(TokenizerErrors, MissingVocab) {
 TEST(TokenizerErrors, MergeNamingAnUnknownToken) {
   auto json = test::tiny_tokenizer({"ab"}, {{"a", "b"}});
   json["model"]["merges"].push_back({"ab", "zz"});
-  expect_mentions(error_of(json), {"tok.json", "/model/merges/1", "merge #2", "\"zz\" is not in /model/vocab"});
+  expect_mentions(error_of(json),
+                  {"tok.json", "/model/merges/1", "merge #2", "\"zz\" is not in /model/vocab"});
   json = test::tiny_tokenizer({}, {});
   json["model"]["merges"] = {"a b"};
   expect_mentions(error_of(json), {"/model/merges/0", "merged token \"ab\""});

@@ -58,14 +58,18 @@ TEST(PreTokenizer, NelCountsAsWhitespaceAsInOniguruma) {
 
 TEST(PreTokenizer, InvalidUtf8BytesFallBetweenMatches) {
   auto p = byte_level(false);
-  EXPECT_EQ(split(p, "ab\xFF" "cd"), (V{"ab", "\xFF", "cd"}));
+  EXPECT_EQ(split(p,
+                  "ab\xFF"
+                  "cd"),
+            (V{"ab", "\xFF", "cd"}));
   EXPECT_EQ(split(p, "\xE6\x97"), (V{"\xE6\x97"}));  // a truncated character survives as one gap
 }
 
 TEST(PreTokenizer, SplitBehavioursMatchHuggingFace) {
   // Expected values from HF tokenizers' pre_tokenize_str on "a1b22c3" with the pattern \d.
   const char* text = "a1b22c3";
-  EXPECT_EQ(split(split_only(R"(\d)", SplitBehavior::Isolated), text), (V{"a", "1", "b", "2", "2", "c", "3"}));
+  EXPECT_EQ(split(split_only(R"(\d)", SplitBehavior::Isolated), text),
+            (V{"a", "1", "b", "2", "2", "c", "3"}));
   EXPECT_EQ(split(split_only(R"(\d)", SplitBehavior::Removed), text), (V{"a", "b", "c"}));
   EXPECT_EQ(split(split_only(R"(\d)", SplitBehavior::MergedWithNext), text), (V{"a", "1b", "2", "2c", "3"}));
   EXPECT_EQ(split(split_only(R"(\d)", SplitBehavior::MergedWithPrevious), text), (V{"a1", "b2", "2", "c3"}));

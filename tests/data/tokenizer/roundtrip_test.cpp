@@ -12,10 +12,25 @@ namespace pt {
 namespace {
 
 std::string random_bytes(std::mt19937& rng) {
-  static const std::vector<std::string> pieces = {
-      " ", "  ", "\n", "\r\n", "\t", "the", " quick", "DON'T", "'ll", "123456", "\xC2\x85", "\xC2\xA0",
-      "\xE6\x97\xA5\xE6\x9C\xAC", "\xF0\x9F\x98\x80", "\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x92\xBB",
-      "e\xCC\x81", "<|endoftext|>", "<|eot_id|>", "<|end"};
+  static const std::vector<std::string> pieces = {" ",
+                                                  "  ",
+                                                  "\n",
+                                                  "\r\n",
+                                                  "\t",
+                                                  "the",
+                                                  " quick",
+                                                  "DON'T",
+                                                  "'ll",
+                                                  "123456",
+                                                  "\xC2\x85",
+                                                  "\xC2\xA0",
+                                                  "\xE6\x97\xA5\xE6\x9C\xAC",
+                                                  "\xF0\x9F\x98\x80",
+                                                  "\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x92\xBB",
+                                                  "e\xCC\x81",
+                                                  "<|endoftext|>",
+                                                  "<|eot_id|>",
+                                                  "<|end"};
   std::string s;
   int n = std::uniform_int_distribution<int>(0, 40)(rng);
   for (int i = 0; i < n; ++i) {
@@ -37,7 +52,8 @@ TEST_P(RoundTripTest, DecodeInvertsEncodeOnRandomByteStrings) {
     std::mt19937 rng(seed);
     std::string text = random_bytes(rng);
     std::string back = t.decode(t.encode(text));
-    if (back != text && ++failures <= 3) ADD_FAILURE() << fmt::format("seed {}: {:?} -> {:?}", seed, text, back);
+    if (back != text && ++failures <= 3)
+      ADD_FAILURE() << fmt::format("seed {}: {:?} -> {:?}", seed, text, back);
   }
   EXPECT_EQ(failures, 0);
 }

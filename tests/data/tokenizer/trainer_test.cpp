@@ -14,8 +14,9 @@ namespace {
 
 // A small corpus with a skewed word distribution, like text.
 std::string corpus(int words, uint32_t seed) {
-  static const std::vector<std::string> vocab = {"the", "of", "and", "token", "tokens", "training", "packed",
-                                                 "sequence", "attention", "日本", "😀", "42", "1999", "don't"};
+  static const std::vector<std::string> vocab = {"the",      "of",     "and",      "token",     "tokens",
+                                                 "training", "packed", "sequence", "attention", "日本",
+                                                 "😀",        "42",     "1999",     "don't"};
   std::mt19937 rng(seed);
   std::string s;
   for (int i = 0; i < words; ++i) {
