@@ -9,7 +9,7 @@
 namespace pt::cli {
 
 void register_train(CLI::App& app) {
-  auto* cmd = app.add_subcommand("train", "Train a Llama-style model on a prepared dataset (CPU backend)");
+  auto* cmd = app.add_subcommand("train", "Train a Llama-style model on a prepared dataset (on a GPU when one is visible)");
   auto tc = std::make_shared<TrainConfig>();
   auto strategy = std::make_shared<std::string>("flatten");
   auto threads = std::make_shared<int>(0);
@@ -47,6 +47,9 @@ void register_train(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--log-every", tc->log_every, "Log every N steps")->capture_default_str();
   cmd->add_option("--seed", tc->seed, "Seed of initialisation and data order")->capture_default_str();
+  cmd->add_option("--device", tc->device, "auto (a GPU when one is visible), cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
   cmd->add_option("--threads", *threads, "CPU threads (0: all)");
   cmd->add_option("--peak-tflops", tc->peak_tflops, "Peak TFLOP/s for MFU (0: estimated)");
   cmd->add_option("--stop-after", tc->stop_after,

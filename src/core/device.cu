@@ -55,4 +55,26 @@ void copy_bytes(void* dst, bool dst_on_gpu, const void* src, bool src_on_gpu, si
     throw Error("copy of " + std::to_string(bytes) + " bytes failed: " + cudaGetErrorString(err));
 }
 
+void zero_bytes(void* dst, bool on_gpu, size_t bytes) {
+  if (!on_gpu) {
+    std::memset(dst, 0, bytes);
+    return;
+  }
+  cudaError_t err = cudaMemset(dst, 0, bytes);
+  if (err != cudaSuccess) throw Error("zeroing " + std::to_string(bytes) + " bytes failed: " + cudaGetErrorString(err));
+}
+
+double cuda_memory_used_gib() {
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
+  return static_cast<double>(total - free) / (1024.0 * 1024.0 * 1024.0);
+}
+
+double cuda_peak_bf16_flops() {
+  const std::string name = cuda_device_name(0);
+  if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos) return 989e12;
+  if (name.find("A100") != std::string::npos) return 312e12;
+  return 0;
+}
+
 }  // namespace pt

@@ -18,5 +18,11 @@ void cuda_free(void* p);
 void cuda_synchronize();
 // Copies between host memory and device memory (kind by the sides' devices); cpu->cpu is memcpy.
 void copy_bytes(void* dst, bool dst_on_gpu, const void* src, bool src_on_gpu, size_t bytes);
+void zero_bytes(void* dst, bool on_gpu, size_t bytes);
+
+// For the training log: GPU memory in use (the arenas are allocated once, so this is also the peak), and
+// the dense bf16 tensor-core peak of GPU 0 by model name (H100/H200, A100), 0 when unknown.
+double cuda_memory_used_gib();
+double cuda_peak_bf16_flops();
 
 }  // namespace pt

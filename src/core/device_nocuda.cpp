@@ -19,4 +19,12 @@ void copy_bytes(void* dst, bool dst_on_gpu, const void* src, bool src_on_gpu, si
   std::memcpy(dst, src, bytes);
 }
 
+void zero_bytes(void* dst, bool on_gpu, size_t bytes) {
+  if (on_gpu) fail("this build has no CUDA: rebuild where nvcc is installed");
+  std::memset(dst, 0, bytes);
+}
+
+double cuda_memory_used_gib() { return 0; }
+double cuda_peak_bf16_flops() { return 0; }
+
 }  // namespace pt

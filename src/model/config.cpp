@@ -41,9 +41,9 @@ bool is_preset_name(const std::string& name) { return name == "tiny" || name == 
 
 LlamaConfig preset_config(const std::string& name) {
   LlamaConfig c;
-  if (name == "tiny") {  // trains visibly on 2 CPU cores in minutes
+  if (name == "tiny") {  // trains visibly on 2 CPU cores in minutes; head_dim 64 also runs on the GPU
     c.hidden_size = 128, c.intermediate_size = 384, c.num_hidden_layers = 4;
-    c.num_attention_heads = 4, c.num_key_value_heads = 2, c.max_position_embeddings = 2048;
+    c.num_attention_heads = 2, c.num_key_value_heads = 1, c.max_position_embeddings = 2048;
     c.tie_word_embeddings = true;
   } else if (name == "110m") {  // ANCHORS.md's peer model
     c.hidden_size = 768, c.intermediate_size = 2048, c.num_hidden_layers = 12;

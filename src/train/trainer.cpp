@@ -2,6 +2,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "core/arena.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/host.h"
@@ -27,27 +28,52 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Master weights, gradients and AdamW moments: four flat fp32 buffers in ParameterLayout order.
+// Master weights, gradients and AdamW moments: four flat fp32 buffers in ParameterLayout order, on the
+// training device.
 struct OptimizerState {
-  Arena arena{Device::cpu};
+  Arena arena;
   Tensor params, grads, m, v;
   std::vector<ops::AdamWTensor> per_param;  // views of the four buffers, one entry per named parameter
   std::vector<Tensor> grad_views;
 
-  explicit OptimizerState(const ParameterLayout& layout) {
+  OptimizerState(const ParameterLayout& layout, Device device) : arena(device) {
     const int64_t n = layout.total();
     int hp = arena.reserve(DType::f32, {n}), hg = arena.reserve(DType::f32, {n});
     int hm = arena.reserve(DType::f32, {n}), hv = arena.reserve(DType::f32, {n});
     arena.allocate();
     params = arena.view(hp), grads = arena.view(hg), m = arena.view(hm), v = arena.view(hv);
     for (const auto& p : layout.params()) {
-      auto at = [&](const Tensor& t) { return Tensor(t.ptr<float>() + p.offset, DType::f32, {p.numel}); };
+      auto at = [&](const Tensor& t) {
+        return Tensor(t.ptr<float>() + p.offset, DType::f32, {p.numel}, device);
+      };
       per_param.push_back({at(params), at(grads), at(m), at(v), p.weight_decay});
       grad_views.push_back(at(grads));
     }
   }
-  std::span<float> span(const Tensor& t) const { return {t.ptr<float>(), static_cast<size_t>(t.numel())}; }
+  bool on_gpu() const { return arena.device() == Device::cuda; }
+  std::vector<float> to_host(const Tensor& t) const {
+    std::vector<float> out(static_cast<size_t>(t.numel()));
+    copy_bytes(out.data(), false, t.data, on_gpu(), out.size() * sizeof(float));
+    return out;
+  }
+  void from_host(const Tensor& t, std::span<const float> values) const {
+    PT_ASSERT(static_cast<int64_t>(values.size()) == t.numel());
+    copy_bytes(t.data, on_gpu(), values.data(), false, values.size() * sizeof(float));
+  }
+  void zero_grads() const { zero_bytes(grads.data, on_gpu(), static_cast<size_t>(grads.bytes())); }
 };
+
+Device resolve_device(const std::string& name) {
+  if (name == "cpu") return Device::cpu;
+  if (name == "cuda") {
+    if (cuda_device_count() == 0)
+      fail("--device cuda: {}", built_with_cuda() ? "no GPU is visible to this process"
+                                                  : "this build has no CUDA (rebuild where nvcc is installed)");
+    return Device::cuda;
+  }
+  if (name == "auto") return cuda_device_count() > 0 ? Device::cuda : Device::cpu;
+  fail("--device must be auto, cpu or cuda (got \"{}\")", name);
+}
 
 // One optimizer step's micro-batches and the counts the loss normaliser and the log need.
 struct StepBatches {
@@ -135,8 +161,10 @@ TrainResult train(const TrainConfig& tc) {
   const auto val_lengths = lengths_longest_first(data.val());
   const int64_t capacity = std::max(max_batch_tokens(tc.packing, data.train()),
                                     val_lengths.empty() ? int64_t{0} : val_lengths.front());
-  LlamaModel model(config, capacity);
-  OptimizerState opt(model.layout());
+  // The CPU trains in fp32; a GPU computes in bf16 from fp32 master weights.
+  const Device device = resolve_device(tc.device);
+  LlamaModel model(config, capacity, device, device == Device::cuda ? DType::bf16 : DType::f32);
+  OptimizerState opt(model.layout(), device);
   TrainerState state;
   state.seed = tc.seed;
   if (auto latest = tc.resume ? latest_checkpoint(ckpt_root.string()) : std::nullopt) {
@@ -146,14 +174,14 @@ TrainResult train(const TrainConfig& tc) {
           "{}: the checkpoint's model differs from this run's ({} vs {} parameters); use another --out or "
           "--no-resume",
           *latest, ck.weights.params.size(), model.layout().total());
-    std::copy(ck.weights.params.begin(), ck.weights.params.end(), opt.span(opt.params).begin());
-    std::copy(ck.adam_m.begin(), ck.adam_m.end(), opt.span(opt.m).begin());
-    std::copy(ck.adam_v.begin(), ck.adam_v.end(), opt.span(opt.v).begin());
+    opt.from_host(opt.params, ck.weights.params);
+    opt.from_host(opt.m, ck.adam_m);
+    opt.from_host(opt.v, ck.adam_v);
     state = ck.state;
     log_info("resumed from {} at step {}", *latest, state.step);
   } else {
     auto init = tc.init_from.empty() ? init_params(config, tc.seed) : load_model_dir(tc.init_from).params;
-    std::copy(init.begin(), init.end(), opt.span(opt.params).begin());
+    opt.from_host(opt.params, init);
   }
   log_info(
       "model: {} layers, hidden {}, {} heads ({} kv), vocab {}: {:.2f}M parameters; activations {:.1f} MiB",
@@ -167,7 +195,9 @@ TrainResult train(const TrainConfig& tc) {
   MetricsLog metrics((fs::path(tc.out_dir) / "metrics.jsonl").string());
   LrSchedule lr = tc.lr;
   lr.total_steps = tc.steps;
-  const double peak_flops = tc.peak_tflops > 0 ? tc.peak_tflops * 1e12 : cpu_peak_flops_estimate();
+  const double peak_flops = tc.peak_tflops > 0          ? tc.peak_tflops * 1e12
+                            : device == Device::cuda ? cuda_peak_bf16_flops()
+                                                     : cpu_peak_flops_estimate();
   TrainResult result;
   auto validate = [&] {
     auto r = evaluate(model, opt.params, data.val(), tc.eval_batches);
@@ -176,8 +206,8 @@ TrainResult train(const TrainConfig& tc) {
     result.final_val_loss = r.loss;
   };
   auto save = [&] {
-    auto dir = save_training_checkpoint(ckpt_root.string(), config, opt.span(opt.params), opt.span(opt.m),
-                                        opt.span(opt.v), state, tokenizer_json);
+    auto dir = save_training_checkpoint(ckpt_root.string(), config, opt.to_host(opt.params), opt.to_host(opt.m),
+                                        opt.to_host(opt.v), state, tokenizer_json);
     log_info("saved {}", dir);
   };
 
@@ -192,10 +222,10 @@ TrainResult train(const TrainConfig& tc) {
     const StepBatches batches = next_step_batches(stream, tc.grad_accum, config);
     const double grad_scale = 1.0 / static_cast<double>(std::max<int64_t>(1, batches.targets));
     // 2. Forward and backward; gradients accumulate over the micro-batches.
-    std::fill(opt.span(opt.grads).begin(), opt.span(opt.grads).end(), 0.0f);
+    opt.zero_grads();
+    model.load_weights(opt.params);
     double loss_sum = 0;
-    for (const Batch& b : batches.micro)
-      loss_sum += model.forward_backward(b, opt.params, opt.grads, grad_scale).loss_sum;
+    for (const Batch& b : batches.micro) loss_sum += model.forward_backward(b, opt.grads, grad_scale).loss_sum;
     // 3. Clip.
     const double grad_norm = ops::clip_grad_norm(opt.grad_views, tc.max_grad_norm);
     // 4. Step, and advance the state a checkpoint records.
@@ -218,7 +248,7 @@ TrainResult train(const TrainConfig& tc) {
       m.padding_pct = 100.0 * static_cast<double>(batches.processed_tokens - batches.real_tokens) /
                       static_cast<double>(std::max<int64_t>(1, batches.processed_tokens));
       m.mfu_pct = peak_flops > 0 ? 100.0 * batches.flops / step_s / peak_flops : 0;
-      m.peak_memory_gib = peak_host_memory_gib();
+      m.peak_memory_gib = device == Device::cuda ? cuda_memory_used_gib() : peak_host_memory_gib();
       m.elapsed_s = elapsed;
       m.eta_s =
           elapsed / static_cast<double>(state.step - first_step) * static_cast<double>(tc.steps - state.step);
@@ -234,7 +264,7 @@ TrainResult train(const TrainConfig& tc) {
     return result;
   }
   result.final_dir = (fs::path(tc.out_dir) / "final").string();
-  save_model_dir(result.final_dir, config, opt.span(opt.params), tokenizer_json);
+  save_model_dir(result.final_dir, config, opt.to_host(opt.params), tokenizer_json);
   log_info("final model (Hugging Face format) in {}", result.final_dir);
   return result;
 }

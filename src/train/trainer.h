@@ -29,6 +29,7 @@ struct TrainConfig {
   int64_t save_every = 100;  // steps; 0: only at the end
   int64_t log_every = 1;
   uint64_t seed = 0;
+  std::string device = "auto";  // auto (a GPU when one is visible), cpu or cuda
   double peak_tflops = 0;  // for MFU; 0: estimated for the device
   int64_t stop_after = 0;  // stop (with a checkpoint) after this many steps of this invocation; 0: never
 };

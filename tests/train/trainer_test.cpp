@@ -68,6 +68,7 @@ class TrainingRun : public ::testing::Test {
       "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 64, "vocab_size": 260})");
     base_.data_dir = o.output_dir;
     base_.model = config.string();
+    base_.device = "cpu";  // the reference backend (head_dim 16 is below what the CUDA attention runs)
     base_.packing.strategy = Strategy::kFlatten;
     base_.packing.examples_per_batch = 8;
     base_.lr.peak = 3e-3;
