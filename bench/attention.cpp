@@ -4,7 +4,9 @@
 // multiply-add); backward 2.5x forward (the usual convention: dQ, dK, dV and the recomputed QK^T, i.e. 5
 // products of which this backend actually computes 7). Times are wall-clock per call: each call ends by
 // reading back the schedule's status word, so it includes launch overhead and one device round trip.
-// Usage: bench_attention [--tokens 32768] [--reps 10]
+// Usage: bench_attention [--tokens 32768] [--reps 10] [--lengths-out FILE]
+// --lengths-out writes the SFT-like lengths (one per line) so bench/peers/attention_torch.py measures torch's
+// FlashAttention-2 on exactly the same batch (bench/attention.sh runs both and prints the ratios).
 #include "ops/attention.h"
 
 #include <fmt/format.h>
@@ -12,6 +14,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <numeric>
 #include <random>
@@ -108,6 +111,8 @@ int main(int argc, char** argv) {
   int reps = 10;
   app.add_option("--tokens", tokens, "tokens of the SFT-like batch")->check(CLI::Range(64, 1 << 22));
   app.add_option("--reps", reps, "timed calls per measurement")->check(CLI::Range(1, 1000));
+  std::string lengths_out;
+  app.add_option("--lengths-out", lengths_out, "write the SFT-like lengths here, one per line");
   CLI11_PARSE(app, argc, argv);
   if (cuda_device_count() == 0) {
     fmt::print("bench_attention: no CUDA GPU in this {} build; nothing to measure\n",
@@ -118,6 +123,10 @@ int main(int argc, char** argv) {
   fmt::print("{:<10} {:<36} {:>8} {:>8} {:>8} {:>8} {:>10}\n", "batch", "shape", "fwd ms", "TFLOP/s",
              "bwd ms", "TFLOP/s", "fwd+bwd TF");
   const std::vector<int32_t> sft = sft_batch(tokens), one = {8192};
+  if (!lengths_out.empty()) {
+    std::ofstream out(lengths_out);
+    for (int32_t len : sft) out << len << "\n";
+  }
   for (const auto& [name, lengths] : {std::pair{"sft-like", sft}, std::pair{"one 8k", one}}) {
     bench(name, lengths, 12, 12, 64, reps);
     bench(name, lengths, 16, 16, 128, reps);
