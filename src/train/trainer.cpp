@@ -18,7 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <numeric>
+#include <optional>
 
 namespace pt {
 
@@ -67,8 +67,9 @@ Device resolve_device(const std::string& name) {
   if (name == "cpu") return Device::cpu;
   if (name == "cuda") {
     if (cuda_device_count() == 0)
-      fail("--device cuda: {}", built_with_cuda() ? "no GPU is visible to this process"
-                                                  : "this build has no CUDA (rebuild where nvcc is installed)");
+      fail("--device cuda: {}", built_with_cuda()
+                                    ? "no GPU is visible to this process"
+                                    : "this build has no CUDA (rebuild where nvcc is installed)");
     return Device::cuda;
   }
   if (name == "auto") return cuda_device_count() > 0 ? Device::cuda : Device::cpu;
@@ -117,31 +118,20 @@ LlamaConfig resolve_config(const TrainConfig& tc, const PreparedDataset& data) {
   return c;
 }
 
-std::vector<int64_t> lengths_longest_first(const DatasetSplit& split) {
-  std::vector<int64_t> lengths(static_cast<size_t>(split.size()));
-  for (int64_t i = 0; i < split.size(); ++i) lengths[static_cast<size_t>(i)] = split.length(i);
-  std::sort(lengths.begin(), lengths.end(), std::greater<>());
-  return lengths;
+int64_t longest_example(const DatasetSplit& split) {
+  int64_t longest = 0;
+  for (int64_t i = 0; i < split.size(); ++i) longest = std::max(longest, split.length(i));
+  return longest;
 }
 
-// The largest micro-batch the packer can produce in any epoch, which sizes the activation arena once.
-int64_t max_batch_tokens(const PackingOptions& p, const DatasetSplit& split) {
-  const auto lengths = lengths_longest_first(split);
-  const int64_t longest = lengths.empty() ? 0 : lengths.front();
-  if (p.tokens_per_batch > 0 && (p.strategy == Strategy::kFlatten || p.strategy == Strategy::kPadding))
-    return std::max(p.tokens_per_batch, longest);
-  switch (p.strategy) {
-    case Strategy::kFlatten: {  // at worst the N longest examples share a batch
-      const auto n = std::min<size_t>(lengths.size(), static_cast<size_t>(p.examples_per_batch));
-      return std::accumulate(lengths.begin(), lengths.begin() + static_cast<std::ptrdiff_t>(n), int64_t{0});
-    }
-    case Strategy::kPadding:
-      return int64_t{p.examples_per_batch} * longest;
-    default: {  // fixed-length rows: every batch but an epoch's last has the same row count
-      BatchStream probe(split, p);
-      return probe.next().num_tokens();
-    }
-  }
+// The largest micro-batch of the run. Packing is deterministic, so replaying the run's batches (a
+// fraction of a second per million examples) sizes the activation arena exactly, once; a bound over any
+// epoch (the N longest examples together) would cost several times the memory on long-tailed data.
+int64_t largest_batch_tokens(const PackingOptions& p, const DatasetSplit& split, int64_t micro_batches) {
+  BatchStream replay(split, p);
+  int64_t largest = 0;
+  for (int64_t i = 0; i < micro_batches; ++i) largest = std::max(largest, replay.next().num_tokens());
+  return largest;
 }
 
 }  // namespace
@@ -157,28 +147,35 @@ TrainResult train(const TrainConfig& tc) {
   const fs::path ckpt_root = fs::path(tc.out_dir) / "checkpoints";
   fs::create_directories(ckpt_root);
 
+  // A resumed run continues from its checkpoint, with the checkpoint's data order.
+  std::optional<TrainingCheckpoint> checkpoint;
+  if (auto latest = tc.resume ? latest_checkpoint(ckpt_root.string()) : std::nullopt) {
+    checkpoint = load_training_checkpoint(*latest);
+    log_info("resuming from {} at step {}", *latest, checkpoint->state.step);
+  }
+  TrainerState state;
+  state.seed = tc.seed;
+  if (checkpoint) state = checkpoint->state;
+  PackingOptions packing = tc.packing;
+  packing.seed = state.seed;
+
   // Validation packs whole examples into one flattened batch, so the arena also fits the longest of them.
-  const auto val_lengths = lengths_longest_first(data.val());
-  const int64_t capacity = std::max(max_batch_tokens(tc.packing, data.train()),
-                                    val_lengths.empty() ? int64_t{0} : val_lengths.front());
+  const int64_t capacity = std::max(largest_batch_tokens(packing, data.train(), tc.steps * tc.grad_accum),
+                                    longest_example(data.val()));
   // The CPU trains in fp32; a GPU computes in bf16 from fp32 master weights.
   const Device device = resolve_device(tc.device);
   LlamaModel model(config, capacity, device, device == Device::cuda ? DType::bf16 : DType::f32);
   OptimizerState opt(model.layout(), device);
-  TrainerState state;
-  state.seed = tc.seed;
-  if (auto latest = tc.resume ? latest_checkpoint(ckpt_root.string()) : std::nullopt) {
-    auto ck = load_training_checkpoint(*latest);
-    if (ck.weights.params.size() != static_cast<size_t>(model.layout().total()))
+  if (checkpoint) {
+    if (checkpoint->weights.params.size() != static_cast<size_t>(model.layout().total()))
       fail(
           "{}: the checkpoint's model differs from this run's ({} vs {} parameters); use another --out or "
           "--no-resume",
-          *latest, ck.weights.params.size(), model.layout().total());
-    opt.from_host(opt.params, ck.weights.params);
-    opt.from_host(opt.m, ck.adam_m);
-    opt.from_host(opt.v, ck.adam_v);
-    state = ck.state;
-    log_info("resumed from {} at step {}", *latest, state.step);
+          checkpoint->dir, checkpoint->weights.params.size(), model.layout().total());
+    opt.from_host(opt.params, checkpoint->weights.params);
+    opt.from_host(opt.m, checkpoint->adam_m);
+    opt.from_host(opt.v, checkpoint->adam_v);
+    checkpoint.reset();  // host copies no longer needed
   } else {
     auto init = tc.init_from.empty() ? init_params(config, tc.seed) : load_model_dir(tc.init_from).params;
     opt.from_host(opt.params, init);
@@ -189,13 +186,11 @@ TrainResult train(const TrainConfig& tc) {
       config.vocab_size, static_cast<double>(config.num_parameters()) / 1e6,
       static_cast<double>(model.activation_bytes()) / (1 << 20));
 
-  PackingOptions packing = tc.packing;
-  packing.seed = state.seed;  // a resumed run keeps its data order
   BatchStream stream(data.train(), packing, state.epoch, state.batches_in_epoch);
   MetricsLog metrics((fs::path(tc.out_dir) / "metrics.jsonl").string());
   LrSchedule lr = tc.lr;
   lr.total_steps = tc.steps;
-  const double peak_flops = tc.peak_tflops > 0          ? tc.peak_tflops * 1e12
+  const double peak_flops = tc.peak_tflops > 0       ? tc.peak_tflops * 1e12
                             : device == Device::cuda ? cuda_peak_bf16_flops()
                                                      : cpu_peak_flops_estimate();
   TrainResult result;
@@ -206,8 +201,8 @@ TrainResult train(const TrainConfig& tc) {
     result.final_val_loss = r.loss;
   };
   auto save = [&] {
-    auto dir = save_training_checkpoint(ckpt_root.string(), config, opt.to_host(opt.params), opt.to_host(opt.m),
-                                        opt.to_host(opt.v), state, tokenizer_json);
+    auto dir = save_training_checkpoint(ckpt_root.string(), config, opt.to_host(opt.params),
+                                        opt.to_host(opt.m), opt.to_host(opt.v), state, tokenizer_json);
     log_info("saved {}", dir);
   };
 
@@ -225,7 +220,8 @@ TrainResult train(const TrainConfig& tc) {
     opt.zero_grads();
     model.load_weights(opt.params);
     double loss_sum = 0;
-    for (const Batch& b : batches.micro) loss_sum += model.forward_backward(b, opt.grads, grad_scale).loss_sum;
+    for (const Batch& b : batches.micro)
+      loss_sum += model.forward_backward(b, opt.grads, grad_scale).loss_sum;
     // 3. Clip.
     const double grad_norm = ops::clip_grad_norm(opt.grad_views, tc.max_grad_norm);
     // 4. Step, and advance the state a checkpoint records.
