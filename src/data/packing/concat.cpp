@@ -5,6 +5,7 @@
 // example piece.
 #include "data/packing/batch_builder.h"
 #include "data/packing/batch_sizing.h"
+#include "data/packing/ordered_packer.h"
 #include "data/packing/strategies.h"
 
 #include <algorithm>
@@ -12,17 +13,15 @@
 namespace pt {
 namespace {
 
-class ConcatPacker final : public Packer {
+class ConcatPacker final : public OrderedPacker {
  public:
   ConcatPacker(const DatasetSplit& split, const PackingOptions& options, int64_t epoch, bool keep_boundaries)
-      : split_(split),
-        options_(options),
-        order_(packing_order(split, options, epoch)),
+      : OrderedPacker(split, options, epoch),
         rows_per_batch_(fixed_rows_per_batch(split, options)),
         keep_boundaries_(keep_boundaries) {}
 
   std::optional<Batch> next() override {
-    if (next_ == std::ssize(order_)) return std::nullopt;
+    if (done()) return std::nullopt;
     const int32_t row_len = options_.row_len;
     BatchBuilder builder(options_.pad_id, int64_t{rows_per_batch_} * row_len);
     while (builder.rows() < rows_per_batch_ && next_ < std::ssize(order_)) {
@@ -45,18 +44,10 @@ class ConcatPacker final : public Packer {
     return builder.finish();
   }
 
-  double progress() const override {
-    return order_.empty() ? 1.0 : static_cast<double>(next_) / static_cast<double>(order_.size());
-  }
-
  private:
-  DatasetSplit split_;
-  PackingOptions options_;
-  std::vector<int64_t> order_;
   int32_t rows_per_batch_;
   bool keep_boundaries_;
-  int64_t next_ = 0;    // position in order_ of the example being consumed
-  int64_t offset_ = 0;  // tokens of it already in earlier rows
+  int64_t offset_ = 0;  // tokens of the example at next_ already in earlier rows
 };
 
 }  // namespace

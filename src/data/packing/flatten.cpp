@@ -2,18 +2,18 @@
 // examples side by side in one row of exactly their total length, attention restarting at each.
 #include "data/packing/batch_builder.h"
 #include "data/packing/batch_sizing.h"
+#include "data/packing/ordered_packer.h"
 #include "data/packing/strategies.h"
 
 namespace pt {
 namespace {
 
-class FlattenPacker final : public Packer {
+class FlattenPacker final : public OrderedPacker {
  public:
-  FlattenPacker(const DatasetSplit& split, const PackingOptions& options, int64_t epoch)
-      : split_(split), options_(options), order_(packing_order(split, options, epoch)) {}
+  using OrderedPacker::OrderedPacker;
 
   std::optional<Batch> next() override {
-    if (next_ == std::ssize(order_)) return std::nullopt;
+    if (done()) return std::nullopt;
     int64_t end = minibatch_end(split_, order_, next_, options_, BudgetCost::kRealTokens);
     int64_t total = 0;
     for (int64_t i = next_; i < end; ++i) total += split_.length(order_[i]);
@@ -25,16 +25,6 @@ class FlattenPacker final : public Packer {
     builder.end_row(static_cast<int32_t>(total), PadTail::kOwnSegment);
     return builder.finish();
   }
-
-  double progress() const override {
-    return order_.empty() ? 1.0 : static_cast<double>(next_) / static_cast<double>(order_.size());
-  }
-
- private:
-  DatasetSplit split_;
-  PackingOptions options_;
-  std::vector<int64_t> order_;
-  int64_t next_ = 0;
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // padding: each example its own row, the rows of a minibatch padded to its longest example.
 #include "data/packing/batch_builder.h"
 #include "data/packing/batch_sizing.h"
+#include "data/packing/ordered_packer.h"
 #include "data/packing/strategies.h"
 
 #include <algorithm>
@@ -8,13 +9,12 @@
 namespace pt {
 namespace {
 
-class PaddingPacker final : public Packer {
+class PaddingPacker final : public OrderedPacker {
  public:
-  PaddingPacker(const DatasetSplit& split, const PackingOptions& options, int64_t epoch)
-      : split_(split), options_(options), order_(packing_order(split, options, epoch)) {}
+  using OrderedPacker::OrderedPacker;
 
   std::optional<Batch> next() override {
-    if (next_ == std::ssize(order_)) return std::nullopt;
+    if (done()) return std::nullopt;
     int64_t end = minibatch_end(split_, order_, next_, options_, BudgetCost::kPaddedRows);
     int64_t longest = 0;
     for (int64_t i = next_; i < end; ++i) longest = std::max(longest, split_.length(order_[i]));
@@ -26,16 +26,6 @@ class PaddingPacker final : public Packer {
     }
     return builder.finish();
   }
-
-  double progress() const override {
-    return order_.empty() ? 1.0 : static_cast<double>(next_) / static_cast<double>(order_.size());
-  }
-
- private:
-  DatasetSplit split_;
-  PackingOptions options_;
-  std::vector<int64_t> order_;
-  int64_t next_ = 0;
 };
 
 }  // namespace
