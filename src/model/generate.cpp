@@ -47,6 +47,7 @@ std::vector<int32_t> generate(LlamaModel& model, const Tensor& params, std::vect
                               const std::function<void(int32_t)>& on_token) {
   if (tokens.empty()) fail("generate: the prompt is empty; give at least one token of text");
   uint64_t rng_state = options.seed;
+  model.load_weights(params);
   std::vector<float> last(static_cast<size_t>(model.config().vocab_size));
   for (int32_t i = 0; i < options.max_new_tokens; ++i) {
     const auto n = static_cast<int32_t>(tokens.size());
@@ -61,7 +62,7 @@ std::vector<int32_t> generate(LlamaModel& model, const Tensor& params, std::vect
     b.max_seqlen = n;
     b.row_real_len = {n};
     b.real_tokens = b.processed_tokens = n;
-    model.forward(b, params);
+    model.forward(b);
     model.copy_logits_row(n - 1, last);
     const int32_t next = sample_token(last, options, rng_state);
     tokens.push_back(next);

@@ -10,10 +10,11 @@ EvalResult evaluate(LlamaModel& model, const Tensor& params, const DatasetSplit&
   options.tokens_per_batch = model.max_tokens();
   options.shuffle = false;
   auto packer = make_packer(split, options, 0);
+  model.load_weights(params);  // once: a bf16 model casts them, and they do not change during evaluation
   double loss = 0;
   int64_t tokens = 0, batches = 0;
   while (auto batch = packer->next()) {
-    auto r = model.forward(*batch, params);
+    auto r = model.forward(*batch);
     loss += r.loss_sum;
     tokens += r.tokens;
     if (max_batches > 0 && ++batches >= max_batches) break;
