@@ -14,6 +14,8 @@ const char* dtype_name(DType dtype) {
       return "bf16";
     case DType::i32:
       return "i32";
+    case DType::u8:
+      return "u8";
   }
   return "?";
 }
@@ -30,6 +32,8 @@ int64_t dtype_size(DType dtype) {
       return 2;
     case DType::i32:
       return 4;
+    case DType::u8:
+      return 1;
   }
   return 0;
 }

@@ -13,7 +13,7 @@
 
 namespace pt {
 
-enum class DType : uint8_t { f32, f64, bf16, i32 };
+enum class DType : uint8_t { f32, f64, bf16, i32, u8 };  // u8: masks
 enum class Device : uint8_t { cpu, cuda };
 
 // bfloat16 as raw storage bits; arithmetic on it comes with the CUDA backend.
@@ -35,6 +35,8 @@ constexpr DType dtype_of() {
     return DType::bf16;
   else if constexpr (std::is_same_v<T, int32_t>)
     return DType::i32;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return DType::u8;
   else
     static_assert(sizeof(T) == 0, "no DType for this element type");
 }

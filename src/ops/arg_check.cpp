@@ -31,7 +31,8 @@ void ArgCheck::common(const char* name, const Tensor& t, std::initializer_list<i
 
 ArgCheck& ArgCheck::real(const char* name, const Tensor& t, std::initializer_list<int64_t> dims) {
   common(name, t, dims);
-  if (t.dtype == DType::i32) fail("{}: {} must be floating point, got {}", op_, name, t.str());
+  if (t.dtype == DType::i32 || t.dtype == DType::u8)
+    fail("{}: {} must be floating point, got {}", op_, name, t.str());
   if (!seen_real_) {
     dtype_ = t.dtype;
     seen_real_ = true;
@@ -53,6 +54,12 @@ ArgCheck& ArgCheck::real_or_f32(const char* name, const Tensor& t, std::initiali
 ArgCheck& ArgCheck::ints(const char* name, const Tensor& t, std::initializer_list<int64_t> dims) {
   common(name, t, dims);
   if (t.dtype != DType::i32) fail("{}: {} must be i32, got {}", op_, name, t.str());
+  return *this;
+}
+
+ArgCheck& ArgCheck::mask(const char* name, const Tensor& t, std::initializer_list<int64_t> dims) {
+  common(name, t, dims);
+  if (t.dtype != DType::u8) fail("{}: {} must be a u8 mask (1 = kept), got {}", op_, name, t.str());
   return *this;
 }
 

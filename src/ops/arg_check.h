@@ -20,6 +20,9 @@ class ArgCheck {
   // An int32 tensor (token ids, labels, positions, sequence offsets).
   ArgCheck& ints(const char* name, const Tensor& t, std::initializer_list<int64_t> dims);
 
+  // A u8 mask, 1 where an element is kept (2:4 sparsity).
+  ArgCheck& mask(const char* name, const Tensor& t, std::initializer_list<int64_t> dims);
+
   // `out` may be `in` itself (an in-place op) or a separate buffer, but must not partly overlap it.
   ArgCheck& same_or_disjoint(const char* in_name, const Tensor& in, const char* out_name, const Tensor& out);
 

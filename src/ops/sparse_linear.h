@@ -1,0 +1,54 @@
+// A bias-free linear layer y = x W^T whose weight is 2:4 sparse under a transposable mask (ops/sparse24.h),
+// with the three GEMMs of training:
+//   forward          y  = x W^T            (W 2:4 along K)
+//   input gradient   dx = dy W             (W^T 2:4 along N: why the mask is transposable)
+//   weight gradient  dw = MVUE24(dy)^T x   (dy pruned 2:4 along tokens), or dy^T x when asked for dense dw
+// The results are always those of the masked dense math. On the cpu every GEMM is that dense GEMM (the
+// reference). On cuda W and W^T are compressed for cuSPARSELt after every weight update, and for each GEMM
+// shape an autotuner times the sparse kernel against the dense cuBLASLt one once, keeps the faster and logs
+// the choice, so sparsity never makes a step slower.
+#pragma once
+
+#include "core/tensor.h"
+#include "ops/write_mode.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace pt::ops {
+
+class SparseLinear {
+ public:
+  // w: the masked working weight [N,K] (already multiplied by its transposable mask) on the model's
+  // device, in the model's compute dtype; it must stay at this address while its values change.
+  // max_tokens bounds M of every call. name labels the autotuner's log lines ("layers.3.mlp.down_proj").
+  SparseLinear(const Tensor& w, int64_t max_tokens, std::string name);
+  ~SparseLinear();
+  SparseLinear(SparseLinear&&) noexcept;
+  SparseLinear& operator=(SparseLinear&&) noexcept;
+
+  // After the weight's values changed (every optimizer step, every new mask): prepare W and W^T again.
+  void refresh();
+
+  // x[M,K] -> y[M,N], overwritten or added to.
+  void forward(const Tensor& x, const Tensor& y, Write mode) const;
+
+  // dy[M,N] -> dx[M,K] = dy W (skipped when dx is empty), computed first from the dense dy; then, when
+  // dy_pruned[M,N] is given, dy is pruned into it by mvue24(dy, seed) (dy_pruned may be dy itself, which
+  // is then overwritten) and dw[N,K] = dy_pruned^T x; with an empty dy_pruned, dw = dy^T x. dw may be f32
+  // beside bf16 activations, as in linear_backward.
+  void backward(const Tensor& dy, const Tensor& x, const Tensor& dx, Write dx_mode, const Tensor& dw,
+                Write dw_mode, const Tensor& dy_pruned, uint64_t seed) const;
+
+  const Tensor& weight() const { return w_; }
+
+ private:
+  struct Accel;  // cuda: compressed operands, cuSPARSELt plans and the autotuner's choices
+  Tensor w_;
+  int64_t max_tokens_;
+  std::string name_;
+  std::unique_ptr<Accel> accel_;
+};
+
+}  // namespace pt::ops
