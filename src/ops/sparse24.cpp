@@ -3,6 +3,9 @@
 #include "ops/arg_check.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/sparse24_common.h"
+#ifdef PACKTRAIN_CUDA
+#include "ops/cuda/cuda_ops.h"
+#endif
 
 #include <cmath>
 
@@ -26,14 +29,32 @@ void transposable_mask24(const Tensor& w, const Tensor& mask) {
         "transposable_mask24: w must be [N,K] with N and K multiples of 4 (whole 4x4 blocks), got {}; "
         "keep such a weight dense",
         w.str());
-  if (a.device() == Device::cpu) return cpu::transposable_mask24(w, mask);
+  switch (a.device()) {
+    case Device::cpu:
+      return cpu::transposable_mask24(w, mask);
+    case Device::cuda:
+#ifdef PACKTRAIN_CUDA
+      return cuda::transposable_mask24(w, mask);
+#else
+      break;
+#endif
+  }
   a.unsupported_device();
 }
 
 int64_t mask_flips(const Tensor& a, const Tensor& b) {
   ArgCheck c("mask_flips");
   c.mask("a", a, {-1, -1}).mask("b", b, {a.size(0), a.size(1)});
-  if (c.device() == Device::cpu) return cpu::mask_flips(a, b);
+  switch (c.device()) {
+    case Device::cpu:
+      return cpu::mask_flips(a, b);
+    case Device::cuda:
+#ifdef PACKTRAIN_CUDA
+      return cuda::mask_flips(a, b);
+#else
+      break;
+#endif
+  }
   c.unsupported_device();
 }
 
@@ -48,7 +69,16 @@ void apply_mask(const Tensor& w, const Tensor& mask, const Tensor& out) {
   if (masked_cast && out.data == w.data)
     fail("apply_mask: out (bf16) cannot be w (f32) itself; prune in place only within one dtype");
   a.same_or_disjoint("w", w, "out", out);
-  if (a.device() == Device::cpu) return cpu::apply_mask(w, mask, out);
+  switch (a.device()) {
+    case Device::cpu:
+      return cpu::apply_mask(w, mask, out);
+    case Device::cuda:
+#ifdef PACKTRAIN_CUDA
+      return cuda::apply_mask(w, mask, out);
+#else
+      break;
+#endif
+  }
   a.unsupported_device();
 }
 
@@ -59,14 +89,32 @@ void masked_decay(const Tensor& w, const Tensor& mask, double lambda, const Tens
       .real("grad", grad, {w.size(0), w.size(1)});
   if (!std::isfinite(lambda) || lambda < 0)
     fail("masked_decay: lambda must be finite and >= 0, got {}", lambda);
-  if (a.device() == Device::cpu) return cpu::masked_decay(w, mask, lambda, grad);
+  switch (a.device()) {
+    case Device::cpu:
+      return cpu::masked_decay(w, mask, lambda, grad);
+    case Device::cuda:
+#ifdef PACKTRAIN_CUDA
+      return cuda::masked_decay(w, mask, lambda, grad);
+#else
+      break;
+#endif
+  }
   a.unsupported_device();
 }
 
 void mvue24(const Tensor& g, uint64_t seed, const Tensor& out) {
   ArgCheck a("mvue24");
   a.real("g", g, {-1, -1}).real("out", out, {g.size(0), g.size(1)}).same_or_disjoint("g", g, "out", out);
-  if (a.device() == Device::cpu) return cpu::mvue24(g, seed, out);
+  switch (a.device()) {
+    case Device::cpu:
+      return cpu::mvue24(g, seed, out);
+    case Device::cuda:
+#ifdef PACKTRAIN_CUDA
+      return cuda::mvue24(g, seed, out);
+#else
+      break;
+#endif
+  }
   a.unsupported_device();
 }
 

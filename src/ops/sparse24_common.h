@@ -121,33 +121,40 @@ PT_SPARSE24_HD float mvue_uniform(uint64_t seed, int64_t group, int64_t column) 
 // entry is kept for sure (p = 1) and the others share the second slot, p_i = |g_i| / (sum of the others).
 template <class R>
 PT_SPARSE24_HD void mvue_group24(const R g[4], R u, R out[4]) {
-  R a[4];
+  R a[4], top_a = 0;
   int nonzero = 0, top = 0;
+  PT_SPARSE24_UNROLL
   for (int i = 0; i < 4; ++i) {
     a[i] = g[i] < 0 ? -g[i] : g[i];
     nonzero += a[i] > 0;
-    if (a[i] > a[top]) top = i;
+    if (a[i] > top_a) top = i, top_a = a[i];
   }
   if (nonzero <= 2) {
+    PT_SPARSE24_UNROLL
     for (int i = 0; i < 4; ++i) out[i] = g[i];
     return;
   }
   const R sum = ((a[0] + a[1]) + a[2]) + a[3];
   R p[4];
-  if (a[top] + a[top] <= sum) {
+  if (top_a + top_a <= sum) {
+    PT_SPARSE24_UNROLL
     for (int i = 0; i < 4; ++i) p[i] = (a[i] + a[i]) / sum;
   } else {
     R rest = 0;
+    PT_SPARSE24_UNROLL
     for (int i = 0; i < 4; ++i) rest += i == top ? R(0) : a[i];
+    PT_SPARSE24_UNROLL
     for (int i = 0; i < 4; ++i) p[i] = i == top ? R(1) : a[i] / rest;
   }
   // Entry i owns [P_{i-1}, P_i); the last one with p > 0 ends at exactly 2, so rounding in the running
   // sum cannot leave u + 1 uncovered.
   int last = 0;
+  PT_SPARSE24_UNROLL
   for (int i = 0; i < 4; ++i)
     if (p[i] > 0) last = i;
   R lo = 0;
   const R u1 = u + R(1);
+  PT_SPARSE24_UNROLL
   for (int i = 0; i < 4; ++i) {
     const R hi = i == last ? R(2) : lo + p[i];
     const bool keep = p[i] > 0 && ((lo <= u && u < hi) || (lo <= u1 && u1 < hi));

@@ -43,4 +43,13 @@ void add(const Tensor& src, const Tensor& dst);  // dst += src
 // f32 <-> bf16 with pt::float_to_bf16's rounding bit for bit, so host and device copies of weights agree.
 void cast(const Tensor& src, const Tensor& dst);
 
+// 2:4 sparsity (ops/sparse24.h): masks bit for bit those of the cpu for the same fp32 values, and MVUE
+// the cpu's draws and fp32 arithmetic. Weights and gradients are f32 or bf16; apply_mask takes f32 or
+// bf16 to the same type, or f32 to bf16. mask_flips waits for the stream to return its count.
+void transposable_mask24(const Tensor& w, const Tensor& mask);
+int64_t mask_flips(const Tensor& a, const Tensor& b);
+void apply_mask(const Tensor& w, const Tensor& mask, const Tensor& out);
+void masked_decay(const Tensor& w, const Tensor& mask, double lambda, const Tensor& grad);
+void mvue24(const Tensor& g, uint64_t seed, const Tensor& out);
+
 }  // namespace pt::ops::cuda
