@@ -66,7 +66,8 @@ Totals run(const LlamaConfig& c, const SparsityConfig& s, const std::vector<floa
   model.set_masks(&device_masks);
   Totals totals;
   totals.grads.assign(params.size(), 0.0f);
-  DeviceBuffer master(gpu ? params.size() * sizeof(float) : 0), grads(gpu ? params.size() * sizeof(float) : 0);
+  DeviceBuffer master(gpu ? params.size() * sizeof(float) : 0),
+      grads(gpu ? params.size() * sizeof(float) : 0);
   std::vector<float> host_params = params;
   if (gpu) {
     master.upload(params.data(), params.size() * sizeof(float));
@@ -88,7 +89,8 @@ double relative_error(std::span<const float> got, std::span<const float> want, b
   double diff = 0, scale = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     if (!std::isfinite(got[i])) return INFINITY;
-    const double d = std::abs(static_cast<double>(got[i]) - want[i]), w = std::abs(static_cast<double>(want[i]));
+    const double d = std::abs(static_cast<double>(got[i]) - want[i]),
+                 w = std::abs(static_cast<double>(want[i]));
     diff = l2 ? diff + d * d : std::max(diff, d);
     scale = l2 ? scale + w * w : std::max(scale, w);
   }
@@ -97,15 +99,15 @@ double relative_error(std::span<const float> got, std::span<const float> want, b
 
 bool ffn(const std::string& name) { return name.find(".mlp.") != std::string::npos; }
 
-struct Setup {
+struct SparseCase {
   LlamaConfig c = cuda_config();
   std::vector<float> params = init_params(c, 4, 0.05);
   std::vector<Batch> batches =
-      packed_batches(random_split({1, 9, 64, 17, 2, 130, 65, 11, 100, 33}, c.vocab_size, 9), Strategy::kFlatten,
-                     256, 5);  // two micro-batches accumulate
+      packed_batches(random_split({1, 9, 64, 17, 2, 130, 65, 11, 100, 33}, c.vocab_size, 9),
+                     Strategy::kFlatten, 256, 5);  // two micro-batches accumulate
   std::vector<MaskTensor> masks;
 
-  explicit Setup(const SparsityConfig& s) {
+  explicit SparseCase(const SparsityConfig& s) {
     FfnMasks cpu(c, s, Device::cpu);
     cpu.recompute(Tensor::of(params.data(), {static_cast<int64_t>(params.size())}));
     masks = cpu.to_host();
@@ -115,11 +117,12 @@ struct Setup {
 TEST(SparseCuda, DenseDwMatchesTheSparseF32CpuModel) {
   SKIP_WITHOUT_GPU();
   const SparsityConfig s = sparse24(true);
-  const Setup u(s);
+  const SparseCase u(s);
   const Totals cpu = run(u.c, s, bf16_rounded(u.params), u.masks, u.batches, Device::cpu, 1);
   const Totals gpu = run(u.c, s, u.params, u.masks, u.batches, Device::cuda, 1);
   EXPECT_NEAR(gpu.loss_sum, cpu.loss_sum, kLossTolerance * cpu.loss_sum);
-  for (const auto& p : ParameterLayout(u.c).params()) {
+  const ParameterLayout layout(u.c);
+  for (const auto& p : layout.params()) {
     const auto at = static_cast<size_t>(p.offset), n = static_cast<size_t>(p.numel);
     EXPECT_LE(relative_error({gpu.grads.data() + at, n}, {cpu.grads.data() + at, n}, false), kGradTolerance)
         << "gradient of " << p.name << " (max |a-b| / max |cpu|)";
@@ -129,13 +132,14 @@ TEST(SparseCuda, DenseDwMatchesTheSparseF32CpuModel) {
 TEST(SparseCuda, MvueDwMatchesTheSparseF32CpuModelAtTheSameSeed) {
   SKIP_WITHOUT_GPU();
   const SparsityConfig s = sparse24(false);
-  const Setup u(s);
+  const SparseCase u(s);
   const auto rounded = bf16_rounded(u.params);
   const Totals cpu = run(u.c, s, rounded, u.masks, u.batches, Device::cpu, 1);
   const Totals cpu_other_seed = run(u.c, s, rounded, u.masks, u.batches, Device::cpu, 2);
   const Totals gpu = run(u.c, s, u.params, u.masks, u.batches, Device::cuda, 1);
   EXPECT_NEAR(gpu.loss_sum, cpu.loss_sum, kLossTolerance * cpu.loss_sum);
-  for (const auto& p : ParameterLayout(u.c).params()) {
+  const ParameterLayout layout(u.c);
+  for (const auto& p : layout.params()) {
     const auto at = static_cast<size_t>(p.offset), n = static_cast<size_t>(p.numel);
     const std::span<const float> g(gpu.grads.data() + at, n), want(cpu.grads.data() + at, n);
     if (!ffn(p.name)) {
@@ -145,16 +149,15 @@ TEST(SparseCuda, MvueDwMatchesTheSparseF32CpuModelAtTheSameSeed) {
     const double same_seed = relative_error(g, want, true);
     const double other_seed = relative_error({cpu_other_seed.grads.data() + at, n}, want, true);
     EXPECT_GT(other_seed, 0.05) << p.name << ": two seeds drew (almost) the same pruning";
-    EXPECT_LE(same_seed, 0.25 * other_seed)
-        << p.name << ": cuda at the cpu's seed is " << same_seed << " from it (L2), another cpu seed "
-        << other_seed;
+    EXPECT_LE(same_seed, 0.25 * other_seed) << p.name << ": cuda at the cpu's seed is " << same_seed
+                                            << " from it (L2), another cpu seed " << other_seed;
   }
 }
 
 TEST(SparseCuda, MasksAndMaskedDecayOnTheGpuEqualTheCpus) {
   SKIP_WITHOUT_GPU();
   const SparsityConfig s = sparse24(false);
-  const Setup u(s);
+  const SparseCase u(s);
   const auto n = static_cast<int64_t>(u.params.size());
   DeviceBuffer master(u.params.size() * sizeof(float)), grads(u.params.size() * sizeof(float));
   master.upload(u.params.data(), u.params.size() * sizeof(float));

@@ -2,11 +2,11 @@
 // and the weight gradients of the masked model with dense dW, straight-through to the masters), MVUE dW is
 // an unbiased, seeded estimate of dense dW, the masks are transposable 2:4, masked decay reaches only the
 // pruned weights, and the schedule and the flags behave as documented.
+#include "model/sparsity.h"
 #include "core/error.h"
 #include "model/batches.h"
 #include "model/init.h"
 #include "model/llama.h"
-#include "model/sparsity.h"
 
 #include <gtest/gtest.h>
 
@@ -256,7 +256,8 @@ TEST(SparseModel, MaskedDecayReachesOnlyPrunedSparseWeights) {
   const double lambda = 0.25;
   masks.masked_decay(flat(params), lambda, flat(grads));
   int64_t decayed = 0;
-  for (const auto& p : ParameterLayout(c).params())
+  const ParameterLayout layout(c);
+  for (const auto& p : layout.params())
     for (int64_t k = 0; k < p.numel; ++k) {
       const auto i = static_cast<size_t>(p.offset + k);
       const bool pruned_here = is_sparse_weight(p.name) && pruned[i] == 0 && params[i] != 0;

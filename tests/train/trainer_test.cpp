@@ -115,7 +115,8 @@ std::vector<std::string> records(const fs::path& run_dir, const std::string& typ
 // The steps of the "masks" records: where the 2:4 masks were computed.
 std::vector<int64_t> mask_steps(const fs::path& run_dir) {
   std::vector<int64_t> steps;
-  for (const auto& line : records(run_dir, "masks")) steps.push_back(nlohmann::json::parse(line).at("step").get<int64_t>());
+  for (const auto& line : records(run_dir, "masks"))
+    steps.push_back(nlohmann::json::parse(line).at("step").get<int64_t>());
   return steps;
 }
 
