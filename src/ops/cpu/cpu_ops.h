@@ -42,4 +42,11 @@ void add(const Tensor& src, const Tensor& dst);   // dst += src
 void cast(const Tensor& src, const Tensor& dst);  // f32 <-> bf16
 void scale(const Tensor& t, double factor);
 
+// 2:4 sparsity (ops/sparse24.h). A mask byte other than 0 counts as kept.
+void transposable_mask24(const Tensor& w, const Tensor& mask);
+int64_t mask_flips(const Tensor& a, const Tensor& b);
+void apply_mask(const Tensor& w, const Tensor& mask, const Tensor& out);
+void masked_decay(const Tensor& w, const Tensor& mask, double lambda, const Tensor& grad);
+void mvue24(const Tensor& g, uint64_t seed, const Tensor& out);
+
 }  // namespace pt::ops::cpu

@@ -1,0 +1,159 @@
+// The per-block arithmetic of the 2:4 ops (ops/sparse24.h), shared by the cpu reference and the cuda
+// kernels so both sides run the same operations in the same order: masks agree bit for bit and mvue24
+// draws the same entries. Only additions, divisions and comparisons touch the values, so no compiler can
+// fuse them into FMAs differently on host and device. Usable from host and device code (no fmt).
+#pragma once
+
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define PT_SPARSE24_HD __host__ __device__ __forceinline__
+#else
+#define PT_SPARSE24_HD inline
+#endif
+
+// Device code needs the loops over patterns unrolled, so pattern indices become constants and the
+// per-block sums stay in registers.
+#ifdef __CUDA_ARCH__
+#define PT_SPARSE24_UNROLL _Pragma("unroll")
+#else
+#define PT_SPARSE24_UNROLL
+#endif
+
+namespace pt::ops::sparse24 {
+
+constexpr int kPatterns = 90;
+
+// The 6 ways to keep 2 of the 4 entries of a row, as ascending 4-bit masks: 0x3 0x5 0x6 0x9 0xA 0xC.
+PT_SPARSE24_HD constexpr int row_pair_bits(int k) {
+  int seen = 0;
+  for (int bits = 0; bits < 16; ++bits) {
+    const int count = (bits & 1) + ((bits >> 1) & 1) + ((bits >> 2) & 1) + ((bits >> 3) & 1);
+    if (count == 2 && seen++ == k) return bits;
+  }
+  return 0;
+}
+PT_SPARSE24_HD constexpr int row_pair_first(int k) {  // the lower kept column
+  const int bits = row_pair_bits(k);
+  return (bits & 1) ? 0 : (bits & 2) ? 1 : 2;
+}
+PT_SPARSE24_HD constexpr int row_pair_second(int k) {  // the higher kept column
+  const int bits = row_pair_bits(k);
+  return (bits & 8) ? 3 : (bits & 4) ? 2 : 1;
+}
+
+// The transposable 4x4 patterns: bits (bit 4r + c = kept) and, per row, which row pair it keeps.
+// Row 3 is the most significant nibble, so looping over rows 3..0 with ascending row pairs yields the
+// patterns in ascending numeric order: the tie-breaking order of transposable_mask24.
+struct Patterns24 {
+  int count = 0;
+  uint16_t bits[kPatterns] = {};
+  uint8_t row_pair[kPatterns][4] = {};
+};
+
+PT_SPARSE24_HD constexpr Patterns24 make_patterns24() {
+  Patterns24 t;
+  for (int k3 = 0; k3 < 6; ++k3)
+    for (int k2 = 0; k2 < 6; ++k2)
+      for (int k1 = 0; k1 < 6; ++k1)
+        for (int k0 = 0; k0 < 6; ++k0) {
+          const int rows[4] = {row_pair_bits(k0), row_pair_bits(k1), row_pair_bits(k2), row_pair_bits(k3)};
+          bool transposable = true;
+          for (int c = 0; c < 4; ++c)
+            transposable = transposable && ((rows[0] >> c) & 1) + ((rows[1] >> c) & 1) +
+                                                   ((rows[2] >> c) & 1) + ((rows[3] >> c) & 1) ==
+                                               2;
+          if (!transposable || t.count >= kPatterns) continue;
+          t.bits[t.count] =
+              static_cast<uint16_t>(rows[0] | (rows[1] << 4) | (rows[2] << 8) | (rows[3] << 12));
+          const int ks[4] = {k0, k1, k2, k3};
+          for (int r = 0; r < 4; ++r) t.row_pair[t.count][r] = static_cast<uint8_t>(ks[r]);
+          ++t.count;
+        }
+  return t;
+}
+
+// The bits of the transposable pattern with the largest kept sum of |w| over one 4x4 block w (row-major),
+// the first in ascending order on ties. A pattern's score is ((s0 + s1) + s2) + s3 with s_r the sum of
+// the two entries row r keeps (lower column first): R = float on both backends for f32 and bf16 weights.
+template <class R>
+PT_SPARSE24_HD uint16_t best_pattern24(const R w[16]) {
+  constexpr Patterns24 t = make_patterns24();
+  R pair_sum[4][6];
+  PT_SPARSE24_UNROLL
+  for (int r = 0; r < 4; ++r) {
+    PT_SPARSE24_UNROLL
+    for (int k = 0; k < 6; ++k) {
+      const R a = w[4 * r + row_pair_first(k)], b = w[4 * r + row_pair_second(k)];
+      pair_sum[r][k] = (a < 0 ? -a : a) + (b < 0 ? -b : b);
+    }
+  }
+  uint16_t best_bits = 0;
+  R best = 0;
+  PT_SPARSE24_UNROLL
+  for (int p = 0; p < kPatterns; ++p) {
+    const uint8_t* k = t.row_pair[p];
+    const R score = ((pair_sum[0][k[0]] + pair_sum[1][k[1]]) + pair_sum[2][k[2]]) + pair_sum[3][k[3]];
+    if (p == 0 || score > best) best = score, best_bits = t.bits[p];
+  }
+  return best_bits;
+}
+
+// splitmix64's output function: a bijective mix of 64 bits.
+PT_SPARSE24_HD uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// mvue24's uniform draw for one (group, column), a counter-based hash of (seed, group, column) in [0,1)
+// with 23 random bits, so u and u + 1 are exact floats.
+PT_SPARSE24_HD float mvue_uniform(uint64_t seed, int64_t group, int64_t column) {
+  uint64_t h = mix64(seed ^ 0x9e3779b97f4a7c15ull);
+  h = mix64(h ^ static_cast<uint64_t>(group));
+  h = mix64(h ^ static_cast<uint64_t>(column));
+  return static_cast<float>(h >> 41) * 0x1p-23f;
+}
+
+// MVUE 2:4 of one group g[4] (rows past the tensor's end passed as 0) with the draw u: out[i] = g[i] / p[i]
+// for the two entries systematic sampling keeps, 0 elsewhere; out[] = g[] when at most 2 are nonzero.
+// p by water-filling: p_i = 2 |g_i| / sum |g| when that is at most 1 for all, otherwise the largest
+// entry is kept for sure (p = 1) and the others share the second slot, p_i = |g_i| / (sum of the others).
+template <class R>
+PT_SPARSE24_HD void mvue_group24(const R g[4], R u, R out[4]) {
+  R a[4];
+  int nonzero = 0, top = 0;
+  for (int i = 0; i < 4; ++i) {
+    a[i] = g[i] < 0 ? -g[i] : g[i];
+    nonzero += a[i] > 0;
+    if (a[i] > a[top]) top = i;
+  }
+  if (nonzero <= 2) {
+    for (int i = 0; i < 4; ++i) out[i] = g[i];
+    return;
+  }
+  const R sum = ((a[0] + a[1]) + a[2]) + a[3];
+  R p[4];
+  if (a[top] + a[top] <= sum) {
+    for (int i = 0; i < 4; ++i) p[i] = (a[i] + a[i]) / sum;
+  } else {
+    R rest = 0;
+    for (int i = 0; i < 4; ++i) rest += i == top ? R(0) : a[i];
+    for (int i = 0; i < 4; ++i) p[i] = i == top ? R(1) : a[i] / rest;
+  }
+  // Entry i owns [P_{i-1}, P_i); the last one with p > 0 ends at exactly 2, so rounding in the running
+  // sum cannot leave u + 1 uncovered.
+  int last = 0;
+  for (int i = 0; i < 4; ++i)
+    if (p[i] > 0) last = i;
+  R lo = 0;
+  const R u1 = u + R(1);
+  for (int i = 0; i < 4; ++i) {
+    const R hi = i == last ? R(2) : lo + p[i];
+    const bool keep = p[i] > 0 && ((lo <= u && u < hi) || (lo <= u1 && u1 < hi));
+    out[i] = keep ? g[i] / p[i] : R(0);
+    lo = hi;
+  }
+}
+
+}  // namespace pt::ops::sparse24
