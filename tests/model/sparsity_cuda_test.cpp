@@ -4,8 +4,8 @@
 // With MVUE, bf16 rounding of the output gradient can tip a few percent of the draws of the shared random
 // numbers, so the sparse linears' dW must be far closer to the cpu's at the same seed (a fraction of the
 // draws differ) than the cpu's at two seeds are to each other (every draw independent): within half that
-// L2 distance. Everything else must agree as with dense dW (the input gradients use the dense dY). Masks and masked decay computed on the GPU
-// equal the cpu's.
+// L2 distance. Everything else must agree as with dense dW (the input gradients use the dense dY). Masks
+// and masked decay computed on the GPU equal the cpu's.
 #include "core/device_buffer.h"
 #include "core/float16.h"
 #include "model/batches.h"
@@ -151,7 +151,7 @@ TEST(SparseCuda, MvueDwMatchesTheSparseF32CpuModelAtTheSameSeed) {
     const double other_seed = relative_error({cpu_other_seed.grads.data() + at, n}, want, true);
     EXPECT_GT(other_seed, 0.05) << p.name << ": two seeds drew (almost) the same pruning";
     EXPECT_LE(same_seed, 0.5 * other_seed) << p.name << ": cuda at the cpu's seed is " << same_seed
-                                            << " from it (L2), another cpu seed " << other_seed;
+                                           << " from it (L2), another cpu seed " << other_seed;
   }
 }
 
