@@ -19,6 +19,8 @@ using nlohmann::json;
 
 namespace {
 
+constexpr const char* kMasksFile = "masks.safetensors";
+
 void fsync_dir(const fs::path& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd >= 0) {
@@ -90,7 +92,7 @@ ModelWeights load_model_dir(const std::string& dir) {
 std::string save_training_checkpoint(const std::string& root, const LlamaConfig& config,
                                      std::span<const float> params, std::span<const float> adam_m,
                                      std::span<const float> adam_v, const TrainerState& state,
-                                     const std::string& tokenizer_json) {
+                                     const std::string& tokenizer_json, std::span<const MaskTensor> masks) {
   const auto name = fmt::format("step-{:08}", state.step);
   const fs::path final_dir = fs::path(root) / name, tmp_dir = fs::path(root) / (name + ".tmp");
   fs::create_directories(root);
@@ -101,6 +103,11 @@ std::string save_training_checkpoint(const std::string& root, const LlamaConfig&
   auto second = named_tensors(layout, adam_v, "exp_avg_sq.");
   moments.insert(moments.end(), second.begin(), second.end());
   write_safetensors((tmp_dir / "optimizer.safetensors").string(), moments, {});
+  if (!masks.empty()) {
+    std::vector<StTensorToWrite> m;
+    for (const auto& mask : masks) m.push_back({mask.name, StDtype::kU8, mask.shape, mask.values.data()});
+    write_safetensors((tmp_dir / kMasksFile).string(), m, {});
+  }
   json st = {{"step", state.step},
              {"epoch", state.epoch},
              {"batches_in_epoch", state.batches_in_epoch},
@@ -138,6 +145,15 @@ TrainingCheckpoint load_training_checkpoint(const std::string& dir) {
   auto opt = SafetensorsReader::open((fs::path(dir) / "optimizer.safetensors").string());
   read_named(opt, layout, ck.adam_m, "exp_avg.");
   read_named(opt, layout, ck.adam_v, "exp_avg_sq.");
+  if (const auto masks = fs::path(dir) / kMasksFile; fs::exists(masks)) {
+    const auto reader = SafetensorsReader::open(masks.string());
+    for (const auto& name : reader.names()) {
+      MaskTensor& m = ck.masks.emplace_back();
+      m.name = name;
+      m.shape = reader.info(name).shape;
+      reader.read_u8(name, m.shape, m.values);
+    }
+  }
   auto state_path = (fs::path(dir) / "trainer_state.json").string();
   try {
     auto st = json::parse(read_file(state_path));

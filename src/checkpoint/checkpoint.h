@@ -1,7 +1,8 @@
 // Checkpoints. A model directory is what Hugging Face loads: config.json, model.safetensors (HF Llama
 // tensor names, fp32) and tokenizer.json. A training checkpoint is a model directory plus
 // optimizer.safetensors (AdamW moments) and trainer_state.json (step, data position, seed), so a run resumes
-// bit for bit.
+// bit for bit; a run training 2:4 sparse (model/sparsity.h) adds masks.safetensors, its masks as u8 per
+// HF weight (the weights themselves stay the dense masters).
 //
 // Saves are atomic at the directory level: everything is written into NAME.tmp/ (each file fsynced), the
 // directory is renamed to NAME, and only then does the `latest` pointer file move to it. A crash at any
@@ -10,6 +11,7 @@
 
 #include "model/config.h"
 #include "model/parameters.h"
+#include "model/sparsity.h"
 
 #include <cstdint>
 #include <optional>
@@ -44,6 +46,7 @@ struct TrainingCheckpoint {
   ModelWeights weights;
   std::vector<float> adam_m, adam_v;
   TrainerState state;
+  std::vector<MaskTensor> masks;  // empty when the run was dense at the save
   std::string dir;
 };
 
@@ -51,7 +54,8 @@ struct TrainingCheckpoint {
 std::string save_training_checkpoint(const std::string& root, const LlamaConfig& config,
                                      std::span<const float> params, std::span<const float> adam_m,
                                      std::span<const float> adam_v, const TrainerState& state,
-                                     const std::string& tokenizer_json);
+                                     const std::string& tokenizer_json,
+                                     std::span<const MaskTensor> masks = {});
 
 // The checkpoint root/latest points to, or nullopt when there is none yet.
 std::optional<std::string> latest_checkpoint(const std::string& root);

@@ -151,18 +151,32 @@ std::vector<std::string> SafetensorsReader::names() const {
   return out;
 }
 
-void SafetensorsReader::read_f32(const std::string& name, std::span<const int64_t> expected_shape,
-                                 std::span<float> out) const {
+const StTensorInfo& SafetensorsReader::checked(const std::string& name,
+                                               std::span<const int64_t> expected_shape) const {
   const auto& t = info(name);
   if (!std::equal(t.shape.begin(), t.shape.end(), expected_shape.begin(), expected_shape.end()))
     fail("{}: tensor \"{}\" has shape {}, expected {} (checkpoint and model config disagree)", t.file, name,
          shape_str(t.shape), shape_str(expected_shape));
-  size_t n = t.bytes / dtype_entry(t.dtype).size;
-  PT_ASSERT(n == out.size());
   if (auto it = metadata_.find(checksum_key(name));
       it != metadata_.end() && it->second != fmt::format("{:016x}", XXH64(t.data, t.bytes, 0)))
     fail("{}: tensor \"{}\" does not match its checksum: the file is corrupt; use another checkpoint", t.file,
          name);
+  return t;
+}
+
+void SafetensorsReader::read_u8(const std::string& name, std::span<const int64_t> expected_shape,
+                                std::vector<uint8_t>& out) const {
+  const auto& t = checked(name, expected_shape);
+  if (t.dtype != StDtype::kU8)
+    fail("{}: tensor \"{}\" is {}, expected U8", t.file, name, dtype_entry(t.dtype).name);
+  out.assign(reinterpret_cast<const uint8_t*>(t.data), reinterpret_cast<const uint8_t*>(t.data) + t.bytes);
+}
+
+void SafetensorsReader::read_f32(const std::string& name, std::span<const int64_t> expected_shape,
+                                 std::span<float> out) const {
+  const auto& t = checked(name, expected_shape);
+  size_t n = t.bytes / dtype_entry(t.dtype).size;
+  PT_ASSERT(n == out.size());
   auto load = [&](auto convert, size_t elem) {
     for (size_t i = 0; i < n; ++i) out[i] = convert(t.data + i * elem);
   };

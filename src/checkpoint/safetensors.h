@@ -1,7 +1,7 @@
 // safetensors (Hugging Face's weight format): an 8-byte little-endian header length, a JSON header
 // {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}}, then the raw data.
-// Reading maps the file and converts F32/F64/BF16/F16 tensors to float32; a sharded checkpoint is read
-// through its model.safetensors.index.json. Writing is atomic (pt::AtomicWriter).
+// Reading maps the file and converts F32/F64/BF16/F16 tensors to float32 (U8 masks are read as they are); a
+// sharded checkpoint is read through its model.safetensors.index.json. Writing is atomic (pt::AtomicWriter).
 #pragma once
 
 #include "core/file.h"
@@ -38,9 +38,14 @@ class SafetensorsReader {
 
   // Copies tensor `name` into `out` as float32 after checking its shape (throws naming tensor and shapes).
   void read_f32(const std::string& name, std::span<const int64_t> expected_shape, std::span<float> out) const;
+  // Tensor `name`, which must be U8 of that shape, into `out` (resized).
+  void read_u8(const std::string& name, std::span<const int64_t> expected_shape,
+               std::vector<uint8_t>& out) const;
 
  private:
   void add_file(const std::string& file);
+  // The tensor after checking its shape and checksum.
+  const StTensorInfo& checked(const std::string& name, std::span<const int64_t> expected_shape) const;
 
   std::vector<std::shared_ptr<MappedFile>> files_;
   std::map<std::string, StTensorInfo> tensors_;

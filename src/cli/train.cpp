@@ -9,11 +9,13 @@
 namespace pt::cli {
 
 void register_train(CLI::App& app) {
-  auto* cmd = app.add_subcommand("train", "Train a Llama-style model on a prepared dataset (on a GPU when one is visible)");
+  auto* cmd = app.add_subcommand(
+      "train", "Train a Llama-style model on a prepared dataset (on a GPU when one is visible)");
   auto tc = std::make_shared<TrainConfig>();
   auto strategy = std::make_shared<std::string>("flatten");
   auto threads = std::make_shared<int>(0);
   auto no_resume = std::make_shared<bool>(false);
+  auto sparse_layers = std::make_shared<std::string>(tc->sparsity.layers());
   cmd->add_option("--data", tc->data_dir, "Prepared dataset directory (packtrain prepare)")->required();
   cmd->add_option("--out", tc->out_dir, "Run directory: metrics.jsonl, checkpoints/, final/")->required();
   cmd->add_option("--model", tc->model, "Preset (tiny, 110m, 1b) or a config.json path")
@@ -54,8 +56,33 @@ void register_train(CLI::App& app) {
   cmd->add_option("--peak-tflops", tc->peak_tflops, "Peak TFLOP/s for MFU (0: estimated)");
   cmd->add_option("--stop-after", tc->stop_after,
                   "Stop after N steps of this invocation, with a checkpoint (resume later)");
+  // 2:4 sparse FFN training (docs/sparse24.md).
+  auto* sparse =
+      cmd->add_flag("--sparse24", tc->sparsity.enabled,
+                    "Train the FFN linears 2:4 sparse (transposable masks, MVUE weight gradients)");
+  auto sparse_option = [&](CLI::Option* o) {
+    o->needs(sparse)->capture_default_str()->group("2:4 sparsity");
+  };
+  sparse->group("2:4 sparsity");
+  sparse_option(cmd->add_option("--sparse-layers", *sparse_layers,
+                                "Sparse FFN linears: gate_up, down or gate_up,down"));
+  sparse_option(
+      cmd->add_option("--mask-every", tc->sparsity.mask_every, "Recompute the 2:4 masks every N steps"));
+  sparse_option(cmd->add_option("--masked-decay", tc->sparsity.masked_decay,
+                                "Masked decay lambda: grad += lambda * (1 - mask) * W on sparse weights"));
+  sparse_option(cmd->add_option("--masked-decay-warmup", tc->sparsity.masked_decay_warmup,
+                                "Raise the masked decay linearly over the first N sparse steps"));
+  sparse_option(cmd->add_option("--dense-finetune", tc->sparsity.dense_finetune,
+                                "Fraction of the steps, at the end, trained dense (masks dropped)"));
+  sparse_option(cmd->add_option("--dense-warmup", tc->sparsity.dense_warmup,
+                                "Steps trained dense before the first masks"));
+  auto* dense_dw =
+      cmd->add_flag("--dense-dw", tc->sparsity.dense_dw,
+                    "Weight gradients from the dense output gradient instead of its MVUE pruning");
+  dense_dw->needs(sparse)->group("2:4 sparsity");
   cmd->callback([=] {
     TrainConfig c = *tc;
+    parse_sparse_layers(*sparse_layers, c.sparsity);
     c.packing.strategy = parse_strategy(*strategy);
     if (c.packing.examples_per_batch == 0 && c.packing.tokens_per_batch == 0)
       c.packing.examples_per_batch = 16;

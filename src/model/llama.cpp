@@ -9,6 +9,7 @@
 #include "ops/linear.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
+#include "ops/sparse24.h"
 #include "ops/swiglu.h"
 
 #include <algorithm>
@@ -44,13 +45,16 @@ void check_precision(const LlamaConfig& config, Device device, DType dtype) {
 
 }  // namespace
 
-LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device device, DType dtype)
+LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device device, DType dtype,
+                       const SparsityConfig& sparsity)
     : config_(config),
       layout_(config),
       max_tokens_(max_tokens),
       dtype_(dtype),
       arena_(device),
-      weight_copy_(device) {
+      weight_copy_(device),
+      sparse_copy_(device),
+      dense_dw_(sparsity.dense_dw) {
   config_.validate("model config");
   check_precision(config_, device, dtype);
   const int64_t T = max_tokens, C = config.hidden_size, F = config.intermediate_size, D = config.head_dim;
@@ -87,6 +91,61 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device dev
     weight_copy_slot_ = weight_copy_.reserve(dtype_, {layout_.total()});
     weight_copy_.allocate();
   }
+  if (sparsity.enabled) build_sparse(sparsity);
+}
+
+void LlamaModel::build_sparse(const SparsityConfig& sparsity) {
+  const int64_t C = config_.hidden_size, F = config_.intermediate_size;
+  struct Planned {
+    size_t layer;
+    FfnLinear which;
+    int64_t offset, rows, cols;
+    int slot;
+  };
+  // The masked weights overwrite their part of the bf16 working copy; a model reading the masters in
+  // place gets a copy of just these.
+  std::vector<Planned> planned;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const LayerParams& p = layout_.layer(static_cast<int>(l));
+    for (FfnLinear which : {FfnLinear::gate_up, FfnLinear::down}) {
+      if (!sparsity.sparse(which)) continue;
+      const bool gate_up = which == FfnLinear::gate_up;
+      Planned w{l, which, gate_up ? p.w_gate_up : p.w_down, gate_up ? 2 * F : C, gate_up ? C : F, -1};
+      if (weight_copy_slot_ < 0) w.slot = sparse_copy_.reserve(dtype_, {w.rows, w.cols});
+      planned.push_back(w);
+    }
+  }
+  if (weight_copy_slot_ < 0) sparse_copy_.allocate();
+  sparse_.resize(layers_.size());
+  for (const Planned& w : planned) {
+    const Tensor t = w.slot < 0 ? param(weight_copy_.view(weight_copy_slot_), w.offset, {w.rows, w.cols})
+                                : sparse_copy_.view(w.slot);
+    const std::string name = fmt::format("layers.{}.mlp.{}_proj", w.layer, ffn_linear_name(w.which));
+    sparse_[w.layer].at(w.which).emplace(t, max_tokens_, name);
+  }
+}
+
+void LlamaModel::set_masks(const FfnMasks* masks) {
+  if (masks) {
+    if (sparse_.empty())
+      fail("set_masks: this model has no sparse FFN linears; construct it with an enabled SparsityConfig");
+    if (!masks->computed()) fail("set_masks: the 2:4 masks have not been computed yet");
+    for (size_t l = 0; l < sparse_.size(); ++l)
+      for (FfnLinear which : {FfnLinear::gate_up, FfnLinear::down}) {
+        const Tensor* mask = masks->find(static_cast<int>(l), which);
+        if (sparse_[l].at(which).has_value() != (mask != nullptr) || (mask && mask->device != device()))
+          fail("set_masks: the masks are not those of this model's sparse linears on {} (layer {}, {})",
+               device_name(device()), l, ffn_linear_name(which));
+      }
+  }
+  masks_ = masks;
+}
+
+const ops::SparseLinear* LlamaModel::sparse(size_t layer, FfnLinear which) const {
+  if (!masks_) return nullptr;
+  const SparseFfn& s = sparse_[layer];
+  const auto& linear = which == FfnLinear::gate_up ? s.gate_up : s.down;
+  return linear ? &*linear : nullptr;
 }
 
 Tensor LlamaModel::param(const Tensor& flat, int64_t offset, std::initializer_list<int64_t> shape) {
@@ -104,10 +163,22 @@ void LlamaModel::load_weights(const Tensor& master_params) {
   check_master("master params", master_params);
   if (weight_copy_slot_ < 0) {
     weights_ = master_params;
-    return;
+  } else {
+    weights_ = weight_copy_.view(weight_copy_slot_);
+    ops::cast(master_params, weights_);
   }
-  weights_ = weight_copy_.view(weight_copy_slot_);
-  ops::cast(master_params, weights_);
+  if (!masks_) return;
+  for (size_t l = 0; l < sparse_.size(); ++l)
+    for (FfnLinear which : {FfnLinear::gate_up, FfnLinear::down}) {
+      auto& linear = sparse_[l].at(which);
+      if (!linear) continue;
+      const Tensor& w = linear->weight();
+      const LayerParams& p = layout_.layer(static_cast<int>(l));
+      const int64_t offset = which == FfnLinear::gate_up ? p.w_gate_up : p.w_down;
+      ops::apply_mask(param(master_params, offset, {w.size(0), w.size(1)}),
+                      *masks_->find(static_cast<int>(l), which), w);
+      linear->refresh();
+    }
 }
 
 Tensor LlamaModel::logits() const { return arena_.view(logits_, {tokens_, config_.vocab_size}); }
@@ -182,12 +253,18 @@ void LlamaModel::run_forward(int64_t T) {
     Tensor xn2 = arena_.view(a.xn2, {T, C}), h = arena_.view(a.h, {T, 2 * F}),
            act = arena_.view(a.act, {T, F});
     ops::rmsnorm_forward(mid, weight(w.ffn_norm, {C}), c.rms_norm_eps, xn2, arena_.view(a.rstd2, {T}));
-    ops::linear_forward(xn2, weight(w.w_gate_up, {2 * F, C}), h);
+    if (const ops::SparseLinear* s = sparse(l, FfnLinear::gate_up))
+      s->forward(xn2, h, Write::overwrite);
+    else
+      ops::linear_forward(xn2, weight(w.w_gate_up, {2 * F, C}), h);
     ops::swiglu_forward(h, act);
     Tensor next = l + 1 < layers_.size() ? arena_.view(layers_[l + 1].resid_in, {T, C})
                                          : arena_.view(final_in_, {T, C});
     ops::copy(mid, next);
-    ops::linear_forward(act, weight(w.w_down, {C, F}), next, Write::accumulate);
+    if (const ops::SparseLinear* s = sparse(l, FfnLinear::down))
+      s->forward(act, next, Write::accumulate);
+    else
+      ops::linear_forward(act, weight(w.w_down, {C, F}), next, Write::accumulate);
   }
   ops::rmsnorm_forward(arena_.view(final_in_, {T, C}), weight(layout_.final_norm(), {C}), c.rms_norm_eps,
                        arena_.view(xn_f_, {T, C}), arena_.view(rstd_f_, {T}));
@@ -233,13 +310,25 @@ LossSum LlamaModel::forward_backward(const Batch& batch, const Tensor& grads, do
   for (size_t l = layers_.size(); l-- > 0;) {
     const LayerActs& a = layers_[l];
     const LayerParams& w = layout_.layer(static_cast<int>(l));
-    // FFN: dx flows into the down projection and, unchanged, along the residual.
+    // FFN: dx flows into the down projection and, unchanged, along the residual. A sparse linear's dW
+    // comes from its MVUE-pruned output gradient: down's lands in dtmp (free until the norm below), since
+    // dx lives on; gate|up's replaces dh, which nothing reads afterwards.
     Tensor dact = arena_.view(dact_, {T, F}), dh = arena_.view(dh_, {T, 2 * F});
-    ops::linear_backward(dx, arena_.view(a.act, {T, F}), weight(w.w_down, {C, F}), dact, Write::overwrite,
-                         param(grads, w.w_down, {C, F}), Write::accumulate);
+    Tensor act = arena_.view(a.act, {T, F}), xn2 = arena_.view(a.xn2, {T, C});
+    Tensor dw_down = param(grads, w.w_down, {C, F}), dw_gate_up = param(grads, w.w_gate_up, {2 * F, C});
+    if (const ops::SparseLinear* s = sparse(l, FfnLinear::down))
+      s->backward(dx, act, dact, Write::overwrite, dw_down, Write::accumulate, dense_dw_ ? Tensor() : dtmp,
+                  mvue_seed_.at(static_cast<int>(l), FfnLinear::down));
+    else
+      ops::linear_backward(dx, act, weight(w.w_down, {C, F}), dact, Write::overwrite, dw_down,
+                           Write::accumulate);
     ops::swiglu_backward(dact, arena_.view(a.h, {T, 2 * F}), dh);
-    ops::linear_backward(dh, arena_.view(a.xn2, {T, C}), weight(w.w_gate_up, {2 * F, C}), dxn,
-                         Write::overwrite, param(grads, w.w_gate_up, {2 * F, C}), Write::accumulate);
+    if (const ops::SparseLinear* s = sparse(l, FfnLinear::gate_up))
+      s->backward(dh, xn2, dxn, Write::overwrite, dw_gate_up, Write::accumulate, dense_dw_ ? Tensor() : dh,
+                  mvue_seed_.at(static_cast<int>(l), FfnLinear::gate_up));
+    else
+      ops::linear_backward(dh, xn2, weight(w.w_gate_up, {2 * F, C}), dxn, Write::overwrite, dw_gate_up,
+                           Write::accumulate);
     ops::rmsnorm_backward(dxn, arena_.view(a.mid, {T, C}), weight(w.ffn_norm, {C}), arena_.view(a.rstd2, {T}),
                           dtmp, param(grads, w.ffn_norm, {C}), Write::accumulate);
     ops::add(dtmp, dx);

@@ -7,6 +7,11 @@
 // checks. On cuda the model computes in bf16 with f32 master weights: it keeps a bf16 working copy of the
 // weights in device memory, activations are bf16 except the per-token statistics (RMSNorm rstd, attention
 // log-sum-exp, f32), every op accumulates in fp32, and parameter gradients are written in f32.
+//
+// 2:4 sparsity (model/sparsity.h): the FFN linears a SparsityConfig names run through ops::SparseLinear
+// on a masked working copy W * mask (in the bf16 working copy on cuda; in a copy of their own where the
+// model reads the masters in place) while masks are set; their weight gradient is that of the masked
+// weight, added to the dense master's (straight-through). Without masks they are ordinary dense linears.
 #pragma once
 
 #include "core/arena.h"
@@ -14,8 +19,11 @@
 #include "data/packing/batch.h"
 #include "model/config.h"
 #include "model/parameters.h"
+#include "model/sparsity.h"
+#include "ops/sparse_linear.h"
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -34,9 +42,10 @@ class LlamaModel {
  public:
   // dtype is what the model computes in: f32 (training) or f64 (gradient checks) on the cpu, bf16 on cuda
   // (whose attention supports head_dim 64 and 128). Master params and gradients live on `device` in
-  // master_dtype(): the compute dtype, or f32 for bf16.
+  // master_dtype(): the compute dtype, or f32 for bf16. sparsity names the FFN linears that can run 2:4
+  // sparse (its schedule is the trainer's business).
   LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device device = Device::cpu,
-             DType dtype = DType::f32);
+             DType dtype = DType::f32, const SparsityConfig& sparsity = {});
 
   const LlamaConfig& config() const { return config_; }
   const ParameterLayout& layout() const { return layout_; }
@@ -50,6 +59,13 @@ class LlamaModel {
   // the master dtype reads them in place (keep them alive and at this address); a bf16 model casts them
   // into its working copy, so call this again after every optimizer step.
   void load_weights(const Tensor& master_params);
+
+  // The masks of the sparse FFN linears (on the model's device, computed), or nullptr to run them dense.
+  // load_weights applies them: set them before it, and load again after they change.
+  void set_masks(const FfnMasks* masks);
+  bool sparse_active() const { return masks_ != nullptr; }
+  // The MVUE draws that prune the sparse linears' output gradients in the following forward_backward.
+  void set_mvue_seed(const MvueSeed& seed) { mvue_seed_ = seed; }
 
   // Loss of one micro-batch with the loaded weights; gradients of (loss_sum * grad_scale) are ADDED to
   // grads (flat, layout order, master dtype, on the model's device), so micro-batches accumulate.
@@ -70,6 +86,15 @@ class LlamaModel {
   struct LayerActs {
     int resid_in, rstd1, xn1, q, k, v, attn, lse, mid, rstd2, xn2, h, act;
   };
+  struct SparseFfn {  // one layer's sparse linears (disengaged: dense)
+    std::optional<ops::SparseLinear> gate_up, down;
+    std::optional<ops::SparseLinear>& at(FfnLinear which) {
+      return which == FfnLinear::gate_up ? gate_up : down;
+    }
+  };
+  void build_sparse(const SparsityConfig& sparsity);
+  // The layer's linear as it runs now: sparse while masks are set, else nullptr (dense).
+  const ops::SparseLinear* sparse(size_t layer, FfnLinear which) const;
   void upload(const Batch& batch);
   void run_forward(int64_t T);
   void check_master(const char* what, const Tensor& t) const;
@@ -86,6 +111,11 @@ class LlamaModel {
   Arena arena_;        // activations and batch tables
   Arena weight_copy_;  // the bf16 working copy of the weights (bf16 models only)
   Tensor weights_;     // what the ops read: the master params in place, or the working copy
+  Arena sparse_copy_;  // masked copies of the sparse weights (models that read the masters in place)
+  std::vector<SparseFfn> sparse_;  // per layer, when sparsity is configured
+  const FfnMasks* masks_ = nullptr;
+  MvueSeed mvue_seed_;
+  bool dense_dw_ = false;
   std::vector<LayerActs> layers_;
   int ids_, positions_, targets_, cu_seqlens_, valid_lens_, final_in_, rstd_f_, xn_f_, logits_;
   int dx_, dtmp_, dxn_, dact_, dh_, dq_, dk_, dv_, dattn_;

@@ -60,4 +60,18 @@ void MetricsLog::validation(int64_t step, double loss, int64_t tokens) {
   append(nlohmann::json{{"type", "val"}, {"step", step}, {"loss", loss}, {"tokens", tokens}}.dump());
 }
 
+void MetricsLog::masks(int64_t step, int64_t flips, int64_t entries, bool first) {
+  nlohmann::json j = {{"type", "masks"}, {"step", step}, {"entries", entries}};
+  if (first) {
+    log_info("step {:>6} | 2:4 masks computed | {} mask entries", step, entries);
+  } else {
+    const double rate = entries ? static_cast<double>(flips) / static_cast<double>(entries) : 0.0;
+    log_info("step {:>6} | 2:4 masks recomputed | flip rate {:.3e} ({} of {} entries)", step, rate, flips,
+             entries);
+    j["flips"] = flips;
+    j["flip_rate"] = rate;
+  }
+  append(j.dump());
+}
+
 }  // namespace pt

@@ -1,5 +1,6 @@
 // Training metrics: one record per optimizer step, printed to the console and appended to a JSONL file
-// (metrics.jsonl in the run directory), plus validation records.
+// (metrics.jsonl in the run directory), plus validation records and, in 2:4 sparse runs, one record per mask
+// computation with its flip rate.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,9 @@ class MetricsLog {
 
   void step(const StepMetrics& m);
   void validation(int64_t step, double loss, int64_t tokens);
+  // 2:4 masks computed for step `step` (1-based, the first step that uses them); flips against the masks
+  // before, unless these are the first.
+  void masks(int64_t step, int64_t flips, int64_t entries, bool first);
 
  private:
   void append(const std::string& line);

@@ -140,6 +140,7 @@ TrainResult train(const TrainConfig& tc) {
   check_train_config(tc);
   auto data = PreparedDataset::open(tc.data_dir);
   const LlamaConfig config = resolve_config(tc, data);
+  tc.sparsity.validate(config, tc.steps);
   if (config.vocab_size < data.vocab_size())
     fail("the model's vocab_size ({}) is smaller than the dataset's tokenizer ({}); use a matching config",
          config.vocab_size, data.vocab_size());
@@ -164,8 +165,11 @@ TrainResult train(const TrainConfig& tc) {
                                     longest_example(data.val()));
   // The CPU trains in fp32; a GPU computes in bf16 from fp32 master weights.
   const Device device = resolve_device(tc.device);
-  LlamaModel model(config, capacity, device, device == Device::cuda ? DType::bf16 : DType::f32);
+  LlamaModel model(config, capacity, device, device == Device::cuda ? DType::bf16 : DType::f32, tc.sparsity);
   OptimizerState opt(model.layout(), device);
+  const SparsitySchedule schedule(tc.sparsity, tc.steps);
+  std::optional<FfnMasks> masks;
+  if (tc.sparsity.enabled) masks.emplace(config, tc.sparsity, device);
   if (checkpoint) {
     if (checkpoint->weights.params.size() != static_cast<size_t>(model.layout().total()))
       fail(
@@ -175,6 +179,7 @@ TrainResult train(const TrainConfig& tc) {
     opt.from_host(opt.params, checkpoint->weights.params);
     opt.from_host(opt.m, checkpoint->adam_m);
     opt.from_host(opt.v, checkpoint->adam_v);
+    if (masks && !checkpoint->masks.empty()) masks->from_host(checkpoint->masks, checkpoint->dir);
     checkpoint.reset();  // host copies no longer needed
   } else {
     auto init = tc.init_from.empty() ? init_params(config, tc.seed) : load_model_dir(tc.init_from).params;
@@ -185,6 +190,11 @@ TrainResult train(const TrainConfig& tc) {
       config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
       config.vocab_size, static_cast<double>(config.num_parameters()) / 1e6,
       static_cast<double>(model.activation_bytes()) / (1 << 20));
+  if (masks)
+    log_info(
+        "2:4 sparse FFN ({}): sparse for steps {}-{} of {}, masks every {} steps, masked decay {:g}, {} dW",
+        tc.sparsity.layers(), schedule.sparse_begin() + 1, schedule.sparse_end(), tc.steps,
+        tc.sparsity.mask_every, tc.sparsity.masked_decay, tc.sparsity.dense_dw ? "dense" : "MVUE");
 
   BatchStream stream(data.train(), packing, state.epoch, state.batches_in_epoch);
   MetricsLog metrics((fs::path(tc.out_dir) / "metrics.jsonl").string());
@@ -200,9 +210,33 @@ TrainResult train(const TrainConfig& tc) {
     if (result.first_val_loss == 0) result.first_val_loss = r.loss;
     result.final_val_loss = r.loss;
   };
+  // The sparsity of the step that follows `done` steps, before its passes: the masks computed on schedule
+  // from the fp32 masters, kept, or dropped for dense fine-tuning.
+  auto prepare_sparsity = [&](int64_t done) {
+    if (!masks) return;
+    if (!schedule.sparse_at(done)) {
+      if (masks->computed()) {
+        masks->drop();
+        log_info("step {:>6} | dense fine-tuning from here on: 2:4 masks dropped", done + 1);
+      }
+      model.set_masks(nullptr);
+      return;
+    }
+    if (schedule.recompute_at(done)) {
+      const MaskUpdate u = masks->recompute(opt.params);
+      metrics.masks(done + 1, u.flips, u.entries, u.first);
+    } else if (!masks->computed()) {
+      fail(
+          "step {} trains 2:4 sparse but the checkpoint it resumed from holds no masks (a run with other "
+          "sparsity flags saved it); resume with the same flags or start afresh with --no-resume",
+          done + 1);
+    }
+    model.set_masks(&*masks);
+  };
   auto save = [&] {
-    auto dir = save_training_checkpoint(ckpt_root.string(), config, opt.to_host(opt.params),
-                                        opt.to_host(opt.m), opt.to_host(opt.v), state, tokenizer_json);
+    auto dir = save_training_checkpoint(
+        ckpt_root.string(), config, opt.to_host(opt.params), opt.to_host(opt.m), opt.to_host(opt.v), state,
+        tokenizer_json, masks && masks->computed() ? masks->to_host() : std::vector<MaskTensor>{});
     log_info("saved {}", dir);
   };
 
@@ -216,14 +250,22 @@ TrainResult train(const TrainConfig& tc) {
     // 1. Batch: the step's micro-batches; the loss is the mean over all their targets.
     const StepBatches batches = next_step_batches(stream, tc.grad_accum, config);
     const double grad_scale = 1.0 / static_cast<double>(std::max<int64_t>(1, batches.targets));
-    // 2. Forward and backward; gradients accumulate over the micro-batches.
+    // 2. Forward and backward; gradients accumulate over the micro-batches (2:4 sparse FFN linears on
+    // masked weights, their output gradients pruned by draws seeded per step and micro-batch).
     opt.zero_grads();
+    prepare_sparsity(state.step);
     model.load_weights(opt.params);
     double loss_sum = 0;
-    for (const Batch& b : batches.micro)
-      loss_sum += model.forward_backward(b, opt.grads, grad_scale).loss_sum;
-    // 3. Clip.
+    for (size_t i = 0; i < batches.micro.size(); ++i) {
+      model.set_mvue_seed({state.seed, state.step, static_cast<int64_t>(i)});
+      loss_sum += model.forward_backward(batches.micro[i], opt.grads, grad_scale).loss_sum;
+    }
+    // 3. Clip, then masked decay on the sparse linears' pruned weights. The decay is a regulariser of the
+    // weights like AdamW's: it does not count in the gradient norm (which stays comparable with dense
+    // runs), nor does clipping weaken it on the steps it scales down.
     const double grad_norm = ops::clip_grad_norm(opt.grad_views, tc.max_grad_norm);
+    if (const double lambda = schedule.decay_at(state.step); model.sparse_active() && lambda > 0)
+      masks->masked_decay(opt.params, lambda, opt.grads);
     // 4. Step, and advance the state a checkpoint records.
     ++state.step;
     ops::AdamWConfig adamw = tc.adamw;
@@ -260,7 +302,10 @@ TrainResult train(const TrainConfig& tc) {
     return result;
   }
   result.final_dir = (fs::path(tc.out_dir) / "final").string();
-  save_model_dir(result.final_dir, config, opt.to_host(opt.params), tokenizer_json);
+  // The model as trained: masked while the run ended sparse (zeros where pruned), else dense.
+  std::vector<float> final_params = opt.to_host(opt.params);
+  if (model.sparse_active()) masks->apply_on_host(final_params);
+  save_model_dir(result.final_dir, config, final_params, tokenizer_json);
   log_info("final model (Hugging Face format) in {}", result.final_dir);
   return result;
 }

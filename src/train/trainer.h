@@ -4,6 +4,7 @@
 
 #include "data/packing/packer.h"
 #include "model/config.h"
+#include "model/sparsity.h"
 #include "ops/adamw.h"
 #include "train/schedule.h"
 
@@ -30,8 +31,9 @@ struct TrainConfig {
   int64_t log_every = 1;
   uint64_t seed = 0;
   std::string device = "auto";  // auto (a GPU when one is visible), cpu or cuda
-  double peak_tflops = 0;  // for MFU; 0: estimated for the device
-  int64_t stop_after = 0;  // stop (with a checkpoint) after this many steps of this invocation; 0: never
+  double peak_tflops = 0;       // for MFU; 0: estimated for the device
+  int64_t stop_after = 0;       // stop (with a checkpoint) after this many steps of this invocation; 0: never
+  SparsityConfig sparsity;      // 2:4 sparse FFN training; off by default
 };
 
 // Validation losses of this invocation (0 when it ran no validation): the first is at step 0 unless the

@@ -174,6 +174,29 @@ TEST_F(DamagedCheckpoint, ConfigThatDisagreesWithTheWeightsNamesTheTensorAndShap
   EXPECT_NE(msg.find("[48, 16]"), std::string::npos) << msg;
 }
 
+TEST_F(DamagedCheckpoint, FlippedMaskByteNamesTheMask) {
+  const ParameterLayout layout(config_);
+  const ParamInfo& down = layout.find("model.layers.1.mlp.down_proj.weight");
+  std::vector<uint8_t> values(static_cast<size_t>(down.numel));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = (i / 2) % 2 ? 1 : 0;
+  const std::vector<MaskTensor> masks = {{down.name, down.shape, values}};
+  const StepValues s(8, layout.total());
+  const auto dir = save_training_checkpoint(dir_.parent_path().string(), config_, s.params, s.m, s.v,
+                                            state_at(8), "", masks);
+  const auto ck = load_training_checkpoint(dir);
+  ASSERT_EQ(ck.masks.size(), 1u);
+  EXPECT_EQ(ck.masks[0].name, down.name);
+  EXPECT_EQ(ck.masks[0].shape, down.shape);
+  EXPECT_EQ(ck.masks[0].values, values);
+  EXPECT_TRUE(load_training_checkpoint(dir_.string()).masks.empty()) << "a dense checkpoint has no masks";
+
+  dir_ = dir;
+  rewrite("masks.safetensors", [](std::string& b) { b[b.size() - 1] ^= 0x01; });
+  const auto msg = load_error();
+  EXPECT_NE(msg.find(down.name), std::string::npos) << msg;
+  EXPECT_NE(msg.find("checksum"), std::string::npos) << msg;
+}
+
 // An HF-style sharded checkpoint: the layout's tensors split over two shards (plus extra tensors in the
 // first), in bf16 or fp16, with model.safetensors.index.json.
 void write_sharded(const fs::path& dir, const LlamaConfig& c, const std::vector<float>& params, StDtype dtype,

@@ -1,7 +1,9 @@
 // The CPU trainer end to end on a small dataset prepared here: the loss goes down, a run stopped and
-// resumed is bit-identical to one that was not, and the checkpoints it leaves load back.
+// resumed is bit-identical to one that was not, and the checkpoints it leaves load back; the same for 2:4
+// sparse FFN training, whose masks follow their schedule and whose exported model is the masked one.
 #include "train/trainer.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "data/prepare/prepare.h"
@@ -101,6 +103,23 @@ std::vector<std::string> printed_train_numbers(const fs::path& run_dir) {
   return out;
 }
 
+// The metrics.jsonl records of one type, as printed.
+std::vector<std::string> records(const fs::path& run_dir, const std::string& type) {
+  std::ifstream in(run_dir / "metrics.jsonl");
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);)
+    if (line.find(R"("type":")" + type + "\"") != std::string::npos) out.push_back(line);
+  return out;
+}
+
+// The steps of the "masks" records: where the 2:4 masks were computed.
+std::vector<int64_t> mask_steps(const fs::path& run_dir) {
+  std::vector<int64_t> steps;
+  for (const auto& line : records(run_dir, "masks"))
+    steps.push_back(nlohmann::json::parse(line).at("step").get<int64_t>());
+  return steps;
+}
+
 void expect_resume_is_bitwise(const TrainConfig& uninterrupted, TrainConfig interrupted) {
   train(uninterrupted);
   interrupted.stop_after = 3;
@@ -118,6 +137,13 @@ void expect_resume_is_bitwise(const TrainConfig& uninterrupted, TrainConfig inte
     return read_file((fs::path(c.out_dir) / "final/model.safetensors").string());
   };
   EXPECT_TRUE(final_model(uninterrupted) == final_model(interrupted)) << "the final weights differ";
+  EXPECT_EQ(records(uninterrupted.out_dir, "masks"), records(interrupted.out_dir, "masks"));
+}
+
+SparsityConfig sparse24() {
+  SparsityConfig s;
+  s.enabled = true;
+  return s;
 }
 
 TEST_F(TrainingRun, TrainingLowersTheValidationLoss) {
@@ -172,6 +198,130 @@ TEST_F(TrainingRun, BadSettingsAreErrorsNamingTheFlag) {
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--log-every"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(TrainingRun, SparseTrainingLowersTheValidationLoss) {
+  auto c = run_config("run", 30);
+  c.lr.warmup_steps = 3;
+  c.sparsity = sparse24();
+  c.sparsity.mask_every = 5;
+  const auto r = train(c);
+  EXPECT_GT(r.first_val_loss, 4.0);
+  EXPECT_LT(r.final_val_loss, r.first_val_loss - 1.0)
+      << "first " << r.first_val_loss << " final " << r.final_val_loss;
+  EXPECT_EQ(mask_steps(c.out_dir), (std::vector<int64_t>{1, 6, 11, 16, 21}));  // dense from step 26
+  for (const auto& line : records(c.out_dir, "masks")) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.at("step") == 1) continue;
+    const double rate = j.at("flip_rate").get<double>();
+    EXPECT_GE(rate, 0.0);
+    EXPECT_LT(rate, 0.5) << line;
+  }
+}
+
+// Resumed at step 3, between two mask computations (steps 1, 3 and 5 compute them), so the resumed run
+// needs the checkpoint's masks; the MVUE draws of both micro-batches and the dense last step must match.
+TEST_F(TrainingRun, ResumeIsBitwiseWithSparsity) {
+  base_.grad_accum = 2;
+  base_.sparsity = sparse24();
+  base_.sparsity.mask_every = 2;
+  base_.sparsity.masked_decay = 1e-2;  // large enough to move the masks in six steps
+  expect_resume_is_bitwise(run_config("a", 6), run_config("b", 6));
+  EXPECT_EQ(mask_steps(fs::path(dir_) / "a"), (std::vector<int64_t>{1, 3, 5}));
+  const auto ck = load_training_checkpoint((fs::path(dir_) / "b/checkpoints/step-00000003").string());
+  EXPECT_EQ(ck.masks.size(), 6u);  // gate, up and down of both layers
+}
+
+TEST_F(TrainingRun, ResumeIsBitwiseWithSparsityAndDenseDw) {
+  base_.sparsity = sparse24();
+  base_.sparsity.mask_every = 4;
+  base_.sparsity.dense_dw = true;
+  base_.sparsity.dense_warmup = 1;
+  base_.sparsity.dense_finetune = 0;
+  expect_resume_is_bitwise(run_config("a", 6), run_config("b", 6));
+  EXPECT_EQ(mask_steps(fs::path(dir_) / "a"), (std::vector<int64_t>{2, 6}));
+}
+
+// A run that ends sparse exports the masked model (zeros where pruned) and checkpoints the dense masters
+// with the masks; the masks are transposable 2:4.
+TEST_F(TrainingRun, SparseRunExportsMaskedWeightsAndCheckpointsDenseMastersWithMasks) {
+  auto c = run_config("run", 4);
+  c.sparsity = sparse24();
+  c.sparsity.dense_finetune = 0;
+  c.sparsity.mask_every = 3;
+  const auto r = train(c);
+  EXPECT_EQ(mask_steps(c.out_dir), (std::vector<int64_t>{1, 4}));
+  const auto ck = load_training_checkpoint((fs::path(c.out_dir) / "checkpoints/step-00000004").string());
+  const auto exported = load_model_dir(r.final_dir);
+  const ParameterLayout layout(ck.weights.config);
+  ASSERT_EQ(ck.masks.size(), 6u);
+  std::vector<float> want = ck.weights.params;
+  int64_t pruned = 0;
+  for (const auto& m : ck.masks) {
+    const ParamInfo& p = layout.find(m.name);
+    ASSERT_EQ(m.shape, p.shape) << m.name;
+    const int64_t rows = p.shape[0], cols = p.shape[1];
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; j += 4) {
+        int kept = 0;
+        for (int64_t k = 0; k < 4; ++k) kept += m.values[static_cast<size_t>(i * cols + j + k)];
+        ASSERT_EQ(kept, 2) << m.name << " row " << i << " columns " << j << "-" << j + 3;
+      }
+    for (int64_t i = 0; i < p.numel; ++i) {
+      const auto at = static_cast<size_t>(p.offset + i);
+      if (m.values[static_cast<size_t>(i)]) continue;
+      EXPECT_NE(ck.weights.params[at], 0.0f) << m.name << ": the checkpoint must keep the dense master";
+      want[at] = 0;
+      ++pruned;
+    }
+  }
+  EXPECT_EQ(pruned, ck.weights.config.num_hidden_layers * 3LL * 32 * 64 / 2);
+  EXPECT_EQ(exported.params, want) << "final/ must hold the masked weights";
+}
+
+// Steps 1-3 sparse, 4-6 dense: the masks stop at step 3, checkpoints hold masks only while sparse, and
+// the exported model is dense again.
+TEST_F(TrainingRun, DenseFinetuneDropsTheMasksAtItsStep) {
+  auto c = run_config("run", 6);
+  c.sparsity = sparse24();
+  c.sparsity.dense_finetune = 0.5;
+  c.sparsity.mask_every = 1;
+  c.save_every = 1;
+  const auto r = train(c);
+  EXPECT_EQ(mask_steps(c.out_dir), (std::vector<int64_t>{1, 2, 3}));
+  const auto root = fs::path(c.out_dir) / "checkpoints";
+  EXPECT_EQ(load_training_checkpoint((root / "step-00000003").string()).masks.size(), 6u);
+  EXPECT_TRUE(load_training_checkpoint((root / "step-00000004").string()).masks.empty());
+  const auto last = load_training_checkpoint((root / "step-00000006").string());
+  EXPECT_TRUE(last.masks.empty());
+  EXPECT_EQ(load_model_dir(r.final_dir).params, last.weights.params);
+}
+
+TEST_F(TrainingRun, ResumingASparseStepWithoutMasksIsAnError) {
+  auto dense = run_config("run", 6);
+  dense.stop_after = 3;
+  train(dense);  // a dense checkpoint at step 3
+  auto sparse = run_config("run", 6);
+  sparse.sparsity = sparse24();
+  sparse.sparsity.mask_every = 2;  // step 4 (index 3) keeps the masks of step 3
+  try {
+    train(sparse);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--no-resume"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(TrainingRun, BadSparsitySettingsAreErrorsNamingTheFlag) {
+  auto c = run_config("run", 4);
+  c.sparsity = sparse24();
+  c.sparsity.dense_warmup = 4;
+  try {
+    train(c);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--dense-warmup"), std::string::npos) << e.what();
   }
 }
 
