@@ -182,11 +182,12 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const Args a) {
   store_rows<D>(a.dv, dv, dv_scales, start + warp_key0, warp_keys, warp_real, a.Hkv, kv_head);
 }
 
-// The one-pass block: kKeys = 16 per warp keys of one kv head against every query tile of kRows rows at or
-// after them, for each query head of the group. Per step (query tile, head), warps own their 16 keys as in
-// dkdv_kernel: S^T = K Q^T, P^T, dV += P^T dO, dP^T = V dO^T, dS^T, dK += dS^T Q; dS^T then goes to shared
-// memory, and after a barrier the warps split the tile's dQ = dS K (16 queries x D / kDqParts columns
-// each) and add it to dq_accum. Q, dO, lse and delta of the next step load (cp.async) during this one.
+// The one-pass block: kBackwardKeys keys (16 per warp) of one kv head against every query tile of kRows
+// rows at or after them, for each query head of the group. Per step (query tile, head), warps own their
+// 16 keys as in dkdv_kernel: S^T = K Q^T, P^T, dV += P^T dO, dP^T = V dO^T, dS^T, dK += dS^T Q (in
+// kSubRows-query passes); dS^T then goes to shared memory, and after a barrier the warps split the tile's
+// dQ = dS K (16 queries x kDqCols columns each) and add it to dq_accum. Q, dO, lse and delta of the next
+// step load (cp.async) during this one.
 constexpr int kOnePassWarps = kBackwardKeys / 16;
 constexpr int kOnePassThreads = 32 * kOnePassWarps;
 
