@@ -1,13 +1,18 @@
 // Host side of the CUDA attention: checks what only this backend requires, carves the per-call scratch
-// (work list, status words, backward's delta) from the stream-ordered allocator, launches the schedule and
-// the kernels for the head dim, and turns an inconsistent segment table into a pt::Error.
+// (work list, status words, the backward's delta, dQ accumulator and key-tile order) from the shared
+// scratch buffer, launches the schedule and the kernels for the head dim, and turns an inconsistent
+// segment table into a pt::Error. PACKTRAIN_ATTN_BWD=twopass|onepass (default onepass) picks the backward
+// (attention_backward.cu) while both are measured.
+#include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "ops/cuda/attention.h"
 #include "ops/cuda/attention_kernels.h"
 #include "ops/cuda/attention_mma.cuh"
+#include "ops/cuda/scratch.h"
 
 namespace pt::ops::cuda {
 
@@ -22,22 +27,6 @@ void check(cudaError_t err, const char* op, const char* what) {
 void require(bool ok, const char* op, const std::string& what) {
   if (!ok) throw Error(std::string(op) + ": " + what);
 }
-
-// One device allocation for the call's temporaries, released in stream order.
-class Scratch {
- public:
-  Scratch(size_t bytes, const char* op) {
-    check(cudaMallocAsync(&base_, bytes, stream_), op, "allocating attention scratch");
-  }
-  ~Scratch() { cudaFreeAsync(base_, stream_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  char* base() const { return static_cast<char*>(base_); }
-
- private:
-  cudaStream_t stream_ = nullptr;
-  void* base_ = nullptr;
-};
 
 size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
@@ -79,24 +68,26 @@ Call prepare(const char* op, const AttentionParams& p) {
   return c;
 }
 
-// Runs `launch` over a fresh schedule with `extra_bytes` more scratch (passed to `launch`), then waits and
-// reports an inconsistent cu_seqlens / valid_lens.
+// Runs `launch` over a fresh schedule with `extra_bytes` more scratch (passed to `launch`, 256-byte
+// aligned), then waits and reports an inconsistent cu_seqlens / valid_lens.
 template <class Launch>
 void run(Call& c, size_t extra_bytes, Launch&& launch) {
   if (c.args.T == 0 || c.segments <= 0) {
     require(c.args.T == 0, c.op, "cu_seqlens has no segments but there are tokens");
     return;
   }
-  const size_t items_bytes = round_up(sizeof(int4) * static_cast<size_t>(c.args.schedule.capacity));
-  const size_t status_bytes = round_up(sizeof(int) * attn::kStatusWords);
-  Scratch scratch(items_bytes + status_bytes + extra_bytes, c.op);
-  auto* items = reinterpret_cast<int4*>(scratch.base());
-  auto* status = reinterpret_cast<int*>(scratch.base() + items_bytes);
+  ScratchPlan plan;
+  const size_t items_at = plan.reserve<int4>(c.args.schedule.capacity);
+  const size_t status_at = plan.reserve<int>(attn::kStatusWords);
+  const size_t extra_at = plan.reserve<char>(static_cast<int64_t>(extra_bytes));
+  plan.allocate();
+  auto* items = plan.at<int4>(items_at);
+  auto* status = plan.at<int>(status_at);
   attn::launch_schedule(c.cu, c.valid, c.segments, c.args.T, items, c.args.schedule.capacity, status,
                         nullptr);
   c.args.schedule.items = items;
   c.args.schedule.count = status + attn::kCount;
-  launch(scratch.base() + items_bytes + status_bytes);
+  launch(plan.at<char>(extra_at));
   check(cudaGetLastError(), c.op, "kernel launch");
 
   int host_status[attn::kStatusWords];
@@ -119,6 +110,16 @@ void run(Call& c, size_t extra_bytes, Launch&& launch) {
       (c.valid ? " with valid length " + std::to_string(real) : std::string()) + "; nothing was written");
 }
 
+// The backward PACKTRAIN_ATTN_BWD asks for.
+attn::Backward backward_variant(const char* op) {
+  const char* env = std::getenv("PACKTRAIN_ATTN_BWD");
+  const std::string name = env ? env : "";
+  if (name.empty() || name == "onepass") return attn::Backward::one_pass;
+  if (name == "twopass") return attn::Backward::two_pass;
+  throw Error(std::string(op) +
+              ": PACKTRAIN_ATTN_BWD must be onepass or twopass (unset means onepass), got '" + name + "'");
+}
+
 }  // namespace
 
 void attention_forward(const AttentionParams& p) {
@@ -133,6 +134,7 @@ void attention_forward(const AttentionParams& p) {
 
 void attention_backward(const AttentionParams& p, const AttentionGrads& g) {
   Call c = prepare("attention_backward", p);
+  const attn::Backward variant = backward_variant(c.op);
   attn::Args& a = c.args;
   a.dout = static_cast<const __nv_bfloat16*>(g.dout.data);
   a.dq = static_cast<__nv_bfloat16*>(g.dq.data);
@@ -141,12 +143,26 @@ void attention_backward(const AttentionParams& p, const AttentionGrads& g) {
   for (const Tensor* t : {&g.dout, &g.dq, &g.dk, &g.dv})
     require(reinterpret_cast<uintptr_t>(t->data) % 16 == 0, c.op,
             "dout, dq, dk and dv must be 16-byte aligned for vector loads");
-  run(c, sizeof(float) * static_cast<size_t>(a.T) * a.H, [&](char* extra) {
+  // The one-pass work list holds the schedule items that start a key tile: a bound on their count.
+  const int64_t key_capacity = std::min<int64_t>(
+      a.schedule.capacity,
+      (int64_t{a.T} + int64_t{c.segments} * (attn::kBackwardKeys - 1)) / attn::kBackwardKeys);
+  require(key_capacity * a.Hkv < INT_MAX, c.op, "too many key tiles times kv heads for one grid");
+  const size_t rows = static_cast<size_t>(a.T) * a.H;
+  const size_t delta_bytes = round_up(sizeof(float) * rows);
+  const size_t accum_bytes =
+      variant == attn::Backward::one_pass ? round_up(sizeof(float) * rows * c.head_dim) : 0;
+  const size_t tiles_bytes =
+      variant == attn::Backward::one_pass ? sizeof(int) * (1 + static_cast<size_t>(key_capacity)) : 0;
+  run(c, delta_bytes + accum_bytes + tiles_bytes, [&](char* extra) {
     a.delta = reinterpret_cast<float*>(extra);
+    const attn::OnePassScratch one_pass{reinterpret_cast<float*>(extra + delta_bytes),
+                                        reinterpret_cast<int*>(extra + delta_bytes + accum_bytes),
+                                        static_cast<int>(key_capacity)};
     if (c.head_dim == 64)
-      attn::launch_backward<64>(a, nullptr);
+      attn::launch_backward<64>(a, variant, one_pass, nullptr);
     else
-      attn::launch_backward<128>(a, nullptr);
+      attn::launch_backward<128>(a, variant, one_pass, nullptr);
   });
 }
 

@@ -1,9 +1,13 @@
 // Backward kernels. With P = exp(scale QK^T - lse) recomputed from the forward's lse, dP = dO V^T,
 // delta_i = rowsum(dO_i * O_i) and dS = P * (dP - delta):  dV = P^T dO,  dK = scale dS^T Q,
-// dQ = scale dS K.  Two passes keep every result deterministic and free of atomics: one block per
-// (key tile, kv head) sums dK and dV over all queries of the kv head's query heads (GQA) in registers,
-// and one block per (query tile, head) sums dQ over the keys. The price is computing QK^T and dO V^T
-// twice (7 tile products instead of 5).
+// dQ = scale dS K. Two implementations, chosen per call while both are measured (Backward):
+// - two passes, deterministic and free of atomics: one block per (key tile, kv head) sums dK and dV over
+//   all queries of the kv head's query heads (GQA) in registers, and one block per (query tile, head) sums
+//   dQ over the keys. The price is computing QK^T and dO V^T twice (7 tile products instead of 5).
+// - one pass: the (key tile, kv head) block also forms dS K for each query tile it visits and adds it to
+//   an fp32 [T,H,D] accumulator with atomic reductions; a last kernel scales and rounds it to bf16. dK and
+//   dV stay deterministic; dQ's summation order over key tiles is not, so dQ may differ from run to run
+//   in the last bits. Blocks run longest work first (a device-built order of the key tiles).
 #include <cmath>
 
 #include "ops/cuda/attention_kernels.h"
@@ -15,9 +19,10 @@ namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
-// delta[h, i] = sum_d dout[i, h, d] * out[i, h, d], one warp per (token, head).
+// delta[h, i] = sum_d dout[i, h, d] * out[i, h, d], one warp per (token, head); also clears the (token,
+// head) row of dq_accum when there is one.
 template <int D>
-__global__ void __launch_bounds__(256) delta_kernel(const Args a) {
+__global__ void __launch_bounds__(256) delta_kernel(const Args a, float* dq_accum) {
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (warp >= static_cast<int64_t>(a.T) * a.H) return;
@@ -33,6 +38,10 @@ __global__ void __launch_bounds__(256) delta_kernel(const Args a) {
   }
   for (int m = 16; m > 0; m /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, m);
   if (lane == 0) a.delta[static_cast<int64_t>(head) * a.T + token] = sum;
+  if (dq_accum) {
+    float4* acc = reinterpret_cast<float4*>(dq_accum + warp * D);
+    for (int c = lane; c < D / 4; c += 32) acc[c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
 }
 
 // dQ for kTile queries of one head: the forward's loop over keys, with dS K in place of P V.
@@ -173,6 +182,235 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const Args a) {
   store_rows<D>(a.dv, dv, dv_scales, start + warp_key0, warp_keys, warp_real, a.Hkv, kv_head);
 }
 
+// The one-pass block: kBackwardKeys keys (16 per warp) of one kv head against every query tile of kRows
+// rows at or after them, for each query head of the group. Per step (query tile, head), warps own their
+// 16 keys as in dkdv_kernel: S^T = K Q^T, P^T, dV += P^T dO, dP^T = V dO^T, dS^T, dK += dS^T Q (in
+// kSubRows-query passes); dS^T then goes to shared memory, and after a barrier the warps split the tile's
+// dQ = dS K (16 queries x kDqCols columns each) and add it to dq_accum. Q, dO, lse and delta of the next
+// step load (cp.async) during this one.
+constexpr int kOnePassWarps = kBackwardKeys / 16;
+constexpr int kOnePassThreads = 32 * kOnePassWarps;
+
+template <int D>
+struct OnePassShape {
+  static constexpr int kRows = 64;  // queries per step
+  // Queries per S^T .. dK pass within a step: fewer accumulators beside dK and dV (D128 would spill) at the
+  // price of loading K's and V's fragments once per pass.
+  static constexpr int kSubRows = D == 128 ? 32 : 64;
+  static constexpr int kLd = ld<D>(), kLdS = kRows + 8;  // row pitches of the K/V/Q/dO tiles and of dS^T
+  static constexpr int kQGroups = kRows / 16, kDqParts = kOnePassWarps / kQGroups, kDqCols = D / kDqParts;
+  static constexpr int kSmem =
+      (2 * kBackwardKeys * kLd + 4 * kRows * kLd + kBackwardKeys * kLdS) * 2 + 4 * kRows * 4;
+  static_assert(kOnePassWarps % kQGroups == 0 && kDqCols % 16 == 0 && 2 * kRows <= kOnePassThreads);
+};
+
+template <int D>
+__global__ void __launch_bounds__(kOnePassThreads, 1)
+    onepass_kernel(const Args a, const OnePassScratch scratch) {
+  using Shape = OnePassShape<D>;
+  constexpr int kRows = Shape::kRows, kSubRows = Shape::kSubRows, kLd = Shape::kLd, kLdS = Shape::kLdS;
+  const int block = static_cast<int>(blockIdx.x), slot = block / a.Hkv, kv_head = block % a.Hkv;
+  if (slot >= scratch.key_tiles[0]) return;
+  const int4 seg = a.schedule.items[scratch.key_tiles[1 + slot]];  // {start, real, len, key0}
+  const int64_t start = seg.x;
+  const int real = seg.y, key0 = seg.w, group = a.H / a.Hkv;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int warp_key0 = key0 + warp * 16;
+  float dk[D / 8][4] = {}, dv[D / 8][4] = {};
+  if (key0 < real) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    __nv_bfloat16* sk = reinterpret_cast<__nv_bfloat16*>(smem);
+    __nv_bfloat16* sv = sk + kBackwardKeys * kLd;
+    __nv_bfloat16* sq = sv + kBackwardKeys * kLd;  // two buffers each of Q and dO
+    __nv_bfloat16* sdo = sq + 2 * kRows * kLd;
+    __nv_bfloat16* sds = sdo + 2 * kRows * kLd;                          // dS^T: kBackwardKeys x kRows
+    float* slse = reinterpret_cast<float*>(sds + kBackwardKeys * kLdS);  // two buffers each of lse, delta
+    float* sdelta = slse + 2 * kRows;
+    load_tile_async<D, kBackwardKeys, kOnePassThreads>(sk, a.k, start, key0, real, a.Hkv, kv_head);
+    load_tile_async<D, kBackwardKeys, kOnePassThreads>(sv, a.v, start, key0, real, a.Hkv, kv_head);
+    cp_async_commit();
+
+    // Steps run over the query tiles at or after the keys (causal), head by head.
+    const int row_tiles = (real - key0 + kRows - 1) / kRows, steps = group * row_tiles;
+    auto load_step = [&](int step) {
+      const int buf = step & 1, head = kv_head * group + step / row_tiles;
+      const int row0 = key0 + step % row_tiles * kRows;
+      load_tile_async<D, kRows, kOnePassThreads>(sq + buf * kRows * kLd, a.q, start, row0, real, a.H, head);
+      load_tile_async<D, kRows, kOnePassThreads>(sdo + buf * kRows * kLd, a.dout, start, row0, real, a.H,
+                                                 head);
+      if (threadIdx.x < 2 * kRows) {  // lse by the first kRows threads, delta by the next
+        const bool is_lse = threadIdx.x < kRows;
+        const int r = threadIdx.x % kRows, i = row0 + r;
+        const int64_t at = static_cast<int64_t>(head) * a.T + start + (i < real ? i : 0);
+        cp_async_4((is_lse ? slse : sdelta) + buf * kRows + r, (is_lse ? a.lse : a.delta) + at,
+                   i < real ? 4 : 0);
+      }
+      cp_async_commit();
+    };
+    load_step(0);
+
+    const float scale_log2 = a.scale * kLog2e;
+    const int m = lane / 8, r = lane % 8;  // ldmatrix roles: matrix and row
+    for (int step = 0; step < steps; ++step) {
+      // The buffers step + 1 fills were last read before the previous step's second barrier.
+      if (step + 1 < steps) {
+        load_step(step + 1);
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+      __syncthreads();  // this step's tiles are visible; every warp is done with the previous step's dS^T
+      const int buf = step & 1, head = kv_head * group + step / row_tiles;
+      const int row0 = key0 + step % row_tiles * kRows;
+
+      // S^T through dK per kSubRows queries; warps whose keys all lie after every real query of a
+      // sub-tile have P = dS = 0 there and skip it (its dS^T columns are never read: see dQ below).
+#pragma unroll 1
+      for (int sub0 = row0; sub0 < row0 + kRows; sub0 += kSubRows) {
+        if (warp_key0 >= min(sub0 + kSubRows, real)) continue;
+        const __nv_bfloat16* q = sq + (buf * kRows + sub0 - row0) * kLd;
+        const __nv_bfloat16* dout = sdo + (buf * kRows + sub0 - row0) * kLd;
+        const float* lse = slse + buf * kRows + sub0 - row0;
+        const float* delta = sdelta + buf * kRows + sub0 - row0;
+        float st[kSubRows / 8][4] = {};
+        gemm_abt<kSubRows / 8, D>(st, sk + warp * 16 * kLd, q, kLd, kLd);
+        const bool edge = sub0 < warp_key0 + 16 || sub0 + kSubRows > real;  // diagonal or segment end
+#pragma unroll
+        for (int n = 0; n < kSubRows / 8; ++n) {
+          const float2 l = *reinterpret_cast<const float2*>(lse + 8 * n + 2 * t);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int j = warp_key0 + g + 8 * (e / 2), i = sub0 + 8 * n + 2 * t + e % 2;
+            const bool masked = edge && (j > i || i >= real);
+            st[n][e] =
+                masked ? 0.0f : exp2f(fmaf(st[n][e], scale_log2, -(e % 2 ? l.y : l.x) * kLog2e));  // P^T
+          }
+        }
+        uint32_t frag[kSubRows / 16][4];
+        to_a_fragments<kSubRows>(frag, st);
+        gemm_rb<D / 8, kSubRows>(dv, frag, dout, kLd);
+
+        float dpt[kSubRows / 8][4] = {};
+        gemm_abt<kSubRows / 8, D>(dpt, sv + warp * 16 * kLd, dout, kLd, kLd);
+#pragma unroll
+        for (int n = 0; n < kSubRows / 8; ++n) {
+          const float2 d = *reinterpret_cast<const float2*>(delta + 8 * n + 2 * t);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) st[n][e] *= dpt[n][e] - (e % 2 ? d.y : d.x);  // dS^T
+        }
+        to_a_fragments<kSubRows>(frag, st);
+        gemm_rb<D / 8, kSubRows>(dk, frag, q, kLd);
+        // The A fragments are the warp's dS^T rows: [kk][0] row g, columns 16kk + 2t (+1); [1] row g + 8;
+        // [2] and [3] the same rows 8 columns on.
+        uint32_t* rows = reinterpret_cast<uint32_t*>(sds + (warp * 16 + g) * kLdS + sub0 - row0) + t;
+#pragma unroll
+        for (int kk = 0; kk < kSubRows / 16; ++kk) {
+          rows[8 * kk] = frag[kk][0];
+          rows[8 * kk + 4 * kLdS] = frag[kk][1];
+          rows[8 * kk + 4] = frag[kk][2];
+          rows[8 * kk + 4 * kLdS + 4] = frag[kk][3];
+        }
+      }
+      __syncthreads();  // dS^T is complete
+
+      // dQ of queries q0..q0+15, columns col0..col0+kDqCols-1: sum over the 16-key chunks that reach them
+      // (key <= query), all of them rows of warps that took part above.
+      const int q0 = row0 + 16 * (warp % Shape::kQGroups), col0 = warp / Shape::kQGroups * Shape::kDqCols;
+      if (q0 < real) {
+        const int chunks = min(kOnePassWarps, (q0 - key0) / 16 + 1);
+        float acc[Shape::kDqCols / 8][4] = {};
+        for (int kk = 0; kk < chunks; ++kk) {
+          uint32_t ds[4];  // A = dS, read transposed from dS^T
+          ldmatrix_x4_trans(ds, sds + (kk * 16 + r + (m >> 1) * 8) * kLdS + q0 - row0 + (m & 1) * 8);
+#pragma unroll
+          for (int n = 0; n < Shape::kDqCols / 8; n += 2) {
+            uint32_t b[4];
+            ldmatrix_x4_trans(b, sk + (kk * 16 + r + (m & 1) * 8) * kLd + col0 + n * 8 + (m >> 1) * 8);
+            mma_bf16(acc[n], ds, b[0], b[1]);
+            mma_bf16(acc[n + 1], ds, b[2], b[3]);
+          }
+        }
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int i = q0 + g + 8 * half;
+          if (i >= real) continue;
+          float* row = scratch.dq_accum + ((start + i) * a.H + head) * D + col0 + 2 * t;
+#pragma unroll
+          for (int n = 0; n < Shape::kDqCols / 8; ++n)
+            red_add_f32x2(row + 8 * n, acc[n][2 * half], acc[n][2 * half + 1]);
+        }
+      }
+    }
+  }
+  const int warp_keys = min(16, seg.z - warp_key0), warp_real = real - warp_key0;
+  const float dk_scales[2] = {a.scale, a.scale}, dv_scales[2] = {1.0f, 1.0f};
+  store_rows<D>(a.dk, dk, dk_scales, start + warp_key0, warp_keys, warp_real, a.Hkv, kv_head);
+  store_rows<D>(a.dv, dv, dv_scales, start + warp_key0, warp_keys, warp_real, a.Hkv, kv_head);
+}
+
+// The one-pass work list: the schedule items that start a key tile, by decreasing number of query tiles
+// after them (a counting sort; tiles with kOrderBuckets - 1 or more share the top bucket), so the largest
+// blocks start first and short ones fill the gaps at the end. key_tiles[0] gets their count.
+constexpr int kOrderThreads = 1024, kOrderBuckets = 1024;
+
+template <int kRows>
+__global__ void __launch_bounds__(kOrderThreads) order_kernel(const Args a, const OnePassScratch scratch) {
+  __shared__ int next[kOrderBuckets];  // per bucket: its count, then the next free position
+  __shared__ int warp_sums[kOrderThreads / 32];
+  static_assert(kOrderBuckets == kOrderThreads);
+  const int count = *a.schedule.count, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  auto bucket = [&](int4 item) {  // descending work: bucket 0 holds the most query tiles
+    const int tiles = (max(item.y - item.w, 0) + kRows - 1) / kRows;
+    return kOrderBuckets - 1 - min(tiles, kOrderBuckets - 1);
+  };
+  next[tid] = 0;
+  __syncthreads();
+  for (int i = tid; i < count; i += kOrderThreads) {
+    const int4 item = a.schedule.items[i];
+    if (item.w % kBackwardKeys == 0) atomicAdd(&next[bucket(item)], 1);
+  }
+  __syncthreads();
+  const int own = next[tid];  // exclusive prefix sum over the buckets
+  int inclusive = own;
+  for (int d = 1; d < 32; d *= 2) {
+    const int y = __shfl_up_sync(0xffffffffu, inclusive, d);
+    if (lane >= d) inclusive += y;
+  }
+  if (lane == 31) warp_sums[warp] = inclusive;
+  __syncthreads();
+  if (warp == 0) {
+    int sum = warp_sums[lane];
+    for (int d = 1; d < 32; d *= 2) {
+      const int y = __shfl_up_sync(0xffffffffu, sum, d);
+      if (lane >= d) sum += y;
+    }
+    warp_sums[lane] = sum;
+  }
+  __syncthreads();
+  next[tid] = (warp > 0 ? warp_sums[warp - 1] : 0) + inclusive - own;
+  if (tid == 0) scratch.key_tiles[0] = min(warp_sums[kOrderThreads / 32 - 1], scratch.key_capacity);
+  __syncthreads();
+  for (int i = tid; i < count; i += kOrderThreads) {
+    const int4 item = a.schedule.items[i];
+    if (item.w % kBackwardKeys != 0) continue;
+    const int at = atomicAdd(&next[bucket(item)], 1);
+    if (at < scratch.key_capacity) scratch.key_tiles[1 + at] = i;
+  }
+}
+
+// dq = scale * dq_accum in bf16, eight elements per thread. Writes nothing for an inconsistent segment
+// table (no schedule items), like the other kernels.
+__global__ void __launch_bounds__(256)
+    dq_convert_kernel(const Args a, const float* dq_accum, int64_t elements) {
+  const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 8;
+  if (i >= elements || *a.schedule.count == 0) return;
+  const float4 x = *reinterpret_cast<const float4*>(dq_accum + i);
+  const float4 y = *reinterpret_cast<const float4*>(dq_accum + i + 4);
+  const float s = a.scale;
+  *reinterpret_cast<uint4*>(a.dq + i) = make_uint4(pack_bf16(x.x * s, x.y * s), pack_bf16(x.z * s, x.w * s),
+                                                   pack_bf16(y.x * s, y.y * s), pack_bf16(y.z * s, y.w * s));
+}
+
 template <class Kernel>
 void allow_smem(Kernel kernel, int bytes) {
   // A failure resurfaces as the launch error, which the caller checks.
@@ -182,10 +420,24 @@ void allow_smem(Kernel kernel, int bytes) {
 }  // namespace
 
 template <int D>
-void launch_backward(const Args& a, cudaStream_t stream) {
+void launch_backward(const Args& a, Backward variant, const OnePassScratch& one_pass, cudaStream_t stream) {
   const int64_t rows = static_cast<int64_t>(a.T) * a.H;
-  delta_kernel<D><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(a);
+  const bool is_one_pass = variant == Backward::one_pass;
+  delta_kernel<D><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(
+      a, is_one_pass ? one_pass.dq_accum : nullptr);
 
+  if (is_one_pass) {
+    constexpr int kSmem = OnePassShape<D>::kSmem;
+    static const bool configured = (allow_smem(onepass_kernel<D>, kSmem), true);
+    (void)configured;
+    order_kernel<OnePassShape<D>::kRows><<<1, kOrderThreads, 0, stream>>>(a, one_pass);
+    const unsigned blocks = static_cast<unsigned>(one_pass.key_capacity) * static_cast<unsigned>(a.Hkv);
+    onepass_kernel<D><<<blocks, kOnePassThreads, kSmem, stream>>>(a, one_pass);
+    const int64_t elements = rows * D;
+    dq_convert_kernel<<<static_cast<unsigned>((elements / 8 + 255) / 256), 256, 0, stream>>>(
+        a, one_pass.dq_accum, elements);
+    return;
+  }
   constexpr int kDqSmem = 4 * kTile * ld<D>() * 2;
   constexpr int kDkdvSmem = 4 * kTile * ld<D>() * 2 + 2 * kTile * 4;
   static const bool configured =
@@ -195,7 +447,7 @@ void launch_backward(const Args& a, cudaStream_t stream) {
   dq_kernel<D><<<dim3(a.schedule.capacity, a.H), kThreads, kDqSmem, stream>>>(a);
 }
 
-template void launch_backward<64>(const Args&, cudaStream_t);
-template void launch_backward<128>(const Args&, cudaStream_t);
+template void launch_backward<64>(const Args&, Backward, const OnePassScratch&, cudaStream_t);
+template void launch_backward<128>(const Args&, Backward, const OnePassScratch&, cudaStream_t);
 
 }  // namespace pt::ops::cuda::attn

@@ -61,14 +61,21 @@ __device__ inline void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 
-// Starts loading kTile rows of one head, rows [row0, row0 + kTile) of a segment beginning at token
-// `start`, from a [T, heads, D] tensor into a kTile x ld<D>() shared tile; rows at or past `limit` (the
-// segment's real tokens) become zeros, so masked products never meet stale or padded values.
-template <int D>
+// Copies 4 bytes global -> shared (through L1); src_bytes 0 writes zeros instead.
+__device__ inline void cp_async_4(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(src_bytes));
+}
+
+// Starts loading kRows rows of one head, rows [row0, row0 + kRows) of a segment beginning at token
+// `start`, from a [T, heads, D] tensor into a kRows x ld<D>() shared tile, with the block's kBlockThreads
+// threads; rows at or past `limit` (the segment's real tokens) become zeros, so masked products never meet
+// stale or padded values.
+template <int D, int kRows = kTile, int kBlockThreads = kThreads>
 __device__ inline void load_tile_async(__nv_bfloat16* tile, const __nv_bfloat16* src, int64_t start, int row0,
                                        int limit, int heads, int head) {
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
-  for (int c = threadIdx.x; c < kTile * kChunks; c += kThreads) {
+  for (int c = threadIdx.x; c < kRows * kChunks; c += kBlockThreads) {
     const int r = c / kChunks, col = (c % kChunks) * 8;
     const bool real = row0 + r < limit;
     const int64_t token = start + (real ? row0 + r : 0);  // a valid address even when nothing is read
@@ -131,6 +138,17 @@ __device__ inline void to_a_fragments(uint32_t (&a)[K / 16][4], const float (&c)
     a[kk][2] = pack_bf16(c[2 * kk + 1][0], c[2 * kk + 1][1]);
     a[kk][3] = pack_bf16(c[2 * kk + 1][2], c[2 * kk + 1][3]);
   }
+}
+
+// *p += x, p[1] += y in global memory, without returning the old values (unordered: the summation order of
+// concurrent adds is not deterministic). sm_90 adds both in one vector reduction.
+__device__ inline void red_add_f32x2(float* p, float x, float y) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(x), "f"(y) : "memory");
+#else
+  atomicAdd(p, x);
+  atomicAdd(p + 1, y);
+#endif
 }
 
 // Max and sum over the four threads of a quad, which together hold one accumulator row.

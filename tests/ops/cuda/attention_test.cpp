@@ -1,7 +1,8 @@
 // The CUDA attention (bf16 in and out, fp32 lse) against the CPU reference run in fp32 on the same
 // bf16-rounded inputs, over length mixes that stress the tile schedule: 1-token examples, long examples,
-// hundreds of short ones, lengths off every tile multiple, SFT-like mixes and padded segments. Outputs are
-// poisoned with NaN bytes first and fenced by guard regions that must stay untouched.
+// hundreds of short ones, lengths off every tile multiple, SFT-like mixes and padded segments. Every case
+// runs once per backward implementation (PACKTRAIN_ATTN_BWD=onepass|twopass). Outputs are poisoned with
+// NaN bytes first and fenced by guard regions that must stay untouched.
 #include "ops/attention.h"
 
 #include <fmt/format.h>
@@ -9,11 +10,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <ostream>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/device.h"
@@ -124,7 +128,130 @@ class Comparison {
   const std::vector<int32_t>& cu_;
 };
 
-class CudaAttention : public ::testing::TestWithParam<Case> {
+// Sets an environment variable for the scope and restores the previous value (or its absence) after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      setenv(name_, old_->c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// A case's inputs (bf16 bits) and the CPU reference's results on them (fp32 from the same rounded values).
+struct Problem {
+  std::vector<int32_t> cu;
+  std::vector<uint16_t> q, k, v, dout;
+  std::vector<float> out, lse, dq, dk, dv;
+};
+
+Problem make_problem(const Case& c) {
+  Problem r;
+  r.cu.assign(c.lengths.size() + 1, 0);
+  std::partial_sum(c.lengths.begin(), c.lengths.end(), r.cu.begin() + 1);
+  const int64_t T = r.cu.back(), S = int64_t(c.lengths.size()), H = c.H, Hkv = c.Hkv, D = c.D;
+  const int64_t nq = T * H * D, nkv = T * Hkv * D;
+  r.q = random_bf16(nq, 1, 2.0f);
+  r.k = random_bf16(nkv, 2, 2.0f);
+  r.v = random_bf16(nkv, 3, 1.0f);
+  r.dout = random_bf16(nq, 4, 1.0f);
+  std::vector<float> fq = to_float(r.q), fk = to_float(r.k), fv = to_float(r.v), fdout = to_float(r.dout);
+  r.out.resize(nq);
+  r.lse.resize(H * T);
+  r.dq.resize(nq);
+  r.dk.resize(nkv);
+  r.dv.resize(nkv);
+  std::vector<int32_t> valid = c.valid;
+  const Tensor cpu_valid = valid.empty() ? Tensor() : Tensor::of(valid.data(), {S});
+  AttentionParams cpu{Tensor::of(fq.data(), {T, H, D}),
+                      Tensor::of(fk.data(), {T, Hkv, D}),
+                      Tensor::of(fv.data(), {T, Hkv, D}),
+                      Tensor::of(r.cu.data(), {S + 1}),
+                      cpu_valid,
+                      Tensor::of(r.out.data(), {T, H, D}),
+                      Tensor::of(r.lse.data(), {H, T}),
+                      0};
+  attention_forward(cpu);
+  attention_backward(cpu, {Tensor::of(fdout.data(), {T, H, D}), Tensor::of(r.dq.data(), {T, H, D}),
+                           Tensor::of(r.dk.data(), {T, Hkv, D}), Tensor::of(r.dv.data(), {T, Hkv, D})});
+  return r;
+}
+
+// The case's problem. The reference is the slow part, and each case runs once per backward variant in a
+// row, so the last one is kept.
+const Problem& problem_for(const Case& c) {
+  static std::string name;
+  static Problem problem;
+  if (name != c.name) {
+    name.clear();
+    problem = make_problem(c);
+    name = c.name;
+  }
+  return problem;
+}
+
+// The CUDA forward and backward of a problem, each output between guard regions.
+struct CudaRun {
+  explicit CudaRun(const Case& c, const Problem& r)
+      : T(r.cu.back()),
+        S(int64_t(c.lengths.size())),
+        H(c.H),
+        Hkv(c.Hkv),
+        D(c.D),
+        gq(T * H * D * 2),
+        gk(T * Hkv * D * 2),
+        gv(T * Hkv * D * 2),
+        gdout(T * H * D * 2),
+        gcu((S + 1) * 4),
+        gvalid(std::max<int64_t>(S, 1) * 4),
+        gout(T * H * D * 2),
+        glse(H * T * 4),
+        gdq(T * H * D * 2),
+        gdk(T * Hkv * D * 2),
+        gdv(T * Hkv * D * 2) {
+    gq.upload(r.q);
+    gk.upload(r.k);
+    gv.upload(r.v);
+    gdout.upload(r.dout);
+    gcu.upload(r.cu);
+    if (!c.valid.empty()) gvalid.upload(c.valid);
+    const Device gpu = Device::cuda;
+    params = AttentionParams{Tensor(gq.data(), DType::bf16, {T, H, D}, gpu),
+                             Tensor(gk.data(), DType::bf16, {T, Hkv, D}, gpu),
+                             Tensor(gv.data(), DType::bf16, {T, Hkv, D}, gpu),
+                             Tensor(gcu.data(), DType::i32, {S + 1}, gpu),
+                             c.valid.empty() ? Tensor() : Tensor(gvalid.data(), DType::i32, {S}, gpu),
+                             Tensor(gout.data(), DType::bf16, {T, H, D}, gpu),
+                             Tensor(glse.data(), DType::f32, {H, T}, gpu),
+                             0};
+    grads = AttentionGrads{
+        Tensor(gdout.data(), DType::bf16, {T, H, D}, gpu), Tensor(gdq.data(), DType::bf16, {T, H, D}, gpu),
+        Tensor(gdk.data(), DType::bf16, {T, Hkv, D}, gpu), Tensor(gdv.data(), DType::bf16, {T, Hkv, D}, gpu)};
+    attention_forward(params);
+    attention_backward(params, grads);
+  }
+
+  int64_t T, S, H, Hkv, D;
+  GuardedBuffer gq, gk, gv, gdout, gcu, gvalid;
+  GuardedBuffer gout, glse, gdq, gdk, gdv;
+  AttentionParams params;
+  AttentionGrads grads;
+};
+
+using Param = std::tuple<Case, std::string>;  // the case and PACKTRAIN_ATTN_BWD
+
+class CudaAttention : public ::testing::TestWithParam<Param> {
  protected:
   void SetUp() override {
     if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA GPU";
@@ -132,63 +259,18 @@ class CudaAttention : public ::testing::TestWithParam<Case> {
 };
 
 TEST_P(CudaAttention, MatchesCpuReference) {
-  const Case& c = GetParam();
-  std::vector<int32_t> cu(c.lengths.size() + 1, 0);
-  std::partial_sum(c.lengths.begin(), c.lengths.end(), cu.begin() + 1);
-  const int64_t T = cu.back(), S = int64_t(c.lengths.size()), H = c.H, Hkv = c.Hkv, D = c.D;
-  const int64_t nq = T * H * D, nkv = T * Hkv * D;
-  const std::vector<uint16_t> q = random_bf16(nq, 1, 2.0f), k = random_bf16(nkv, 2, 2.0f),
-                              v = random_bf16(nkv, 3, 1.0f), dout = random_bf16(nq, 4, 1.0f);
-
-  // Reference: fp32 on the CPU from the same rounded values.
-  std::vector<float> fq = to_float(q), fk = to_float(k), fv = to_float(v), fdout = to_float(dout);
-  std::vector<float> ref_out(nq), ref_lse(H * T), ref_dq(nq), ref_dk(nkv), ref_dv(nkv);
-  std::vector<int32_t> valid = c.valid;
-  const Tensor cpu_valid = valid.empty() ? Tensor() : Tensor::of(valid.data(), {S});
-  AttentionParams cpu{Tensor::of(fq.data(), {T, H, D}),
-                      Tensor::of(fk.data(), {T, Hkv, D}),
-                      Tensor::of(fv.data(), {T, Hkv, D}),
-                      Tensor::of(cu.data(), {S + 1}),
-                      cpu_valid,
-                      Tensor::of(ref_out.data(), {T, H, D}),
-                      Tensor::of(ref_lse.data(), {H, T}),
-                      0};
-  attention_forward(cpu);
-  attention_backward(cpu, {Tensor::of(fdout.data(), {T, H, D}), Tensor::of(ref_dq.data(), {T, H, D}),
-                           Tensor::of(ref_dk.data(), {T, Hkv, D}), Tensor::of(ref_dv.data(), {T, Hkv, D})});
-
-  const size_t bf = sizeof(uint16_t);
-  GuardedBuffer gq(nq * bf), gk(nkv * bf), gv(nkv * bf), gdout(nq * bf), gcu((S + 1) * 4),
-      gvalid(std::max<int64_t>(S, 1) * 4);
-  GuardedBuffer gout(nq * bf), glse(H * T * 4), gdq(nq * bf), gdk(nkv * bf), gdv(nkv * bf);
-  gq.upload(q);
-  gk.upload(k);
-  gv.upload(v);
-  gdout.upload(dout);
-  gcu.upload(cu);
-  if (!valid.empty()) gvalid.upload(valid);
-  const Device gpu = Device::cuda;
-  AttentionParams p{Tensor(gq.data(), DType::bf16, {T, H, D}, gpu),
-                    Tensor(gk.data(), DType::bf16, {T, Hkv, D}, gpu),
-                    Tensor(gv.data(), DType::bf16, {T, Hkv, D}, gpu),
-                    Tensor(gcu.data(), DType::i32, {S + 1}, gpu),
-                    valid.empty() ? Tensor() : Tensor(gvalid.data(), DType::i32, {S}, gpu),
-                    Tensor(gout.data(), DType::bf16, {T, H, D}, gpu),
-                    Tensor(glse.data(), DType::f32, {H, T}, gpu),
-                    0};
-  attention_forward(p);
-  attention_backward(
-      p,
-      {Tensor(gdout.data(), DType::bf16, {T, H, D}, gpu), Tensor(gdq.data(), DType::bf16, {T, H, D}, gpu),
-       Tensor(gdk.data(), DType::bf16, {T, Hkv, D}, gpu), Tensor(gdv.data(), DType::bf16, {T, Hkv, D}, gpu)});
-
-  const Comparison cmp(cu);
-  cmp.expect_close("out", to_float(gout.download<uint16_t>()), ref_out, H, D, true, 1e-2, true);
-  cmp.expect_close("lse", glse.download<float>(), ref_lse, H, 1, false, 1e-2, false);
-  cmp.expect_close("dq", to_float(gdq.download<uint16_t>()), ref_dq, H, D, true, 1e-2, true);
-  cmp.expect_close("dk", to_float(gdk.download<uint16_t>()), ref_dk, Hkv, D, true, 1e-2, true);
-  cmp.expect_close("dv", to_float(gdv.download<uint16_t>()), ref_dv, Hkv, D, true, 1e-2, true);
-  for (const GuardedBuffer* b : {&gout, &glse, &gdq, &gdk, &gdv})
+  const auto& [c, variant] = GetParam();
+  const ScopedEnv backward("PACKTRAIN_ATTN_BWD", variant);
+  const Problem& ref = problem_for(c);
+  const CudaRun run(c, ref);
+  const int64_t H = c.H, Hkv = c.Hkv, D = c.D;
+  const Comparison cmp(ref.cu);
+  cmp.expect_close("out", to_float(run.gout.download<uint16_t>()), ref.out, H, D, true, 1e-2, true);
+  cmp.expect_close("lse", run.glse.download<float>(), ref.lse, H, 1, false, 1e-2, false);
+  cmp.expect_close("dq", to_float(run.gdq.download<uint16_t>()), ref.dq, H, D, true, 1e-2, true);
+  cmp.expect_close("dk", to_float(run.gdk.download<uint16_t>()), ref.dk, Hkv, D, true, 1e-2, true);
+  cmp.expect_close("dv", to_float(run.gdv.download<uint16_t>()), ref.dv, Hkv, D, true, 1e-2, true);
+  for (const GuardedBuffer* b : {&run.gout, &run.glse, &run.gdq, &run.gdk, &run.gdv})
     EXPECT_TRUE(b->guards_intact()) << "a kernel wrote outside its tensor";
 }
 
@@ -208,20 +290,55 @@ std::vector<int32_t> short_lengths(int count, uint64_t seed) {
 
 const std::vector<int32_t> kOffTile = {63, 65, 1, 127, 129, 0, 200, 64, 3, 191};
 
-INSTANTIATE_TEST_SUITE_P(
-    Mixes, CudaAttention,
-    ::testing::Values(Case{"OneTokenExamples", std::vector<int32_t>(300, 1), 12, 12, 64},
-                      Case{"Long2048", {2048}, 16, 8, 128}, Case{"Long4096", {4096}, 4, 1, 64},
-                      Case{"HundredsShort", short_lengths(400, 7), 16, 4, 128},
-                      Case{"OffTileD64", kOffTile, 16, 8, 64}, Case{"OffTileD128", kOffTile, 12, 12, 128},
-                      Case{"SftLikeD64", sft_lengths(12, 5), 12, 12, 64},
-                      Case{"SftLikeGqa4D128", sft_lengths(8, 6), 16, 4, 128},
-                      Case{"SftLikeGqa2D128", sft_lengths(8, 8), 16, 8, 128},
-                      Case{"PaddedD64", {100, 64, 37, 200, 5, 130}, 16, 4, 64, {70, 64, 0, 131, 5, 1}},
-                      Case{"PaddedD128", {100, 64, 37, 200, 5, 130}, 12, 12, 128, {1, 63, 36, 200, 0, 129}}),
-    [](const ::testing::TestParamInfo<Case>& test) { return test.param.name; });
+const std::vector<int32_t> kLongAndShort = {3000, 1, 17, 64, 129, 700, 2, 1500, 33, 128, 1};
 
-class CudaAttentionErrors : public CudaAttention {};
+const Case kCases[] = {
+    {"OneTokenExamples", std::vector<int32_t>(300, 1), 12, 12, 64},
+    {"OneTokenExamplesGqa2D128", std::vector<int32_t>(300, 1), 8, 4, 128},
+    {"Long2048", {2048}, 16, 8, 128},
+    {"Long3000Gqa2D128", {3000}, 8, 4, 128},
+    {"Long4096", {4096}, 4, 1, 64},
+    {"HundredsShort", short_lengths(400, 7), 16, 4, 128},
+    {"HundredsShortGqa4D64", short_lengths(500, 9), 12, 3, 64},
+    {"LongAndShortD64", kLongAndShort, 8, 2, 64},
+    {"OffTileD64", kOffTile, 16, 8, 64},
+    {"OffTileD128", kOffTile, 12, 12, 128},
+    {"SftLikeD64", sft_lengths(12, 5), 12, 12, 64},
+    {"SftLikeGqa4D128", sft_lengths(8, 6), 16, 4, 128},
+    {"SftLikeGqa2D128", sft_lengths(8, 8), 16, 8, 128},
+    {"PaddedD64", {100, 64, 37, 200, 5, 130}, 16, 4, 64, {70, 64, 0, 131, 5, 1}},
+    {"PaddedD128", {100, 64, 37, 200, 5, 130}, 12, 12, 128, {1, 63, 36, 200, 0, 129}},
+};
+
+INSTANTIATE_TEST_SUITE_P(Mixes, CudaAttention,
+                         ::testing::Combine(::testing::ValuesIn(kCases),
+                                            ::testing::Values(std::string("onepass"),
+                                                              std::string("twopass"))),
+                         [](const ::testing::TestParamInfo<Param>& test) {
+                           return std::get<0>(test.param).name + "_" + std::get<1>(test.param);
+                         });
+
+// The one-pass backward sums dQ with atomics in no fixed order, but dK and dV come from one block each:
+// two runs must agree on them bit for bit, and on dQ up to rounding.
+TEST(CudaAttentionOnePass, DkDvRepeatBitwiseAndDqUpToRounding) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA GPU";
+  const ScopedEnv backward("PACKTRAIN_ATTN_BWD", "onepass");
+  const Case c{"Repeat", sft_lengths(16, 12), 16, 4, 128};
+  const Problem ref = make_problem(c);
+  const CudaRun first(c, ref), second(c, ref);
+  EXPECT_TRUE(first.gdk.download<uint16_t>() == second.gdk.download<uint16_t>()) << "dk changed between runs";
+  EXPECT_TRUE(first.gdv.download<uint16_t>() == second.gdv.download<uint16_t>()) << "dv changed between runs";
+  const Comparison cmp(ref.cu);
+  cmp.expect_close("dq of two runs", to_float(first.gdq.download<uint16_t>()),
+                   to_float(second.gdq.download<uint16_t>()), c.H, c.D, true, 1e-2, true);
+}
+
+class CudaAttentionErrors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA GPU";
+  }
+};
 
 TEST_F(CudaAttentionErrors, RejectsF32AndBadSegmentTables) {
   const int64_t T = 10, H = 2, D = 64;
@@ -245,6 +362,23 @@ TEST_F(CudaAttentionErrors, RejectsF32AndBadSegmentTables) {
     ADD_FAILURE() << "a cu_seqlens that ends short of T was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cu_seqlens"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(CudaAttentionErrors, RejectsUnknownBackwardVariant) {
+  const Case c{"Tiny", {5, 70}, 4, 2, 64};
+  const Problem ref = make_problem(c);
+  std::optional<CudaRun> run;
+  {
+    const ScopedEnv backward("PACKTRAIN_ATTN_BWD", "onepass");
+    run.emplace(c, ref);
+  }
+  const ScopedEnv backward("PACKTRAIN_ATTN_BWD", "threepass");
+  try {
+    attention_backward(run->params, run->grads);
+    ADD_FAILURE() << "PACKTRAIN_ATTN_BWD=threepass was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("PACKTRAIN_ATTN_BWD"), std::string::npos) << e.what();
   }
 }
 
