@@ -641,9 +641,9 @@ SparseGemmStats sparse_gemm_stats() {
 }
 
 int64_t sparse_gemm_grid_rows(int64_t M) {
-  if (M < 16) return 0;
+  if (M < 32) return 0;
   const int64_t step =
-      std::max<int64_t>(16, static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>(M))) / 32);
+      std::max<int64_t>(32, static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>(M))) / 32);
   return M / step * step;
 }
 

@@ -7,7 +7,7 @@
 // transposed product into the same memory); both are tried. Every operand stays row-major as it lies.
 //
 // M (tokens) changes from step to step while cuSPARSELt plans have fixed shapes. The first M0 rows, M
-// rounded down to a geometric grid (multiples of 16 for small M, of 1/32 of M's power of two above 512),
+// rounded down to a geometric grid (multiples of 32, and of 1/32 of M's power of two from 1024 on),
 // go through the sparse kernel of a plan cached per M0; the remaining < M/32 rows go through cuBLASLt
 // (for dw: added to the sparse part). So no padded copies are made and no row beyond M is ever read.
 // Choices are made once per GEMM, shape and octave of M0 (the bucket): cusparseLtMatmulSearch picks the
@@ -27,7 +27,7 @@ namespace pt::ops::cuda {
 // automatic: per bucket the fastest of dense and both sparse arrangements. sparse: the faster sparse
 // arrangement. sparse_a / sparse_b: the 2:4 operand as cuSPARSELt's A (B) operand. dense: cuBLASLt only.
 // Sparse modes still run dense where cuSPARSELt cannot: other dtypes, shapes not multiples of 16, operands
-// not 16-byte aligned, fewer than 16 rows, or a plan cuSPARSELt refuses (logged once).
+// not 16-byte aligned, fewer than 32 rows, or a plan cuSPARSELt refuses (logged once).
 enum class SparseGemmMode { automatic, sparse, sparse_a, sparse_b, dense };
 
 // "auto", "sparse", "sparse-a", "sparse-b", "dense"; anything else fails naming the accepted values.
@@ -50,7 +50,7 @@ struct SparseGemmStats {
 };
 SparseGemmStats sparse_gemm_stats();
 
-// The rows of an M-row GEMM that run on the sparse kernel (the rest run dense): 0 below 16.
+// The rows of an M-row GEMM that run on the sparse kernel (the rest run dense): 0 below 32.
 int64_t sparse_gemm_grid_rows(int64_t M);
 
 // A 2:4 weight W[N,K] under a transposable mask, with its compressed copies for the forward (2:4 along
