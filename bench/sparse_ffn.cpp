@@ -162,16 +162,16 @@ void bench_gemms(const Dims& d, const char* linear, int64_t N, int64_t K, int64_
     const double dense_ms = time_ms(gemm.dense);
     std::string row = fmt::format("{:>5}/{:<5} {:<7} {:<8} {:>6} | dense {:8.3f} ms {:6.1f} TF/s", d.C, d.F,
                                   linear, gemm.name, M, dense_ms, tflops(flops, dense_ms));
-    nlohmann::json j = {{"part", "gemm"}, {"d", d.C},     {"ff", d.F}, {"linear", linear}, {"gemm", gemm.name},
-                        {"M", M},         {"N", N},       {"K", K},    {"dense_ms", dense_ms}};
+    nlohmann::json j = {{"part", "gemm"}, {"d", d.C}, {"ff", d.F}, {"linear", linear},    {"gemm", gemm.name},
+                        {"M", M},         {"N", N},   {"K", K},    {"dense_ms", dense_ms}};
     for (SparseGemmMode mode : {SparseGemmMode::sparse_a, SparseGemmMode::sparse_b}) {
       cuda::set_sparse_gemm_mode(mode);
       const auto before = cuda::sparse_gemm_stats();
       const double ms = time_ms(gemm.sparse);
       const bool ran_sparse = cuda::sparse_gemm_stats().sparse_calls > before.sparse_calls;
       const std::string name = cuda::sparse_gemm_mode_name(mode);
-      row += fmt::format(" | {} {:8.3f} ms {:6.1f} TF/s {:5.2f}x{}", name, ms, tflops(flops, ms), dense_ms / ms,
-                         ran_sparse ? "" : " (ran dense)");
+      row += fmt::format(" | {} {:8.3f} ms {:6.1f} TF/s {:5.2f}x{}", name, ms, tflops(flops, ms),
+                         dense_ms / ms, ran_sparse ? "" : " (ran dense)");
       j[name + "_ms"] = ms;
       j[name + "_speedup"] = dense_ms / ms;
       j[name + "_ran_sparse"] = ran_sparse;
@@ -232,8 +232,8 @@ void bench_block(const Dims& d, int64_t M, const std::string& no_mvue) {
   };
   std::string row = fmt::format("{:>5}/{:<5} block {:>6} | dense {:8.3f} ms {:6.1f} TF/s", C, F, M, dense_ms,
                                 tflops(flops, dense_ms));
-  nlohmann::json j = {{"part", "block"}, {"d", C},          {"ff", F},
-                      {"M", M},          {"mvue", no_mvue.empty()}, {"dense_ms", dense_ms}};
+  nlohmann::json j = {{"part", "block"},     {"d", C}, {"ff", F}, {"M", M}, {"mvue", no_mvue.empty()},
+                      {"dense_ms", dense_ms}};
   for (SparseGemmMode mode : {SparseGemmMode::automatic, SparseGemmMode::sparse}) {
     cuda::set_sparse_gemm_mode(mode);
     const double ms = time_ms(sparse_step);
@@ -299,9 +299,10 @@ int main(int argc, char** argv) {
   fmt::print("device: {}; cuSPARSELt {}; {} timed calls per measurement\n", cuda_device_name(0),
              cuda::sparse_gemm_available() ? "available" : "UNAVAILABLE (sparse rows run dense)", iters);
   if (!no_mvue.empty())
-    fmt::print("note: ops::mvue24 is not available on cuda ({}); the block's dw GEMMs use stand-in 2:4 "
-               "gradients and its time leaves out MVUE pruning\n",
-               no_mvue);
+    fmt::print(
+        "note: ops::mvue24 is not available on cuda ({}); the block's dw GEMMs use stand-in 2:4 "
+        "gradients and its time leaves out MVUE pruning\n",
+        no_mvue);
   const SparseGemmMode saved = cuda::sparse_gemm_mode();
   if (!skip_gemms) {
     fmt::print("\n(a) single GEMMs: dense cuBLASLt vs cuSPARSELt forced, 2:4 operand as its A / its B\n");
@@ -312,8 +313,9 @@ int main(int argc, char** argv) {
       }
   }
   if (!skip_block) {
-    fmt::print("\n(b) FFN block forward + backward: dense vs SparseLinear (autotuned / sparse forced), "
-               "weight compression once per step included\n");
+    fmt::print(
+        "\n(b) FFN block forward + backward: dense vs SparseLinear (autotuned / sparse forced), "
+        "weight compression once per step included\n");
     for (const Dims& d : dims)
       for (int64_t M : tokens) bench_block(d, M, no_mvue);
   }

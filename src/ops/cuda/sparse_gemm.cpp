@@ -56,8 +56,8 @@ std::optional<SparseGemmMode> g_mode_override;
 
 struct Call {
   SparseGemmKind kind;
-  Tensor act;  // the token-major operand: x (forward), dy (input grad), g (weight grad)
-  Tensor x;    // weight grad only
+  Tensor act;                      // the token-major operand: x (forward), dy (input grad), g (weight grad)
+  Tensor x;                        // weight grad only
   SparseWeight* weight = nullptr;  // forward and input grad
   Tensor out;
   Write mode;
@@ -67,8 +67,8 @@ struct Call {
 
 // Rows [r0, r1) of a row-major [M, C] tensor.
 Tensor rows(const Tensor& t, int64_t r0, int64_t r1) {
-  return Tensor(static_cast<char*>(t.data) + r0 * t.shape[1] * dtype_size(t.dtype), t.dtype, {r1 - r0, t.shape[1]},
-                t.device);
+  return Tensor(static_cast<char*>(t.data) + r0 * t.shape[1] * dtype_size(t.dtype), t.dtype,
+                {r1 - r0, t.shape[1]}, t.device);
 }
 
 // The call's GEMM over rows [r0, r1) on cuBLASLt, into out: those rows of the output (forward, input
@@ -286,8 +286,9 @@ class Engine {
   bool run(const Call& c, SparseGemmMode mode) {
     const int64_t M0 = sparse_gemm_grid_rows(c.M);
     if (M0 == 0 || !eligible(c)) return false;
-    const BucketKey bucket{c.kind,         c.N, c.K, c.act.dtype, c.out.dtype,
-                           static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>(M0)))};
+    const BucketKey bucket{c.kind,      c.N,
+                           c.K,         c.act.dtype,
+                           c.out.dtype, static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>(M0)))};
     const Path path = choose(c, M0, bucket, mode);
     if (path == Path::dense) return false;
     Plan* plan = plan_for(c, M0, bucket, path == Path::sparse_a, nullptr);
@@ -344,7 +345,8 @@ class Engine {
   // bf16 operands (dw bf16 or f32), dims multiples of 16, 16-byte aligned pointers.
   static bool eligible(const Call& c) {
     const Tensor& second = c.kind == SparseGemmKind::weight_grad ? c.x : c.weight->dense();
-    const bool out_ok = c.out.dtype == DType::bf16 || (c.kind == SparseGemmKind::weight_grad && c.out.dtype == DType::f32);
+    const bool out_ok =
+        c.out.dtype == DType::bf16 || (c.kind == SparseGemmKind::weight_grad && c.out.dtype == DType::f32);
     return c.act.dtype == DType::bf16 && second.dtype == DType::bf16 && out_ok && c.N % 16 == 0 &&
            c.K % 16 == 0 && aligned(c.act.data) && aligned(second.data) && aligned(c.out.data);
   }
@@ -392,11 +394,13 @@ class Engine {
                                            arr.swapped ? CUSPARSE_ORDER_COL : CUSPARSE_ORDER_ROW),
              "cusparseLtDenseDescriptorInit of the output");
     plan->d.live = true;
-    check_lt(cusparseLtMatmulDescriptorInit(&handle_, &plan->matmul, lt_op(arr.a.trans), lt_op(arr.b.trans),
-                                            &plan->a.d, &plan->b.d, &plan->d.d, &plan->d.d, CUSPARSE_COMPUTE_32F),
-             "cusparseLtMatmulDescriptorInit");
-    check_lt(cusparseLtMatmulAlgSelectionInit(&handle_, &plan->alg, &plan->matmul, CUSPARSELT_MATMUL_ALG_DEFAULT),
-             "cusparseLtMatmulAlgSelectionInit");
+    check_lt(
+        cusparseLtMatmulDescriptorInit(&handle_, &plan->matmul, lt_op(arr.a.trans), lt_op(arr.b.trans),
+                                       &plan->a.d, &plan->b.d, &plan->d.d, &plan->d.d, CUSPARSE_COMPUTE_32F),
+        "cusparseLtMatmulDescriptorInit");
+    check_lt(
+        cusparseLtMatmulAlgSelectionInit(&handle_, &plan->alg, &plan->matmul, CUSPARSELT_MATMUL_ALG_DEFAULT),
+        "cusparseLtMatmulAlgSelectionInit");
     plan->alg_live = true;
     if (config) {
       set_alg(*plan, CUSPARSELT_MATMUL_ALG_CONFIG_ID, config->id);
@@ -467,8 +471,9 @@ class Engine {
         if (scratch) searched_[{bucket, sparse_a}] = search(c, *plan, scratch);
       }
     } catch (const Error& e) {
-      log_warn("sparse GEMMs: {} {} M={} N={} K={} with the 2:4 operand as cuSPARSELt's {}: {}; dense instead",
-               c.name, sparse_gemm_kind_name(c.kind), M0, c.N, c.K, sparse_a ? "A" : "B", e.what());
+      log_warn(
+          "sparse GEMMs: {} {} M={} N={} K={} with the 2:4 operand as cuSPARSELt's {}: {}; dense instead",
+          c.name, sparse_gemm_kind_name(c.kind), M0, c.N, c.K, sparse_a ? "A" : "B", e.what());
       plan.reset();
     }
     return (plans_[key] = std::move(plan)).get();
@@ -482,9 +487,11 @@ class Engine {
     if (auto it = choices_.find(key); it != choices_.end()) return it->second;
 
     std::vector<Path> candidates;
-    if (mode == SparseGemmMode::automatic || mode == SparseGemmMode::sparse || mode == SparseGemmMode::sparse_a)
+    if (mode == SparseGemmMode::automatic || mode == SparseGemmMode::sparse ||
+        mode == SparseGemmMode::sparse_a)
       candidates.push_back(Path::sparse_a);
-    if (mode == SparseGemmMode::automatic || mode == SparseGemmMode::sparse || mode == SparseGemmMode::sparse_b)
+    if (mode == SparseGemmMode::automatic || mode == SparseGemmMode::sparse ||
+        mode == SparseGemmMode::sparse_b)
       candidates.push_back(Path::sparse_b);
 
     const bool rows_out = c.kind != SparseGemmKind::weight_grad;
@@ -492,7 +499,8 @@ class Engine {
     std::optional<Transient> transient;
     if (c.mode == Write::accumulate)
       transient.emplace(static_cast<size_t>(out_rows * out_cols * dtype_size(c.out.dtype)));
-    const Tensor scratch(transient ? transient->data() : c.out.data, c.out.dtype, {out_rows, out_cols}, Device::cuda);
+    const Tensor scratch(transient ? transient->data() : c.out.data, c.out.dtype, {out_rows, out_cols},
+                         Device::cuda);
 
     std::vector<Plan*> plans;
     std::erase_if(candidates, [&](Path p) {
@@ -659,7 +667,8 @@ void SparseWeight::invalidate() {
 #endif
 }
 
-void sparse_linear_forward(const Tensor& x, SparseWeight& w, const Tensor& y, Write mode, const std::string& name) {
+void sparse_linear_forward(const Tensor& x, SparseWeight& w, const Tensor& y, Write mode,
+                           const std::string& name) {
   run({SparseGemmKind::forward, x, Tensor(), &w, y, mode, name, x.shape[0], w.dense().shape[0], x.shape[1]});
 }
 
