@@ -171,7 +171,7 @@ struct Plan {
   cusparseLtMatmulPlan_t plan{};
   bool alg_live = false, plan_live = false;
   size_t workspace = 0;
-  AlgConfig config;
+  AlgConfig config;  // cuSPARSELt's default kernel unless searched
 
   Plan() = default;
   Plan(const Plan&) = delete;
@@ -180,8 +180,6 @@ struct Plan {
     if (plan_live) cusparseLtMatmulPlanDestroy(&plan);
     if (alg_live) cusparseLtMatmulAlgSelectionDestroy(&alg);
   }
-  const MatDesc& sparse() const { return arr.sparse_a ? a : b; }
-  const Stored& sparse_stored() const { return arr.sparse_a ? arr.a : arr.b; }
 };
 
 // Device memory that only grows. cudaFree waits for the device, so no queued kernel still uses it.
@@ -303,23 +301,26 @@ class Engine {
     return true;
   }
 
-  const void* weight_form(SparseWeight& w, SparseGemmKind kind, bool sparse_a) {
-    SparseWeight::Forms::Form& form = w.forms().by_use[{kind, sparse_a}];
-    if (form.fresh) return form.data.data();
-    const Tensor& dense_w = w.dense();
-    const Arrangement arr = arrange(kind, 16, dense_w.shape[0], dense_w.shape[1], sparse_a);
-    const Stored& s = arr.sparse_a ? arr.a : arr.b;
-    MatDesc desc;
-    desc.init(handle_, s, true, dense_w.dtype);
-    size_t bytes = 0, buffer = 0;
-    check_lt(cusparseLtSpMMACompressedSize2(&handle_, &desc.d, &bytes, &buffer),
-             "cusparseLtSpMMACompressedSize2");
-    if (form.data.bytes() != bytes) form.data = DeviceBuffer(bytes);
-    check_lt(cusparseLtSpMMACompress2(&handle_, &desc.d, arr.sparse_a ? 1 : 0, lt_op(s.trans), dense_w.data,
-                                      form.data.data(), compress_scratch_.get(buffer), current_stream()),
-             "cusparseLtSpMMACompress2 of a weight");
+  // The weight's compressed copy for this GEMM and arrangement, made with the plan at hand when stale.
+  // The copy depends on the sparse operand's descriptor, op and position, which all plans of one
+  // arrangement share, so one copy serves every M0.
+  const void* weight_form(SparseWeight& w, SparseGemmKind kind, const Plan& plan) {
+    SparseWeight::Forms::Form& form = w.forms().by_use[{kind, plan.arr.sparse_a}];
+    if (!form.fresh) compress(plan, w.dense().data, form.data);
     form.fresh = true;
     return form.data.data();
+  }
+
+  // The plan's 2:4 operand compressed from `dense` into dst, which grows to fit.
+  const void* compress(const Plan& plan, const void* dense, DeviceBuffer& dst) {
+    size_t bytes = 0, buffer = 0;
+    check_lt(cusparseLtSpMMACompressedSize(&handle_, &plan.plan, &bytes, &buffer),
+             "cusparseLtSpMMACompressedSize");
+    if (dst.bytes() < bytes) dst = DeviceBuffer(bytes);
+    check_lt(cusparseLtSpMMACompress(&handle_, &plan.plan, dense, dst.data(), compress_scratch_.get(buffer),
+                                     current_stream()),
+             "cusparseLtSpMMACompress");
+    return dst.data();
   }
 
  private:
@@ -356,18 +357,10 @@ class Engine {
     const void* sparse = nullptr;
     const void* other = nullptr;
     if (c.kind == SparseGemmKind::weight_grad) {
-      size_t bytes = 0, buffer = 0;
-      check_lt(cusparseLtSpMMACompressedSize2(&handle_, &plan.sparse().d, &bytes, &buffer),
-               "cusparseLtSpMMACompressedSize2");
-      void* compressed = g_compressed_.get(bytes);
-      check_lt(cusparseLtSpMMACompress2(&handle_, &plan.sparse().d, plan.arr.sparse_a ? 1 : 0,
-                                        lt_op(plan.sparse_stored().trans), c.act.data, compressed,
-                                        compress_scratch_.get(buffer), current_stream()),
-               "cusparseLtSpMMACompress2 of the output gradient");
-      sparse = compressed;
+      sparse = compress(plan, c.act.data, g_compressed_);
       other = c.x.data;
     } else {
-      sparse = weight_form(*c.weight, c.kind, plan.arr.sparse_a);
+      sparse = weight_form(*c.weight, c.kind, plan);
       other = c.act.data;
     }
     if (plan.arr.sparse_a) return {sparse, other};
@@ -430,7 +423,8 @@ class Engine {
              "cusparseLtMatmulAlgGetAttribute");
   }
 
-  // cusparseLtMatmulSearch on the real operands (beta = 0 into d, which it may overwrite many times).
+  // cusparseLtMatmulSearch on the real operands (beta = 0 into d, which it may overwrite many times):
+  // the kernel and split-k it leaves in the plan's algorithm selection.
   AlgConfig search(const Call& c, Plan& plan, void* d) {
     const auto [a, b] = operands(c, plan);
     const float alpha = 1.0f, beta = 0.0f;
@@ -444,9 +438,6 @@ class Engine {
     get_alg(plan, CUSPARSELT_MATMUL_SPLIT_K, config.split_k);
     get_alg(plan, CUSPARSELT_MATMUL_SPLIT_K_MODE, config.split_k_mode);
     get_alg(plan, CUSPARSELT_MATMUL_SPLIT_K_BUFFERS, config.split_k_buffers);
-    check_lt(cusparseLtMatmulGetWorkspace(&handle_, &plan.plan, &plan.workspace),
-             "cusparseLtMatmulGetWorkspace");
-    plan.config = config;
     return config;
   }
 
@@ -468,7 +459,11 @@ class Engine {
         }
       } else {
         plan = make_plan(arr, c.act.dtype, c.out.dtype, nullptr);
-        if (scratch) searched_[{bucket, sparse_a}] = search(c, *plan, scratch);
+        if (scratch) {
+          const AlgConfig config = search(c, *plan, scratch);
+          searched_[{bucket, sparse_a}] = config;
+          plan = make_plan(arr, c.act.dtype, c.out.dtype, &config);  // initialised with the found kernel
+        }
       }
     } catch (const Error& e) {
       log_warn(
@@ -553,7 +548,8 @@ class Engine {
   }
 
   cusparseLtHandle_t handle_{};
-  GrowBuffer workspace_, compress_scratch_, g_compressed_;
+  GrowBuffer workspace_, compress_scratch_;
+  DeviceBuffer g_compressed_;
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;  // nullptr: cuSPARSELt refused that shape
   std::map<std::pair<BucketKey, bool>, AlgConfig> searched_;
   std::map<std::pair<BucketKey, SparseGemmMode>, Path> choices_;

@@ -291,6 +291,15 @@ TEST(SparseGemm, SparseLinearMatchesCpuAndRefreshPicksUpNewWeights) {
   gpu.backward(p.d_dy.t, p.d_x.t, d_dx.t, Write::overwrite, Tensor(), Write::overwrite, Tensor(), 0);
   EXPECT_CLOSE(d_y.t, y2, tol);
   EXPECT_CLOSE(d_dx.t, dx2, tol);
+
+  // The compressed copy made with one plan serves the plans of other token counts.
+  for (int64_t m : {100, 64}) {
+    const Tensor x_head(p.d_x.t.data, DType::bf16, {m, K}, Device::cuda);
+    DeviceTensor y_head = poisoned(DType::bf16, {m, N});
+    gpu.forward(x_head, y_head.t, Write::overwrite);
+    SCOPED_TRACE(fmt::format("{} tokens", m));
+    EXPECT_CLOSE(y_head.t, std::vector<double>(y2.begin(), y2.begin() + m * N), tol);
+  }
 }
 
 TEST(SparseGemm, SparseLinearChecksItsArguments) {
