@@ -423,9 +423,10 @@ class Engine {
              "cusparseLtMatmulAlgGetAttribute");
   }
 
-  // cusparseLtMatmulSearch on the real operands (beta = 0 into d, which it may overwrite many times):
-  // the kernel and split-k it leaves in the plan's algorithm selection.
-  AlgConfig search(const Call& c, Plan& plan, void* d) {
+  // cusparseLtMatmulSearch on the real operands (beta = 0 into d, which it may overwrite many times).
+  // It leaves the fastest kernel and split-k in the plan's algorithm selection; as in NVIDIA's sample the
+  // plan is then initialised again from it, and the choice is kept for the bucket's other plans.
+  void search(const Call& c, Plan& plan, void* d) {
     const auto [a, b] = operands(c, plan);
     const float alpha = 1.0f, beta = 0.0f;
     cudaStream_t stream = current_stream();
@@ -433,12 +434,18 @@ class Engine {
                                     workspace_.get(plan.workspace), &stream, 1),
              "cusparseLtMatmulSearch");
     ++g_searches;
-    AlgConfig config;
+    AlgConfig& config = plan.config;
     get_alg(plan, CUSPARSELT_MATMUL_ALG_CONFIG_ID, config.id);
     get_alg(plan, CUSPARSELT_MATMUL_SPLIT_K, config.split_k);
     get_alg(plan, CUSPARSELT_MATMUL_SPLIT_K_MODE, config.split_k_mode);
     get_alg(plan, CUSPARSELT_MATMUL_SPLIT_K_BUFFERS, config.split_k_buffers);
-    return config;
+    plan.plan_live = false;
+    check_lt(cusparseLtMatmulPlanDestroy(&plan.plan), "cusparseLtMatmulPlanDestroy");
+    check_lt(cusparseLtMatmulPlanInit(&handle_, &plan.plan, &plan.matmul, &plan.alg),
+             "cusparseLtMatmulPlanInit after the search");
+    plan.plan_live = true;
+    check_lt(cusparseLtMatmulGetWorkspace(&handle_, &plan.plan, &plan.workspace),
+             "cusparseLtMatmulGetWorkspace");
   }
 
   // The plan for M0 grid rows, with the bucket's searched kernel; the first plan of a bucket searches
@@ -460,9 +467,8 @@ class Engine {
       } else {
         plan = make_plan(arr, c.act.dtype, c.out.dtype, nullptr);
         if (scratch) {
-          const AlgConfig config = search(c, *plan, scratch);
-          searched_[{bucket, sparse_a}] = config;
-          plan = make_plan(arr, c.act.dtype, c.out.dtype, &config);  // initialised with the found kernel
+          search(c, *plan, scratch);
+          searched_[{bucket, sparse_a}] = plan->config;
         }
       }
     } catch (const Error& e) {
