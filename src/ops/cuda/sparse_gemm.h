@@ -8,11 +8,12 @@
 //
 // M (tokens) changes from step to step while cuSPARSELt plans have fixed shapes. The first M0 rows, M
 // rounded down to a geometric grid (multiples of 32, and of 1/32 of M's power of two from 1024 on),
-// go through the sparse kernel of a plan cached per M0; the remaining < M/32 rows go through cuBLASLt
-// (for dw: added to the sparse part). So no padded copies are made and no row beyond M is ever read.
-// Choices are made once per GEMM, shape and octave of M0 (the bucket): cusparseLtMatmulSearch picks the
-// sparse kernel, then, in automatic mode, the sparse arrangements and the dense GEMM are timed on the
-// real operands (median of a few runs with CUDA events) and the fastest is kept and logged.
+// go through the sparse kernel of a plan cached per M0; the remaining rows (under 32, or under M/32 for
+// larger M) go through cuBLASLt (for dw: added to the sparse part). So no padded copies are made and no row
+// beyond M is ever read. Choices are made once per GEMM, shape and octave of M0 (the bucket):
+// cusparseLtMatmulSearch picks the sparse kernel, then, in automatic mode, the sparse arrangements and the
+// dense GEMM are timed on the real operands (median of a few runs with CUDA events) and the fastest is kept
+// and logged.
 #pragma once
 
 #include <cstdint>
