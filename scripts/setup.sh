@@ -28,4 +28,39 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# cuSPARSELt (2:4 sparse tensor-core GEMMs) for CUDA builds: NVIDIA ships it on PyPI only, as a wheel holding
+# the header and the library. Unpacked once into a cache shared by every checkout; CMake looks there
+# (and at PACKTRAIN_CUSPARSELT_ROOT). Without it CUDA builds still work with dense GEMMs.
+CUSPARSELT_VERSION=0.8.0
+CUSPARSELT_DIR="${PACKTRAIN_CUSPARSELT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/packtrain/cusparselt-$CUSPARSELT_VERSION}"
+fetch_cusparselt() {
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-pip >/dev/null
+  fi
+  local tmp
+  tmp=$(mktemp -d)
+  python3 -m pip download --quiet --no-deps --only-binary=:all: --dest "$tmp" \
+      "nvidia-cusparselt-cu13==$CUSPARSELT_VERSION" &&
+    python3 -m zipfile -e "$tmp"/nvidia_cusparselt_cu13-*.whl "$tmp/unpacked" &&
+    mkdir -p "$(dirname "$CUSPARSELT_DIR")" && rm -rf "$CUSPARSELT_DIR" &&
+    mv "$tmp/unpacked/nvidia/cusparselt" "$CUSPARSELT_DIR"
+  local status=$?
+  rm -rf "$tmp"
+  return $status
+}
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+  if [ -n "${PACKTRAIN_CUSPARSELT_ROOT:-}" ]; then
+    echo "setup: cuSPARSELt from PACKTRAIN_CUSPARSELT_ROOT=$PACKTRAIN_CUSPARSELT_ROOT"
+  elif [ -f "$CUSPARSELT_DIR/include/cusparseLt.h" ] && [ -f "$CUSPARSELT_DIR/lib/libcusparseLt.so.0" ]; then
+    echo "setup: cuSPARSELt $CUSPARSELT_VERSION in $CUSPARSELT_DIR"
+  elif echo "setup: fetching nvidia-cusparselt-cu13==$CUSPARSELT_VERSION into $CUSPARSELT_DIR" &&
+    fetch_cusparselt; then
+    echo "setup: cuSPARSELt $CUSPARSELT_VERSION in $CUSPARSELT_DIR"
+  else
+    echo "setup: warning: could not fetch cuSPARSELt; CUDA builds will use dense GEMMs for sparse layers"
+  fi
+fi
 echo "setup: dependencies present"

@@ -1,39 +1,88 @@
 #include "ops/sparse_linear.h"
 
+#include "ops/arg_check.h"
 #include "ops/linear.h"
 #include "ops/sparse24.h"
+#ifdef PACKTRAIN_CUDA
+#include "ops/cuda/sparse_gemm.h"
+#endif
 
 namespace pt::ops {
 
-// Without CUDA there is nothing to accelerate: the masked dense GEMMs are the implementation.
-struct SparseLinear::Accel {};
+// On cuda: the weight's compressed copies (ops/cuda/sparse_gemm.h, which also holds the plans and the
+// autotuner's choices, shared by all layers of one shape). On cpu the masked dense GEMMs are the
+// implementation and there is nothing to hold.
+struct SparseLinear::Accel {
+#ifdef PACKTRAIN_CUDA
+  explicit Accel(const Tensor& w) : weight(w) {}
+  cuda::SparseWeight weight;
+#endif
+};
 
 SparseLinear::SparseLinear(const Tensor& w, int64_t max_tokens, std::string name)
     : w_(w), max_tokens_(max_tokens), name_(std::move(name)) {
   if (w.ndim != 2 || w.size(0) % 4 != 0 || w.size(1) % 4 != 0)
     fail("{}: a 2:4 sparse weight must be [N,K] with N and K multiples of 4, got {}", name_, w.str());
+  if (max_tokens < 0) fail("{}: max_tokens must be >= 0, got {}", name_, max_tokens);
+#ifdef PACKTRAIN_CUDA
+  if (w.device == Device::cuda) accel_ = std::make_unique<Accel>(w);
+#endif
 }
 
 SparseLinear::~SparseLinear() = default;
 SparseLinear::SparseLinear(SparseLinear&&) noexcept = default;
 SparseLinear& SparseLinear::operator=(SparseLinear&&) noexcept = default;
 
-void SparseLinear::refresh() {}
+void SparseLinear::refresh() {
+#ifdef PACKTRAIN_CUDA
+  if (accel_) accel_->weight.invalidate();
+#endif
+}
+
+namespace {
+
+void check_tokens(const std::string& name, const char* what, int64_t M, int64_t max_tokens) {
+  if (M > max_tokens)
+    fail("{}: {} has {} tokens but the layer was built for at most {}; raise max_tokens", name, what, M,
+         max_tokens);
+}
+
+}  // namespace
 
 void SparseLinear::forward(const Tensor& x, const Tensor& y, Write mode) const {
+  ArgCheck a("SparseLinear::forward");
+  a.real("x", x, {-1, w_.size(1)}).real("w", w_, {-1, -1}).real("y", y, {x.size(0), w_.size(0)});
+  check_tokens(name_, "x", x.size(0), max_tokens_);
+#ifdef PACKTRAIN_CUDA
+  if (accel_) return cuda::sparse_linear_forward(x, accel_->weight, y, mode, name_);
+#endif
   linear_forward(x, w_, y, mode);
 }
 
 void SparseLinear::backward(const Tensor& dy, const Tensor& x, const Tensor& dx, Write dx_mode,
                             const Tensor& dw, Write dw_mode, const Tensor& dy_pruned, uint64_t seed) const {
-  if (!dx.empty()) linear_backward(dy, x, w_, dx, dx_mode, Tensor(), dw_mode);
-  if (dw.empty()) return;
-  const Tensor* g = &dy;
-  if (!dy_pruned.empty()) {
-    mvue24(dy, seed, dy_pruned);
-    g = &dy_pruned;
+  ArgCheck a("SparseLinear::backward");
+  const int64_t N = w_.size(0), K = w_.size(1);
+  a.real("x", x, {-1, K}).real("w", w_, {N, K}).real("dy", dy, {x.size(0), N});
+  if (!dx.empty()) a.real("dx", dx, {x.size(0), K});
+  if (!dw.empty()) a.real_or_f32("dw", dw, {N, K});
+  check_tokens(name_, "dy", x.size(0), max_tokens_);
+
+  if (!dx.empty()) {
+#ifdef PACKTRAIN_CUDA
+    if (accel_)
+      cuda::sparse_linear_input_grad(dy, accel_->weight, dx, dx_mode, name_);
+    else
+#endif
+      linear_backward(dy, x, w_, dx, dx_mode, Tensor(), dw_mode);
   }
-  linear_backward(*g, x, w_, Tensor(), dx_mode, dw, dw_mode);
+  if (dw.empty()) return;
+  if (dy_pruned.empty()) return linear_backward(dy, x, w_, Tensor(), dx_mode, dw, dw_mode);
+  mvue24(dy, seed, dy_pruned);
+#ifdef PACKTRAIN_CUDA
+  if (accel_) return cuda::sparse_linear_weight_grad(dy_pruned, x, dw, dw_mode, name_);
+#endif
+  linear_backward(dy_pruned, x, w_, Tensor(), dx_mode, dw, dw_mode);
 }
 
 }  // namespace pt::ops

@@ -1,0 +1,325 @@
+// 2:4 sparse FFN training (Hu et al., ICML 2024) on cuSPARSELt against dense cuBLASLt, on Llama FFN
+// shapes d/ff (gate_up weight [2F,C], down weight [C,F]) and M tokens per micro-batch:
+//  (a) each GEMM of each linear: forward y = x W^T, input grad dx = dy W, weight grad dw = g^T x (g 2:4
+//      along tokens; compressing g is part of it; dw f32 as in training, and bf16), dense vs the sparse
+//      kernel in each cuSPARSELt arrangement (the 2:4 operand as its A or its B), forced;
+//  (b) the FFN block forward + backward (gate_up, swiglu, down, and the dx and dw GEMMs of both linears,
+//      MVUE pruning of dy and dh, compressing both weights once per step as after an optimizer update):
+//      dense (no pruning) vs SparseLinear with the autotuner and with sparse kernels forced.
+// Times are means over --iters calls after a warm-up call (which also runs cuSPARSELt's kernel search);
+// TFLOP/s counts the dense-equivalent 2MNK per GEMM; "x" is dense time / this time (> 1: faster).
+// Usage: bench_sparse_ffn [--dims 768x2048,2048x8192,4096x14336] [--tokens 16384,32768,65536]
+//                         [--iters 10] [--skip-gemms] [--skip-block] [--json FILE]
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/device_buffer.h"
+#include "core/float16.h"
+#include "ops/linear.h"
+#include "ops/sparse24.h"
+#include "ops/sparse_linear.h"
+#include "ops/swiglu.h"
+#ifdef PACKTRAIN_CUDA
+#include "ops/cuda/sparse_gemm.h"
+#endif
+
+namespace {
+
+using namespace pt;
+using namespace pt::ops;
+
+int iters = 10;
+
+#ifdef PACKTRAIN_CUDA
+
+using cuda::SparseGemmMode;
+
+std::ofstream json;
+
+void record(nlohmann::json j) {
+  if (json.is_open()) json << j.dump() << "\n" << std::flush;
+}
+
+// Mean milliseconds per call after one warm-up call.
+double time_ms(const std::function<void()>& fn) {
+  fn();
+  cuda_synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) fn();
+  cuda_synchronize();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters;
+}
+
+double tflops(double flops, double ms) { return flops / (ms * 1e9); }
+
+struct Pool {
+  std::vector<DeviceBuffer> buffers;
+  Tensor make(DType dtype, std::initializer_list<int64_t> dims) {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    buffers.emplace_back(static_cast<size_t>(n * dtype_size(dtype)));
+    return buffers.back().view(dtype, dims);
+  }
+};
+
+enum class Pattern { dense, transposable24, tokens24 };
+
+// Random bf16 values in [-1,1) (zeros would flatter the tensor cores' power draw) in a tile of up to 256
+// rows repeated down the [R,C] tensor. transposable24: every 4x4 block keeps 2 per row and column (a
+// pruned weight); tokens24: each column keeps 2 of every 4 rows (an MVUE-pruned gradient).
+void fill(const Tensor& t, Pattern pattern, uint64_t seed) {
+  const int64_t R = t.shape[0], C = t.shape[1], tile = std::min<int64_t>(R, 256);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<uint16_t> host(static_cast<size_t>(tile * C));
+  for (uint16_t& v : host) v = float_to_bf16(dist(rng));
+  auto zero = [&](int64_t r, int64_t c) { host[static_cast<size_t>(r * C + c)] = 0; };
+  for (int64_t r0 = 0; r0 + 4 <= tile && pattern != Pattern::dense; r0 += 4) {
+    if (pattern == Pattern::tokens24) {
+      for (int64_t c = 0; c < C; ++c) {
+        std::array<int64_t, 4> slots{0, 1, 2, 3};
+        std::shuffle(slots.begin(), slots.end(), rng);
+        zero(r0 + slots[2], c), zero(r0 + slots[3], c);
+      }
+      continue;
+    }
+    for (int64_t c0 = 0; c0 + 4 <= C; c0 += 4) {
+      std::array<int64_t, 4> s{0, 1, 2, 3}, u{0, 1, 2, 3};
+      std::shuffle(s.begin(), s.end(), rng);
+      do std::shuffle(u.begin(), u.end(), rng);
+      while (s[0] == u[0] || s[1] == u[1] || s[2] == u[2] || s[3] == u[3]);
+      for (int64_t r = 0; r < 4; ++r)
+        for (int64_t c = 0; c < 4; ++c)
+          if (c != s[static_cast<size_t>(r)] && c != u[static_cast<size_t>(r)]) zero(r0 + r, c0 + c);
+    }
+  }
+  const auto row_bytes = static_cast<size_t>(C * 2);
+  copy_bytes(t.data, true, host.data(), false, static_cast<size_t>(tile) * row_bytes);
+  for (int64_t done = tile; done < R;) {
+    const int64_t n = std::min(done, R - done);
+    copy_bytes(static_cast<char*>(t.data) + static_cast<size_t>(done) * row_bytes, true, t.data, true,
+               static_cast<size_t>(n) * row_bytes);
+    done += n;
+  }
+}
+
+// "" when ops::mvue24 runs on cuda, else why not.
+std::string mvue_unavailable() {
+  Pool pool;
+  const Tensor g = pool.make(DType::bf16, {8, 16}), out = pool.make(DType::bf16, {8, 16});
+  try {
+    mvue24(g, 1, out);
+    cuda_synchronize();
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+struct Dims {
+  int64_t C, F;
+};
+
+// (a): the three GEMMs of one linear W[N,K] at M tokens.
+void bench_gemms(const Dims& d, const char* linear, int64_t N, int64_t K, int64_t M) {
+  Pool pool;
+  const DType bf = DType::bf16;
+  const Tensor x = pool.make(bf, {M, K}), w = pool.make(bf, {N, K}), y = pool.make(bf, {M, N});
+  const Tensor dy = pool.make(bf, {M, N}), g = pool.make(bf, {M, N}), dx = pool.make(bf, {M, K});
+  const Tensor dw32 = pool.make(DType::f32, {N, K}), dw16 = pool.make(bf, {N, K});
+  fill(x, Pattern::dense, 1), fill(w, Pattern::transposable24, 2), fill(dy, Pattern::dense, 3);
+  fill(g, Pattern::tokens24, 4);
+  cuda::SparseWeight weight(w);
+  const double flops = 2.0 * double(M) * double(N) * double(K);
+
+  struct Gemm {
+    const char* name;
+    std::function<void()> dense, sparse;
+  };
+  const std::string label = linear;
+  const std::vector<Gemm> gemms = {
+      {"fwd", [&] { linear_forward(x, w, y, Write::overwrite); },
+       [&] { cuda::sparse_linear_forward(x, weight, y, Write::overwrite, label); }},
+      {"dx", [&] { linear_backward(dy, x, w, dx, Write::overwrite, Tensor(), Write::overwrite); },
+       [&] { cuda::sparse_linear_input_grad(dy, weight, dx, Write::overwrite, label); }},
+      {"dw->f32", [&] { linear_backward(g, x, w, Tensor(), Write::overwrite, dw32, Write::accumulate); },
+       [&] { cuda::sparse_linear_weight_grad(g, x, dw32, Write::accumulate, label); }},
+      {"dw->bf16", [&] { linear_backward(g, x, w, Tensor(), Write::overwrite, dw16, Write::accumulate); },
+       [&] { cuda::sparse_linear_weight_grad(g, x, dw16, Write::accumulate, label); }},
+  };
+  for (const Gemm& gemm : gemms) {
+    const double dense_ms = time_ms(gemm.dense);
+    std::string row = fmt::format("{:>5}/{:<5} {:<7} {:<8} {:>6} | dense {:8.3f} ms {:6.1f} TF/s", d.C, d.F,
+                                  linear, gemm.name, M, dense_ms, tflops(flops, dense_ms));
+    nlohmann::json j = {{"part", "gemm"}, {"d", d.C}, {"ff", d.F}, {"linear", linear},    {"gemm", gemm.name},
+                        {"M", M},         {"N", N},   {"K", K},    {"dense_ms", dense_ms}};
+    for (SparseGemmMode mode : {SparseGemmMode::sparse_a, SparseGemmMode::sparse_b}) {
+      cuda::set_sparse_gemm_mode(mode);
+      const auto before = cuda::sparse_gemm_stats();
+      const double ms = time_ms(gemm.sparse);
+      const bool ran_sparse = cuda::sparse_gemm_stats().sparse_calls > before.sparse_calls;
+      const std::string name = cuda::sparse_gemm_mode_name(mode);
+      row += fmt::format(" | {} {:8.3f} ms {:6.1f} TF/s {:5.2f}x{}", name, ms, tflops(flops, ms),
+                         dense_ms / ms, ran_sparse ? "" : " (ran dense)");
+      j[name + "_ms"] = ms;
+      j[name + "_speedup"] = dense_ms / ms;
+      j[name + "_ran_sparse"] = ran_sparse;
+    }
+    fmt::print("{}\n", row);
+    record(j);
+  }
+}
+
+// (b): one FFN block step, forward and backward.
+void bench_block(const Dims& d, int64_t M, const std::string& no_mvue) {
+  Pool pool;
+  const DType bf = DType::bf16, f32 = DType::f32;
+  const int64_t C = d.C, F = d.F;
+  const Tensor x = pool.make(bf, {M, C}), w_gu = pool.make(bf, {2 * F, C}), w_d = pool.make(bf, {C, F});
+  const Tensor h = pool.make(bf, {M, 2 * F}), a = pool.make(bf, {M, F}), y = pool.make(bf, {M, C});
+  const Tensor dy = pool.make(bf, {M, C}), dy_p = pool.make(bf, {M, C}), da = pool.make(bf, {M, F});
+  const Tensor dh = pool.make(bf, {M, 2 * F}), dx = pool.make(bf, {M, C});
+  const Tensor dw_gu = pool.make(f32, {2 * F, C}), dw_d = pool.make(f32, {C, F});
+  fill(x, Pattern::dense, 5), fill(w_gu, Pattern::transposable24, 6), fill(w_d, Pattern::transposable24, 7);
+  fill(dy, Pattern::dense, 8);
+  // Without a cuda mvue24, dw runs on stand-in gradients that already have the 2:4 pattern.
+  Tensor g_d, g_gu;
+  if (!no_mvue.empty()) {
+    g_d = pool.make(bf, {M, C}), g_gu = pool.make(bf, {M, 2 * F});
+    fill(g_d, Pattern::tokens24, 9), fill(g_gu, Pattern::tokens24, 10);
+  }
+  const double flops = 18.0 * double(M) * double(C) * double(F);
+
+  const double dense_ms = time_ms([&] {
+    linear_forward(x, w_gu, h, Write::overwrite);
+    swiglu_forward(h, a);
+    linear_forward(a, w_d, y, Write::overwrite);
+    linear_backward(dy, a, w_d, da, Write::overwrite, dw_d, Write::accumulate);
+    swiglu_backward(da, h, dh);
+    linear_backward(dh, x, w_gu, dx, Write::overwrite, dw_gu, Write::accumulate);
+  });
+
+  SparseLinear gate_up(w_gu, M, "mlp.gate_up_proj"), down(w_d, M, "mlp.down_proj");
+  uint64_t seed = 0;
+  auto sparse_step = [&] {
+    gate_up.refresh(), down.refresh();  // after an optimizer update: both weights compressed again
+    gate_up.forward(x, h, Write::overwrite);
+    swiglu_forward(h, a);
+    down.forward(a, y, Write::overwrite);
+    ++seed;
+    if (no_mvue.empty()) {
+      down.backward(dy, a, da, Write::overwrite, dw_d, Write::accumulate, dy_p, seed);
+      swiglu_backward(da, h, dh);
+      gate_up.backward(dh, x, dx, Write::overwrite, dw_gu, Write::accumulate, dh, seed);
+    } else {
+      down.backward(dy, a, da, Write::overwrite, Tensor(), Write::accumulate, Tensor(), seed);
+      cuda::sparse_linear_weight_grad(g_d, a, dw_d, Write::accumulate, "mlp.down_proj");
+      swiglu_backward(da, h, dh);
+      gate_up.backward(dh, x, dx, Write::overwrite, Tensor(), Write::accumulate, Tensor(), seed);
+      cuda::sparse_linear_weight_grad(g_gu, x, dw_gu, Write::accumulate, "mlp.gate_up_proj");
+    }
+  };
+  std::string row = fmt::format("{:>5}/{:<5} block {:>6} | dense {:8.3f} ms {:6.1f} TF/s", C, F, M, dense_ms,
+                                tflops(flops, dense_ms));
+  nlohmann::json j = {{"part", "block"},     {"d", C}, {"ff", F}, {"M", M}, {"mvue", no_mvue.empty()},
+                      {"dense_ms", dense_ms}};
+  for (SparseGemmMode mode : {SparseGemmMode::automatic, SparseGemmMode::sparse}) {
+    cuda::set_sparse_gemm_mode(mode);
+    const double ms = time_ms(sparse_step);
+    const std::string name = cuda::sparse_gemm_mode_name(mode);
+    row += fmt::format(" | {} {:8.3f} ms {:6.1f} TF/s {:5.2f}x", name, ms, tflops(flops, ms), dense_ms / ms);
+    j[name + "_ms"] = ms;
+    j[name + "_speedup"] = dense_ms / ms;
+  }
+  fmt::print("{}\n", row);
+  record(j);
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i)
+    if (i == s.size() || s[i] == sep) parts.push_back(s.substr(start, i - start)), start = i + 1;
+  return parts;
+}
+
+#endif  // PACKTRAIN_CUDA
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"2:4 sparse FFN GEMMs (cuSPARSELt) against dense cuBLASLt"};
+  std::string dims_arg = "768x2048,2048x8192,4096x14336", tokens_arg = "16384,32768,65536", json_path;
+  bool skip_gemms = false, skip_block = false;
+  app.add_option("--dims", dims_arg, "comma-separated CxF (hidden x FFN) sizes, multiples of 16");
+  app.add_option("--tokens", tokens_arg, "comma-separated token counts M per micro-batch");
+  app.add_option("--iters", iters, "timed calls per measurement")->check(CLI::Range(1, 10000));
+  app.add_flag("--skip-gemms", skip_gemms, "skip (a), the single GEMMs");
+  app.add_flag("--skip-block", skip_block, "skip (b), the FFN block");
+  app.add_option("--json", json_path, "also write one JSON object per measurement to this file");
+  CLI11_PARSE(app, argc, argv);
+  if (cuda_device_count() == 0) {
+    fmt::print("no CUDA device{}: nothing to benchmark\n", built_with_cuda() ? "" : " (CPU-only build)");
+    return 0;
+  }
+#ifdef PACKTRAIN_CUDA
+  std::vector<Dims> dims;
+  std::vector<int64_t> tokens;
+  try {
+    for (const std::string& s : split(dims_arg, ',')) {
+      const auto cf = split(s, 'x');
+      if (cf.size() != 2) throw std::invalid_argument(s);
+      dims.push_back({std::stoll(cf[0]), std::stoll(cf[1])});
+    }
+    for (const std::string& s : split(tokens_arg, ',')) tokens.push_back(std::stoll(s));
+  } catch (const std::exception&) {
+    fmt::print(stderr, "bad --dims '{}' or --tokens '{}': expected e.g. 768x2048,2048x8192 and 16384,32768\n",
+               dims_arg, tokens_arg);
+    return 2;
+  }
+  if (!json_path.empty()) {
+    json.open(json_path);
+    if (!json) {
+      fmt::print(stderr, "cannot write {}\n", json_path);
+      return 2;
+    }
+  }
+  const std::string no_mvue = mvue_unavailable();
+  fmt::print("device: {}; cuSPARSELt {}; {} timed calls per measurement\n", cuda_device_name(0),
+             cuda::sparse_gemm_available() ? "available" : "UNAVAILABLE (sparse rows run dense)", iters);
+  if (!no_mvue.empty())
+    fmt::print(
+        "note: ops::mvue24 is not available on cuda ({}); the block's dw GEMMs use stand-in 2:4 "
+        "gradients and its time leaves out MVUE pruning\n",
+        no_mvue);
+  const SparseGemmMode saved = cuda::sparse_gemm_mode();
+  if (!skip_gemms) {
+    fmt::print("\n(a) single GEMMs: dense cuBLASLt vs cuSPARSELt forced, 2:4 operand as its A / its B\n");
+    for (const Dims& d : dims)
+      for (int64_t M : tokens) {
+        bench_gemms(d, "gate_up", 2 * d.F, d.C, M);
+        bench_gemms(d, "down", d.C, d.F, M);
+      }
+  }
+  if (!skip_block) {
+    fmt::print(
+        "\n(b) FFN block forward + backward: dense vs SparseLinear (autotuned / sparse forced), "
+        "weight compression once per step included\n");
+    for (const Dims& d : dims)
+      for (int64_t M : tokens) bench_block(d, M, no_mvue);
+  }
+  cuda::set_sparse_gemm_mode(saved);
+#endif
+  return 0;
+}

@@ -1,0 +1,687 @@
+// cuSPARSELt behind the three GEMMs of a 2:4 sparse linear layer. Each GEMM is written canonically as a
+// row-major product D[m,n] = op(P) op(Q) of row-major operands as they lie (P the token-major one):
+//   forward      y[M,N]  = x[M,K] op_T(W[N,K])       m=M n=N k=K   W sparse
+//   input grad   dx[M,K] = dy[M,N] W[N,K]            m=M n=K k=N   W sparse
+//   weight grad  dw[N,K] = op_T(g[M,N]) x[M,K]       m=N n=K k=M   g sparse
+// cuSPARSELt takes the sparse operand as its A or its B. When the canonical order puts it in the other
+// position, the product is computed transposed, D^T[n,m] = op'(Q) op'(P) with both ops flipped, into D's
+// memory seen column-major. The 2:4 groups always run along k, so one dense W gives the forward and the
+// input-gradient copies through different ops, and the MVUE output g needs no transpose either.
+#include "ops/cuda/sparse_gemm.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#ifdef PACKTRAIN_CUSPARSELT
+#include <cusparseLt.h>
+
+#include "core/device.h"
+#include "core/device_buffer.h"
+#include "core/log.h"
+#endif
+
+#include "ops/cuda/check.h"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/stream.h"
+
+namespace pt::ops::cuda {
+
+struct SparseWeight::Forms {
+#ifdef PACKTRAIN_CUSPARSELT
+  struct Form {
+    DeviceBuffer data;
+    bool fresh = false;
+  };
+  std::map<std::pair<SparseGemmKind, bool>, Form> by_use;  // (GEMM, the 2:4 operand is cuSPARSELt's A)
+#endif
+};
+
+namespace {
+
+std::atomic<int64_t> g_sparse_calls{0}, g_dense_calls{0}, g_decisions{0}, g_searches{0};
+
+std::mutex g_mode_mutex;
+std::optional<SparseGemmMode> g_mode_override;
+
+struct Call {
+  SparseGemmKind kind;
+  Tensor act;                      // the token-major operand: x (forward), dy (input grad), g (weight grad)
+  Tensor x;                        // weight grad only
+  SparseWeight* weight = nullptr;  // forward and input grad
+  Tensor out;
+  Write mode;
+  const std::string& name;
+  int64_t M, N, K;
+};
+
+// Rows [r0, r1) of a row-major [M, C] tensor.
+Tensor rows(const Tensor& t, int64_t r0, int64_t r1) {
+  return Tensor(static_cast<char*>(t.data) + r0 * t.shape[1] * dtype_size(t.dtype), t.dtype,
+                {r1 - r0, t.shape[1]}, t.device);
+}
+
+// The call's GEMM over rows [r0, r1) on cuBLASLt, into out: those rows of the output (forward, input
+// grad) or all of dw (weight grad, summing over those rows only).
+void dense(const Call& c, int64_t r0, int64_t r1, const Tensor& out, Write mode) {
+  switch (c.kind) {
+    case SparseGemmKind::forward:
+      return linear_forward(rows(c.act, r0, r1), c.weight->dense(), out, mode);
+    case SparseGemmKind::input_grad:  // linear_backward takes its [M,K] shape and dtype from x: out has both
+      return linear_backward(rows(c.act, r0, r1), out, c.weight->dense(), out, mode, Tensor(), mode);
+    case SparseGemmKind::weight_grad:  // ... and N from w, which it reads only for dx: out is [N,K]
+      return linear_backward(rows(c.act, r0, r1), rows(c.x, r0, r1), out, Tensor(), mode, out, mode);
+  }
+}
+
+#ifdef PACKTRAIN_CUSPARSELT
+
+void check_lt(cusparseStatus_t status, const char* what) {
+  if (status != CUSPARSE_STATUS_SUCCESS)
+    throw Error(std::string("cuSPARSELt: ") + what + " failed: " + cusparseLtGetErrorName(status) + " (" +
+                cusparseLtGetErrorString(status) + ")");
+}
+
+cudaDataType lt_type(DType dtype) { return dtype == DType::f32 ? CUDA_R_32F : CUDA_R_16BF; }
+
+cusparseOperation_t lt_op(bool trans) {
+  return trans ? CUSPARSE_OPERATION_TRANSPOSE : CUSPARSE_OPERATION_NON_TRANSPOSE;
+}
+
+constexpr uint32_t kAlignment = 16;  // bytes; eligible() checks every pointer
+
+// A row-major matrix as stored, and whether the product reads it transposed.
+struct Stored {
+  int64_t rows = 0, cols = 0;
+  bool trans = false;
+};
+
+// One GEMM as cuSPARSELt is asked to compute it: D[m,n] = op(A) op(B), D row-major, or column-major
+// when `swapped` (A is then the canonical Q: the transposed product).
+struct Arrangement {
+  Stored a, b;
+  bool sparse_a = false;
+  bool swapped = false;
+  int64_t m = 0, n = 0;
+};
+
+Arrangement arrange(SparseGemmKind kind, int64_t M, int64_t N, int64_t K, bool sparse_a) {
+  Stored p, q;
+  int64_t m = 0, n = 0;
+  bool p_sparse = false;
+  switch (kind) {
+    case SparseGemmKind::forward:
+      p = {M, K, false}, q = {N, K, true}, m = M, n = N;
+      break;
+    case SparseGemmKind::input_grad:
+      p = {M, N, false}, q = {N, K, false}, m = M, n = K;
+      break;
+    case SparseGemmKind::weight_grad:
+      p = {M, N, true}, q = {M, K, false}, m = N, n = K, p_sparse = true;
+      break;
+  }
+  if (p_sparse == sparse_a) return {p, q, sparse_a, false, m, n};
+  return {{q.rows, q.cols, !q.trans}, {p.rows, p.cols, !p.trans}, sparse_a, true, n, m};
+}
+
+// cuSPARSELt objects, destroyed only when a plan under construction is abandoned.
+struct MatDesc {
+  cusparseLtMatDescriptor_t d{};
+  bool live = false;
+  MatDesc() = default;
+  MatDesc(const MatDesc&) = delete;
+  MatDesc& operator=(const MatDesc&) = delete;
+  ~MatDesc() {
+    if (live) cusparseLtMatDescriptorDestroy(&d);
+  }
+  void init(const cusparseLtHandle_t& h, const Stored& s, bool sparse, DType dtype) {
+    if (sparse)
+      check_lt(cusparseLtStructuredDescriptorInit(&h, &d, s.rows, s.cols, s.cols, kAlignment, lt_type(dtype),
+                                                  CUSPARSE_ORDER_ROW, CUSPARSELT_SPARSITY_50_PERCENT),
+               "cusparseLtStructuredDescriptorInit");
+    else
+      check_lt(cusparseLtDenseDescriptorInit(&h, &d, s.rows, s.cols, s.cols, kAlignment, lt_type(dtype),
+                                             CUSPARSE_ORDER_ROW),
+               "cusparseLtDenseDescriptorInit");
+    live = true;
+  }
+};
+
+// The kernel cusparseLtMatmulSearch picked for one bucket, applied to the plans of its other sizes.
+struct AlgConfig {
+  int id = 0, split_k = 1, split_k_buffers = 1;
+  cusparseLtSplitKMode_t split_k_mode = CUSPARSELT_SPLIT_K_MODE_ONE_KERNEL;
+};
+
+struct Plan {
+  Arrangement arr;
+  MatDesc a, b, d;
+  cusparseLtMatmulDescriptor_t matmul{};
+  cusparseLtMatmulAlgSelection_t alg{};
+  cusparseLtMatmulPlan_t plan{};
+  bool alg_live = false, plan_live = false;
+  size_t workspace = 0;
+  AlgConfig config;  // cuSPARSELt's default kernel unless searched
+
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
+    if (plan_live) cusparseLtMatmulPlanDestroy(&plan);
+    if (alg_live) cusparseLtMatmulAlgSelectionDestroy(&alg);
+  }
+};
+
+// Device memory that only grows. cudaFree waits for the device, so no queued kernel still uses it.
+class GrowBuffer {
+ public:
+  void* get(size_t bytes) {
+    if (bytes > capacity_) {
+      if (data_) PT_CUDA_CHECK(cudaFree(data_));
+      data_ = nullptr;
+      capacity_ = 0;
+      PT_CUDA_CHECK(cudaMalloc(&data_, bytes));
+      capacity_ = bytes;
+    }
+    return data_;
+  }
+
+ private:
+  void* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+// Stream-ordered memory for the duration of one autotuning decision.
+class Transient {
+ public:
+  explicit Transient(size_t bytes) { PT_CUDA_CHECK(cudaMallocAsync(&data_, bytes, current_stream())); }
+  Transient(const Transient&) = delete;
+  Transient& operator=(const Transient&) = delete;
+  ~Transient() { cudaFreeAsync(data_, current_stream()); }
+  void* data() const { return data_; }
+
+ private:
+  void* data_ = nullptr;
+};
+
+class Event {
+ public:
+  Event() { PT_CUDA_CHECK(cudaEventCreate(&e_)); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event() { cudaEventDestroy(e_); }
+  cudaEvent_t get() const { return e_; }
+
+ private:
+  cudaEvent_t e_{};
+};
+
+// Median milliseconds of a few runs on the current stream, after one warm-up run.
+double median_ms(const std::function<void()>& run) {
+  constexpr int kReps = 5;
+  const cudaStream_t stream = current_stream();
+  run();
+  Event start, stop;
+  std::vector<float> ms;
+  for (int i = 0; i < kReps; ++i) {
+    PT_CUDA_CHECK(cudaEventRecord(start.get(), stream));
+    run();
+    PT_CUDA_CHECK(cudaEventRecord(stop.get(), stream));
+    PT_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+    float t = 0;
+    PT_CUDA_CHECK(cudaEventElapsedTime(&t, start.get(), stop.get()));
+    ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[kReps / 2];
+}
+
+enum class Path { dense, sparse_a, sparse_b };
+
+const char* path_name(Path p) {
+  switch (p) {
+    case Path::dense:
+      return "dense";
+    case Path::sparse_a:
+      return "sparse-a";
+    case Path::sparse_b:
+      return "sparse-b";
+  }
+  return "?";
+}
+
+bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kAlignment == 0; }
+
+// (GEMM, N, K, operand dtype, output dtype, lowest M0 of the octave)
+using BucketKey = std::tuple<SparseGemmKind, int64_t, int64_t, DType, DType, int64_t>;
+// (GEMM, sparse as A, M0, N, K, operand dtype, output dtype)
+using PlanKey = std::tuple<SparseGemmKind, bool, int64_t, int64_t, int64_t, DType, DType>;
+
+// The process-wide cuSPARSELt handle, plans, searched kernels and autotuner choices. Never destroyed:
+// the CUDA context may be gone by the time static destructors run.
+class Engine {
+ public:
+  // nullptr where cuSPARSELt cannot run (no GPU, no sparse tensor cores, init failure), said once.
+  static Engine* get() {
+    static Engine* engine = create();
+    return engine;
+  }
+
+  std::mutex mutex;
+
+  // The call on the sparse kernel for its grid rows and on cuBLASLt for the rest; false to leave all of
+  // it to the caller's dense GEMM.
+  bool run(const Call& c, SparseGemmMode mode) {
+    const int64_t M0 = sparse_gemm_grid_rows(c.M);
+    if (M0 == 0 || !eligible(c)) return false;
+    const BucketKey bucket{c.kind,      c.N,
+                           c.K,         c.act.dtype,
+                           c.out.dtype, static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>(M0)))};
+    const Path path = choose(c, M0, bucket, mode);
+    if (path == Path::dense) return false;
+    Plan* plan = plan_for(c, M0, bucket, path == Path::sparse_a, nullptr);
+    if (!plan) return false;
+    matmul(c, *plan, c.out.data, c.mode == Write::accumulate);
+    if (M0 < c.M) {
+      if (c.kind == SparseGemmKind::weight_grad)
+        dense(c, M0, c.M, c.out, Write::accumulate);
+      else
+        dense(c, M0, c.M, rows(c.out, M0, c.M), c.mode);
+    }
+    return true;
+  }
+
+  // The weight's compressed copy for this GEMM and arrangement, made with the plan at hand when stale.
+  // The copy depends on the sparse operand's descriptor, op and position, which all plans of one
+  // arrangement share, so one copy serves every M0.
+  const void* weight_form(SparseWeight& w, SparseGemmKind kind, const Plan& plan) {
+    SparseWeight::Forms::Form& form = w.forms().by_use[{kind, plan.arr.sparse_a}];
+    if (!form.fresh) compress(plan, w.dense().data, form.data);
+    form.fresh = true;
+    return form.data.data();
+  }
+
+  // The plan's 2:4 operand compressed from `dense` into dst, which grows to fit.
+  const void* compress(const Plan& plan, const void* dense, DeviceBuffer& dst) {
+    size_t bytes = 0, buffer = 0;
+    check_lt(cusparseLtSpMMACompressedSize(&handle_, &plan.plan, &bytes, &buffer),
+             "cusparseLtSpMMACompressedSize");
+    if (dst.bytes() < bytes) dst = DeviceBuffer(bytes);
+    check_lt(cusparseLtSpMMACompress(&handle_, &plan.plan, dense, dst.data(), compress_scratch_.get(buffer),
+                                     current_stream()),
+             "cusparseLtSpMMACompress");
+    return dst.data();
+  }
+
+ private:
+  static Engine* create() {
+    if (cuda_device_count() == 0) return nullptr;
+    int device = 0, major = 0;
+    PT_CUDA_CHECK(cudaGetDevice(&device));
+    PT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    if (major < 8) {
+      log_info("sparse GEMMs: {} has no sparse tensor cores (sm80 or newer needed): dense GEMMs",
+               cuda_device_name(device));
+      return nullptr;
+    }
+    auto* engine = new Engine();
+    if (const cusparseStatus_t status = cusparseLtInit(&engine->handle_); status != CUSPARSE_STATUS_SUCCESS) {
+      log_warn("sparse GEMMs: cusparseLtInit failed ({}): dense GEMMs", cusparseLtGetErrorString(status));
+      delete engine;
+      return nullptr;
+    }
+    return engine;
+  }
+
+  // bf16 operands (dw bf16 or f32), dims multiples of 16, 16-byte aligned pointers.
+  static bool eligible(const Call& c) {
+    const Tensor& second = c.kind == SparseGemmKind::weight_grad ? c.x : c.weight->dense();
+    const bool out_ok =
+        c.out.dtype == DType::bf16 || (c.kind == SparseGemmKind::weight_grad && c.out.dtype == DType::f32);
+    return c.act.dtype == DType::bf16 && second.dtype == DType::bf16 && out_ok && c.N % 16 == 0 &&
+           c.K % 16 == 0 && aligned(c.act.data) && aligned(second.data) && aligned(c.out.data);
+  }
+
+  // The 2:4 operand compressed (the weight's cached copy, or g now) and the dense one, as {A, B}.
+  std::pair<const void*, const void*> operands(const Call& c, const Plan& plan) {
+    const void* sparse = nullptr;
+    const void* other = nullptr;
+    if (c.kind == SparseGemmKind::weight_grad) {
+      sparse = compress(plan, c.act.data, g_compressed_);
+      other = c.x.data;
+    } else {
+      sparse = weight_form(*c.weight, c.kind, plan);
+      other = c.act.data;
+    }
+    if (plan.arr.sparse_a) return {sparse, other};
+    return {other, sparse};
+  }
+
+  // D (the first M0 rows of the output, or all of dw) = or += the product, g compressed first.
+  void matmul(const Call& c, Plan& plan, void* d, bool accumulate) {
+    const auto [a, b] = operands(c, plan);
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    cudaStream_t stream = current_stream();
+    check_lt(cusparseLtMatmul(&handle_, &plan.plan, &alpha, a, b, &beta, d, d, workspace_.get(plan.workspace),
+                              &stream, 1),
+             "cusparseLtMatmul");
+  }
+
+  std::unique_ptr<Plan> make_plan(const Arrangement& arr, DType ab, DType out, const AlgConfig* config) {
+    auto plan = std::make_unique<Plan>();
+    plan->arr = arr;
+    plan->a.init(handle_, arr.a, arr.sparse_a, ab);
+    plan->b.init(handle_, arr.b, !arr.sparse_a, ab);
+    check_lt(cusparseLtDenseDescriptorInit(&handle_, &plan->d.d, arr.m, arr.n, arr.swapped ? arr.m : arr.n,
+                                           kAlignment, lt_type(out),
+                                           arr.swapped ? CUSPARSE_ORDER_COL : CUSPARSE_ORDER_ROW),
+             "cusparseLtDenseDescriptorInit of the output");
+    plan->d.live = true;
+    check_lt(
+        cusparseLtMatmulDescriptorInit(&handle_, &plan->matmul, lt_op(arr.a.trans), lt_op(arr.b.trans),
+                                       &plan->a.d, &plan->b.d, &plan->d.d, &plan->d.d, CUSPARSE_COMPUTE_32F),
+        "cusparseLtMatmulDescriptorInit");
+    check_lt(
+        cusparseLtMatmulAlgSelectionInit(&handle_, &plan->alg, &plan->matmul, CUSPARSELT_MATMUL_ALG_DEFAULT),
+        "cusparseLtMatmulAlgSelectionInit");
+    plan->alg_live = true;
+    if (config) {
+      set_alg(*plan, CUSPARSELT_MATMUL_ALG_CONFIG_ID, config->id);
+      set_alg(*plan, CUSPARSELT_MATMUL_SPLIT_K, config->split_k);
+      if (config->split_k > 1) {
+        set_alg(*plan, CUSPARSELT_MATMUL_SPLIT_K_MODE, config->split_k_mode);
+        set_alg(*plan, CUSPARSELT_MATMUL_SPLIT_K_BUFFERS, config->split_k_buffers);
+      }
+      plan->config = *config;
+    }
+    check_lt(cusparseLtMatmulPlanInit(&handle_, &plan->plan, &plan->matmul, &plan->alg),
+             "cusparseLtMatmulPlanInit");
+    plan->plan_live = true;
+    check_lt(cusparseLtMatmulGetWorkspace(&handle_, &plan->plan, &plan->workspace),
+             "cusparseLtMatmulGetWorkspace");
+    return plan;
+  }
+
+  template <class T>
+  void set_alg(Plan& plan, cusparseLtMatmulAlgAttribute_t attribute, const T& value) {
+    check_lt(cusparseLtMatmulAlgSetAttribute(&handle_, &plan.alg, attribute, &value, sizeof value),
+             "cusparseLtMatmulAlgSetAttribute");
+  }
+  template <class T>
+  void get_alg(const Plan& plan, cusparseLtMatmulAlgAttribute_t attribute, T& value) {
+    check_lt(cusparseLtMatmulAlgGetAttribute(&handle_, &plan.alg, attribute, &value, sizeof value),
+             "cusparseLtMatmulAlgGetAttribute");
+  }
+
+  // cusparseLtMatmulSearch on the real operands (beta = 0 into d, which it may overwrite many times).
+  // It leaves the fastest kernel and split-k in the plan's algorithm selection; as in NVIDIA's sample the
+  // plan is then initialised again from it, and the choice is kept for the bucket's other plans.
+  void search(const Call& c, Plan& plan, void* d) {
+    const auto [a, b] = operands(c, plan);
+    const float alpha = 1.0f, beta = 0.0f;
+    cudaStream_t stream = current_stream();
+    check_lt(cusparseLtMatmulSearch(&handle_, &plan.plan, &alpha, a, b, &beta, d, d,
+                                    workspace_.get(plan.workspace), &stream, 1),
+             "cusparseLtMatmulSearch");
+    ++g_searches;
+    AlgConfig& config = plan.config;
+    get_alg(plan, CUSPARSELT_MATMUL_ALG_CONFIG_ID, config.id);
+    get_alg(plan, CUSPARSELT_MATMUL_SPLIT_K, config.split_k);
+    get_alg(plan, CUSPARSELT_MATMUL_SPLIT_K_MODE, config.split_k_mode);
+    get_alg(plan, CUSPARSELT_MATMUL_SPLIT_K_BUFFERS, config.split_k_buffers);
+    plan.plan_live = false;
+    check_lt(cusparseLtMatmulPlanDestroy(&plan.plan), "cusparseLtMatmulPlanDestroy");
+    check_lt(cusparseLtMatmulPlanInit(&handle_, &plan.plan, &plan.matmul, &plan.alg),
+             "cusparseLtMatmulPlanInit after the search");
+    plan.plan_live = true;
+    check_lt(cusparseLtMatmulGetWorkspace(&handle_, &plan.plan, &plan.workspace),
+             "cusparseLtMatmulGetWorkspace");
+  }
+
+  // The plan for M0 grid rows, with the bucket's searched kernel; the first plan of a bucket searches
+  // into `scratch` (an output it may overwrite) or, without one, keeps cuSPARSELt's default kernel.
+  // nullptr (and a warning, once) where cuSPARSELt refuses the shape.
+  Plan* plan_for(const Call& c, int64_t M0, const BucketKey& bucket, bool sparse_a, void* scratch) {
+    const PlanKey key{c.kind, sparse_a, M0, c.N, c.K, c.act.dtype, c.out.dtype};
+    if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
+    const Arrangement arr = arrange(c.kind, M0, c.N, c.K, sparse_a);
+    const auto searched = searched_.find({bucket, sparse_a});
+    std::unique_ptr<Plan> plan;
+    try {
+      if (searched != searched_.end()) {
+        try {
+          plan = make_plan(arr, c.act.dtype, c.out.dtype, &searched->second);
+        } catch (const Error&) {  // the kernel of another size may not fit this one
+          plan = make_plan(arr, c.act.dtype, c.out.dtype, nullptr);
+        }
+      } else {
+        plan = make_plan(arr, c.act.dtype, c.out.dtype, nullptr);
+        if (scratch) {
+          search(c, *plan, scratch);
+          searched_[{bucket, sparse_a}] = plan->config;
+        }
+      }
+    } catch (const Error& e) {
+      log_warn(
+          "sparse GEMMs: {} {} M={} N={} K={} with the 2:4 operand as cuSPARSELt's {}: {}; dense instead",
+          c.name, sparse_gemm_kind_name(c.kind), M0, c.N, c.K, sparse_a ? "A" : "B", e.what());
+      plan.reset();
+    }
+    return (plans_[key] = std::move(plan)).get();
+  }
+
+  // The bucket's path in this mode, decided on first use: each allowed sparse arrangement gets its
+  // searched plan, then (with more than one candidate) all are timed on the call's operands, writing
+  // to the real output when the call overwrites it anyway, else to a transient buffer.
+  Path choose(const Call& c, int64_t M0, const BucketKey& bucket, SparseGemmMode mode) {
+    const auto key = std::make_pair(bucket, mode);
+    if (auto it = choices_.find(key); it != choices_.end()) return it->second;
+
+    std::vector<Path> candidates;
+    if (mode == SparseGemmMode::automatic || mode == SparseGemmMode::sparse ||
+        mode == SparseGemmMode::sparse_a)
+      candidates.push_back(Path::sparse_a);
+    if (mode == SparseGemmMode::automatic || mode == SparseGemmMode::sparse ||
+        mode == SparseGemmMode::sparse_b)
+      candidates.push_back(Path::sparse_b);
+
+    const bool rows_out = c.kind != SparseGemmKind::weight_grad;
+    const int64_t out_rows = rows_out ? M0 : c.N, out_cols = rows_out ? c.out.shape[1] : c.K;
+    std::optional<Transient> transient;
+    if (c.mode == Write::accumulate)
+      transient.emplace(static_cast<size_t>(out_rows * out_cols * dtype_size(c.out.dtype)));
+    const Tensor scratch(transient ? transient->data() : c.out.data, c.out.dtype, {out_rows, out_cols},
+                         Device::cuda);
+
+    std::vector<Plan*> plans;
+    std::erase_if(candidates, [&](Path p) {
+      Plan* plan = plan_for(c, M0, bucket, p == Path::sparse_a, scratch.data);
+      if (plan) plans.push_back(plan);
+      return plan == nullptr;
+    });
+    if (mode == SparseGemmMode::automatic) {
+      candidates.push_back(Path::dense);
+      plans.push_back(nullptr);
+    }
+
+    std::vector<double> ms(candidates.size(), -1.0);
+    if (candidates.size() > 1) {
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        Plan* plan = plans[i];
+        try {
+          ms[i] = median_ms([&] {
+            if (plan)
+              matmul(c, *plan, scratch.data, false);
+            else
+              dense(c, 0, M0, scratch, Write::overwrite);
+          });
+        } catch (const Error& e) {
+          log_warn("sparse GEMMs: {} {} {} failed: {}", c.name, sparse_gemm_kind_name(c.kind),
+                   path_name(candidates[i]), e.what());
+        }
+      }
+    }
+    Path best = Path::dense;
+    double best_ms = -1;
+    for (size_t i = 0; i < candidates.size(); ++i)
+      if (candidates.size() == 1 || (ms[i] >= 0 && (best_ms < 0 || ms[i] < best_ms)))
+        best = candidates[i], best_ms = ms[i];
+
+    std::string times;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      times += fmt::format("{}{} ", times.empty() ? "" : ", ", path_name(candidates[i]));
+      times += ms[i] >= 0 ? fmt::format("{:.3f} ms", ms[i]) : std::string("untimed");
+      if (plans[i])
+        times += fmt::format(" (kernel {}, split-k {})", plans[i]->config.id, plans[i]->config.split_k);
+    }
+    log_info("sparse GEMMs: {} {} M={} (bucket {}-{}) N={} K={} {}->{} [{}] mode {}: {}", c.name,
+             sparse_gemm_kind_name(c.kind), M0, std::get<5>(bucket), 2 * std::get<5>(bucket) - 1, c.N, c.K,
+             dtype_name(c.act.dtype), dtype_name(c.out.dtype), times.empty() ? "no sparse kernel" : times,
+             sparse_gemm_mode_name(mode), path_name(best));
+    ++g_decisions;
+    choices_[key] = best;
+    return best;
+  }
+
+  cusparseLtHandle_t handle_{};
+  GrowBuffer workspace_, compress_scratch_;
+  DeviceBuffer g_compressed_;
+  std::map<PlanKey, std::unique_ptr<Plan>> plans_;  // nullptr: cuSPARSELt refused that shape
+  std::map<std::pair<BucketKey, bool>, AlgConfig> searched_;
+  std::map<std::pair<BucketKey, SparseGemmMode>, Path> choices_;
+};
+
+#endif  // PACKTRAIN_CUSPARSELT
+
+void run(const Call& c) {
+#ifdef PACKTRAIN_CUSPARSELT
+  if (const SparseGemmMode mode = sparse_gemm_mode(); mode != SparseGemmMode::dense) {
+    if (Engine* engine = Engine::get()) {
+      const std::lock_guard lock(engine->mutex);
+      if (engine->run(c, mode)) {
+        ++g_sparse_calls;
+        return;
+      }
+    }
+  }
+#endif
+  dense(c, 0, c.M, c.out, c.mode);
+  ++g_dense_calls;
+}
+
+}  // namespace
+
+SparseGemmMode parse_sparse_gemm_mode(const std::string& text) {
+  if (text == "auto") return SparseGemmMode::automatic;
+  if (text == "sparse") return SparseGemmMode::sparse;
+  if (text == "sparse-a") return SparseGemmMode::sparse_a;
+  if (text == "sparse-b") return SparseGemmMode::sparse_b;
+  if (text == "dense") return SparseGemmMode::dense;
+  throw Error("sparse GEMM mode '" + text + "' is not one of auto, sparse, sparse-a, sparse-b, dense");
+}
+
+const char* sparse_gemm_mode_name(SparseGemmMode mode) {
+  switch (mode) {
+    case SparseGemmMode::automatic:
+      return "auto";
+    case SparseGemmMode::sparse:
+      return "sparse";
+    case SparseGemmMode::sparse_a:
+      return "sparse-a";
+    case SparseGemmMode::sparse_b:
+      return "sparse-b";
+    case SparseGemmMode::dense:
+      return "dense";
+  }
+  return "?";
+}
+
+SparseGemmMode sparse_gemm_mode() {
+  const std::lock_guard lock(g_mode_mutex);
+  if (g_mode_override) return *g_mode_override;
+  static const SparseGemmMode from_env = [] {
+    const char* v = std::getenv("PACKTRAIN_SPARSE_GEMM");
+    if (!v || !*v) return SparseGemmMode::automatic;
+    try {
+      return parse_sparse_gemm_mode(v);
+    } catch (const Error& e) {
+      throw Error(std::string("PACKTRAIN_SPARSE_GEMM: ") + e.what());
+    }
+  }();
+  return from_env;
+}
+
+void set_sparse_gemm_mode(SparseGemmMode mode) {
+  const std::lock_guard lock(g_mode_mutex);
+  g_mode_override = mode;
+}
+
+bool sparse_gemm_available() {
+#ifdef PACKTRAIN_CUSPARSELT
+  return Engine::get() != nullptr;
+#else
+  return false;
+#endif
+}
+
+const char* sparse_gemm_kind_name(SparseGemmKind kind) {
+  switch (kind) {
+    case SparseGemmKind::forward:
+      return "forward";
+    case SparseGemmKind::input_grad:
+      return "input-grad";
+    case SparseGemmKind::weight_grad:
+      return "weight-grad";
+  }
+  return "?";
+}
+
+SparseGemmStats sparse_gemm_stats() {
+  return {g_sparse_calls.load(), g_dense_calls.load(), g_decisions.load(), g_searches.load()};
+}
+
+int64_t sparse_gemm_grid_rows(int64_t M) {
+  if (M < 32) return 0;
+  const int64_t step =
+      std::max<int64_t>(32, static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>(M))) / 32);
+  return M / step * step;
+}
+
+SparseWeight::SparseWeight(const Tensor& w) : w_(w), forms_(std::make_unique<Forms>()) {}
+SparseWeight::~SparseWeight() = default;
+SparseWeight::SparseWeight(SparseWeight&&) noexcept = default;
+SparseWeight& SparseWeight::operator=(SparseWeight&&) noexcept = default;
+
+void SparseWeight::invalidate() {
+#ifdef PACKTRAIN_CUSPARSELT
+  if (forms_)
+    for (auto& [use, form] : forms_->by_use) form.fresh = false;
+#endif
+}
+
+void sparse_linear_forward(const Tensor& x, SparseWeight& w, const Tensor& y, Write mode,
+                           const std::string& name) {
+  run({SparseGemmKind::forward, x, Tensor(), &w, y, mode, name, x.shape[0], w.dense().shape[0], x.shape[1]});
+}
+
+void sparse_linear_input_grad(const Tensor& dy, SparseWeight& w, const Tensor& dx, Write mode,
+                              const std::string& name) {
+  run({SparseGemmKind::input_grad, dy, Tensor(), &w, dx, mode, name, dy.shape[0], dy.shape[1], dx.shape[1]});
+}
+
+void sparse_linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, Write mode,
+                               const std::string& name) {
+  run({SparseGemmKind::weight_grad, g, x, nullptr, dw, mode, name, g.shape[0], g.shape[1], x.shape[1]});
+}
+
+}  // namespace pt::ops::cuda

@@ -1,0 +1,91 @@
+// The three GEMMs of a 2:4 sparse linear layer (ops/sparse_linear.h) on sparse tensor cores through
+// cuSPARSELt, each with the dense cuBLASLt GEMM on the same masked operands as the fallback:
+//   forward      y[M,N]  = x[M,K] W^T     W 2:4 along K
+//   input grad   dx[M,K] = dy[M,N] W      W 2:4 along N (transposable mask)
+//   weight grad  dw[N,K] = g^T x          g[M,N] 2:4 along M (MVUE-pruned output gradient)
+// cuSPARSELt takes the 2:4 operand either as its A or as its B operand (the other arrangement computes the
+// transposed product into the same memory); both are tried. Every operand stays row-major as it lies.
+//
+// M (tokens) changes from step to step while cuSPARSELt plans have fixed shapes. The first M0 rows, M
+// rounded down to a geometric grid (multiples of 32, and of 1/32 of M's power of two from 1024 on),
+// go through the sparse kernel of a plan cached per M0; the remaining rows (under 32, or under M/32 for
+// larger M) go through cuBLASLt (for dw: added to the sparse part). So no padded copies are made and no row
+// beyond M is ever read. Choices are made once per GEMM, shape and octave of M0 (the bucket):
+// cusparseLtMatmulSearch picks the sparse kernel, then, in automatic mode, the sparse arrangements and the
+// dense GEMM are timed on the real operands (median of a few runs with CUDA events) and the fastest is kept
+// and logged.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+#include "ops/write_mode.h"
+
+namespace pt::ops::cuda {
+
+// automatic: per bucket the fastest of dense and both sparse arrangements. sparse: the faster sparse
+// arrangement. sparse_a / sparse_b: the 2:4 operand as cuSPARSELt's A (B) operand. dense: cuBLASLt only.
+// Sparse modes still run dense where cuSPARSELt cannot: other dtypes, shapes not multiples of 16, operands
+// not 16-byte aligned, fewer than 32 rows, or a plan cuSPARSELt refuses (logged once).
+enum class SparseGemmMode { automatic, sparse, sparse_a, sparse_b, dense };
+
+// "auto", "sparse", "sparse-a", "sparse-b", "dense"; anything else fails naming the accepted values.
+SparseGemmMode parse_sparse_gemm_mode(const std::string& text);
+const char* sparse_gemm_mode_name(SparseGemmMode mode);
+// PACKTRAIN_SPARSE_GEMM (default auto) unless set_sparse_gemm_mode() chose one.
+SparseGemmMode sparse_gemm_mode();
+void set_sparse_gemm_mode(SparseGemmMode mode);
+
+// Built with cuSPARSELt, and GPU 0 has sparse tensor cores (sm80 or newer) that cuSPARSELt accepts.
+bool sparse_gemm_available();
+
+enum class SparseGemmKind { forward, input_grad, weight_grad };
+const char* sparse_gemm_kind_name(SparseGemmKind kind);
+
+// Process-wide counters, for tests and benchmarks: calls whose grid rows ran on cuSPARSELt, calls that
+// ran dense throughout, autotuner decisions taken and cusparseLtMatmulSearch runs.
+struct SparseGemmStats {
+  int64_t sparse_calls = 0, dense_calls = 0, decisions = 0, searches = 0;
+};
+SparseGemmStats sparse_gemm_stats();
+
+// The rows of an M-row GEMM that run on the sparse kernel (the rest run dense): 0 below 32.
+int64_t sparse_gemm_grid_rows(int64_t M);
+
+// A 2:4 weight W[N,K] under a transposable mask, with its compressed copies for the forward (2:4 along
+// K) and the input gradient (2:4 along N), in whichever operand position is used. Each copy is made
+// from W when first needed after invalidate(). W must stay at its address.
+class SparseWeight {
+ public:
+  explicit SparseWeight(const Tensor& w);
+  ~SparseWeight();
+  SparseWeight(SparseWeight&&) noexcept;
+  SparseWeight& operator=(SparseWeight&&) noexcept;
+
+  void invalidate();  // W's values changed
+  const Tensor& dense() const { return w_; }
+
+  struct Forms;  // the compressed copies (cuSPARSELt types stay out of this header)
+  Forms& forms() { return *forms_; }
+
+ private:
+  Tensor w_;
+  std::unique_ptr<Forms> forms_;
+};
+
+// Arguments as validated by the SparseLinear front end: bf16 activations and weight on cuda (other types
+// run dense), dw bf16 or f32. name labels the autotuner's log line.
+// y[M,N] (=|+=) x[M,K] W^T.
+void sparse_linear_forward(const Tensor& x, SparseWeight& w, const Tensor& y, Write mode,
+                           const std::string& name);
+// dx[M,K] (=|+=) dy[M,N] W.
+void sparse_linear_input_grad(const Tensor& dy, SparseWeight& w, const Tensor& dx, Write mode,
+                              const std::string& name);
+// dw[N,K] (=|+=) g^T x, where every column of g[M,N] keeps at most 2 of each 4 rows 4i..4i+3 (the
+// MVUE24 output). A g that is not 2:4 gives wrong sparse results: the caller guarantees the pattern.
+void sparse_linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, Write mode,
+                               const std::string& name);
+
+}  // namespace pt::ops::cuda
