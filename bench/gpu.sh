@@ -12,8 +12,10 @@
 #   packing     `packtrain train` per packing strategy on the default corpus     (bench/packing_gpu.py)
 #   sparse_ffn  bench_sparse_ffn --json, when that binary exists
 #   report      bench/report.py
-# Environment: PYTHON (default python3, with torch, transformers, matplotlib), HF_BUDGET (seconds for the HF
-# peer, default 240), PACKING_ARGS (extra arguments of packing_gpu.py, e.g. "--steps 100 --model tiny").
+# The whole run keeps to TOTAL_BUDGET seconds (default 540, under the 10 minutes a device command may take):
+# each section's limit is cut to what is left, keeping 30 s for the report.
+# Environment: PYTHON (default python3, with torch, transformers, matplotlib), TOTAL_BUDGET, HF_BUDGET (seconds
+# for the HF peer, default 210), PACKING_ARGS (extra arguments of packing_gpu.py, e.g. "--steps 100").
 set -uo pipefail
 if [ $# -lt 2 ]; then
   echo "usage: bench/gpu.sh BUILD_DIR OUT_DIR [DATA_DIR]" >&2
@@ -29,11 +31,22 @@ mkdir -p "$out/logs"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 started=$SECONDS
+total=${TOTAL_BUDGET:-540}
 
-# section NAME LIMIT_SECONDS COMMAND...: runs COMMAND with its output in logs/NAME.log and on the console.
+# Seconds left of the total budget, less $1 kept for what comes later.
+left() { echo $((total - (SECONDS - started) - ${1:-0})); }
+
+# section NAME LIMIT_SECONDS COMMAND...: runs COMMAND with its output in logs/NAME.log and on the console,
+# within LIMIT_SECONDS and the total budget (less 30 s for the report).
 section() {
   local name=$1 limit=$2
   shift 2
+  [ "$name" = report ] || limit=$((limit < $(left 30) ? limit : $(left 30)))
+  if [ "$limit" -lt 10 ]; then
+    echo "=== $name skipped: the total budget (${total}s) is spent ==="
+    printf '%s\t%s\t%s\n' "$name" skipped 0 >>"$out/status.tsv"
+    return
+  fi
   echo "=== $name (limit ${limit}s) ==="
   local t0=$SECONDS
   timeout -k 10 "$limit" "$@" 2>&1 | tee "$out/logs/$name.log"
@@ -61,9 +74,12 @@ rm -f "$out/train_gpu.jsonl" "$out/train_hf.jsonl"
 section train_gpu 150 "$build/bench_train_gpu" --steps 8 --json "$out/train_gpu.jsonl" \
   --dump-batches "$scratch/train_batches.json"
 
-section train_hf $((${HF_BUDGET:-240} + 60)) "$python" "$bench/peers/train_hf.py" \
+# The peer's own budget leaves about 3 minutes for the packing, sparse and report sections.
+hf_budget=$(left 210)
+hf_budget=$((hf_budget < ${HF_BUDGET:-210} ? hf_budget : ${HF_BUDGET:-210}))
+section train_hf $((hf_budget + 40)) "$python" "$bench/peers/train_hf.py" \
   --batches "$scratch/train_batches.json" --packtrain "$out/train_gpu.jsonl" --json "$out/train_hf.jsonl" \
-  --steps 8 --budget "${HF_BUDGET:-240}"
+  --steps 8 --budget "$hf_budget"
 
 # The packing section needs a prepared dataset: make it from the corpus as scripts/main.sh does if need be.
 if [ ! -f "$data/metadata.json" ] && [ -f data/default/corpus.jsonl ] && [ -x "$build/packtrain" ]; then
@@ -75,8 +91,9 @@ if [ ! -f "$data/metadata.json" ] && [ -f data/default/corpus.jsonl ] && [ -x "$
 fi
 rm -f "$out/packing.jsonl"
 # shellcheck disable=SC2086  # PACKING_ARGS is a list of arguments
-section packing 300 "$python" "$bench/packing_gpu.py" --packtrain "$build/packtrain" --data "$data" \
-  --out "$out" ${PACKING_ARGS:-}
+packing_budget=$(left 70)
+section packing $((packing_budget + 20)) "$python" "$bench/packing_gpu.py" --packtrain "$build/packtrain" \
+  --data "$data" --out "$out" --budget "$packing_budget" ${PACKING_ARGS:-}
 
 rm -f "$out/sparse_ffn.jsonl"
 if [ -x "$build/bench_sparse_ffn" ]; then

@@ -15,7 +15,7 @@ src/data/packing/packer.h). From each run's metrics.jsonl:
 Runs go to a scratch directory (checkpoints are large); OUT_DIR keeps each run's metrics.jsonl and log, and
 packing.jsonl (one summary per strategy) for bench/report.py.
 Usage: packing_gpu.py --packtrain BUILD/packtrain --data data/prepared/default --out OUT_DIR [--model 110m]
-       [--examples 72] [--steps 200] [--device cuda]
+       [--examples 72] [--steps 300] [--device cuda]
 """
 import argparse
 import json
@@ -78,12 +78,13 @@ def main():
     ap.add_argument("--model", default="110m")
     ap.add_argument("--examples", type=int, default=72,
                     help="examples per step, every strategy (72 on the default corpus: the fixed-row strategies get 2 rows of 2048)")
-    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--lr", default="6e-4")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--eval-batches", default="0", help="validation batches (0: the whole split)")
     ap.add_argument("--skip", type=int, default=5, help="first steps left out of the median")
     ap.add_argument("--timeout", type=float, default=90, help="seconds per run")
+    ap.add_argument("--budget", type=float, default=400, help="seconds for all runs (later runs are skipped)")
     ap.add_argument("--strategies", default=",".join(STRATEGIES))
     args = ap.parse_args()
     if not os.path.isfile(os.path.join(args.data, "metadata.json")):
@@ -103,6 +104,7 @@ def main():
     print(f"packtrain train --model {args.model} --examples {args.examples} --steps {args.steps} "
           f"--device {args.device} on {args.data}", flush=True)
     records = []
+    started = time.perf_counter()
     try:
         for strategy in strategies:
             run_dir = os.path.join(scratch, strategy)
@@ -115,13 +117,18 @@ def main():
             record = {"bench": "packing", "strategy": strategy, "model": args.model, "examples": args.examples,
                       "device": args.device, "data": args.data}
             t0 = time.perf_counter()
+            limit = min(args.timeout, args.budget - (t0 - started))
             try:
+                if limit < 5:
+                    raise TimeoutError
                 with open(log_path, "w") as log:
-                    proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=args.timeout)
+                    proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=limit)
                 status = "ok" if proc.returncode == 0 else "error"
                 error = "" if status == "ok" else f"exit code {proc.returncode}: {last_line(log_path)}"
             except subprocess.TimeoutExpired:
-                status, error = "timeout", f"stopped after {args.timeout:.0f} s"
+                status, error = "timeout", f"stopped after {limit:.0f} s"
+            except TimeoutError:
+                status, error = "skipped", f"time budget ({args.budget:.0f} s) spent"
             record["wall_s"] = time.perf_counter() - t0
             metrics = os.path.join(run_dir, "metrics.jsonl")
             if os.path.exists(metrics):
@@ -141,6 +148,8 @@ def main():
         shutil.rmtree(scratch, ignore_errors=True)
     print()
     print("\n".join(table(records)))
+    if any(r["status"] != "ok" for r in records):
+        sys.exit(1)
 
 
 def last_line(path):

@@ -11,7 +11,6 @@ Reads, each optional (a missing or failed section is reported as such, the other
   status.tsv, env.txt  bench/gpu.sh: each section's exit code and seconds; the machine and versions
 Usage: report.py OUT_DIR
 """
-import json
 import math
 import os
 import sys
@@ -209,7 +208,8 @@ def status_section(rep, out_dir):
         if len(parts) == 3:
             name, rc, secs = parts
             rc_text = rc if rc == "0" else f"**{rc}**" + (" (timed out)" if rc == "124" else "")
-            rep.add(f"| {name} | {rc_text} | {secs} | logs/{name}.log |")
+            log = "-" if rc == "skipped" else f"logs/{name}.log"
+            rep.add(f"| {name} | {rc_text} | {secs} | {log} |")
     rep.add("")
 
 

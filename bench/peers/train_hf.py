@@ -21,6 +21,7 @@ rounding).
 Usage: train_hf.py --batches FILE [--packtrain train_gpu.jsonl] [--json FILE] [--steps 8] [--budget 240]
 """
 import argparse
+import ctypes
 import json
 import math
 import multiprocessing as mp
@@ -153,6 +154,10 @@ def classify(exc):
 
 def child(conn, entry, layout, attn, compiled, warmup, steps):
     os.setpgid(0, 0)  # its own process group: a timeout ends it with the compile workers it started
+    try:  # and it dies with the parent, which a section time limit may kill (Linux: PR_SET_PDEATHSIG)
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+    except (AttributeError, OSError):
+        pass
     try:
         result = run_config(entry, layout, attn, compiled, warmup, steps)
     except BaseException as exc:  # report every failure to the parent; it decides what to print
@@ -170,19 +175,21 @@ def run_isolated(entry, layout, attn, compiled, warmup, steps, timeout):
     p = ctx.Process(target=child, args=(send, entry, layout, attn, compiled, warmup, steps))
     p.start()
     send.close()
-    timed_out = not recv.poll(timeout)
-    result = None
-    if not timed_out:
+    result, timed_out = None, False
+    try:
+        timed_out = not recv.poll(timeout)
+        if not timed_out:
+            try:
+                result = recv.recv()
+            except EOFError:  # the child died without a word
+                pass
+        p.join(5 if result is not None else 0)
+    finally:  # also on SIGTERM: the child, and the compile workers it may have left
         try:
-            result = recv.recv()
-        except EOFError:  # the child died without a word
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
             pass
-    p.join(5 if result is not None else 0)
-    try:  # the child, and the compile workers it may have left
-        os.killpg(p.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    p.join()
+        p.join()
     if result is None:
         return {"status": "timeout", "error": f"no result after {timeout:.0f} s"} if timed_out else \
             {"status": "crashed", "error": f"the child exited with code {p.exitcode} without a result"}
@@ -274,6 +281,7 @@ def main():
     ap.add_argument("--only", help="comma-separated configuration names to run, e.g. 'flattened sdpa'")
     args = ap.parse_args()
     started = time.perf_counter()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup of a running configuration
     try:
         dump = json.load(open(args.batches))
     except (OSError, json.JSONDecodeError) as e:
