@@ -15,7 +15,8 @@
 # The whole run keeps to TOTAL_BUDGET seconds (default 540, under the 10 minutes a device command may take):
 # each section's limit is cut to what is left, keeping 30 s for the report.
 # Environment: PYTHON (default python3, with torch, transformers, matplotlib), TOTAL_BUDGET, HF_BUDGET (seconds
-# for the HF peer, default 210), PACKING_ARGS (extra arguments of packing_gpu.py, e.g. "--steps 100").
+# for the HF peer, default 210), PACKING_ARGS (extra arguments of packing_gpu.py, e.g. "--steps 100"),
+# SPARSE_ARGS (arguments of bench_sparse_ffn, default "--tokens 16384,65536").
 set -uo pipefail
 if [ $# -lt 2 ]; then
   echo "usage: bench/gpu.sh BUILD_DIR OUT_DIR [DATA_DIR]" >&2
@@ -97,7 +98,8 @@ section packing $((packing_budget + 20)) "$python" "$bench/packing_gpu.py" --pac
 
 rm -f "$out/sparse_ffn.jsonl"
 if [ -x "$build/bench_sparse_ffn" ]; then
-  section sparse_ffn 120 "$build/bench_sparse_ffn" --json "$out/sparse_ffn.jsonl"
+  # shellcheck disable=SC2086  # SPARSE_ARGS is a list of arguments
+  section sparse_ffn 120 "$build/bench_sparse_ffn" --json "$out/sparse_ffn.jsonl" ${SPARSE_ARGS:---tokens 16384,65536}
 fi
 
 section report 60 "$python" "$bench/report.py" "$out"

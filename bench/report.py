@@ -6,8 +6,8 @@ Reads, each optional (a missing or failed section is reported as such, the other
   train_gpu.jsonl   bench_train_gpu --json: packtrain training steps, padding and flatten
   train_hf.jsonl    bench/peers/train_hf.py --json: Hugging Face on the same batches
   packing.jsonl     bench/packing_gpu.py: `packtrain train` per packing strategy
-  sparse_ffn.jsonl  bench_sparse_ffn --json: one object per measurement; shown as a table of its fields, and
-                    charted when records carry "name" (or "shape") and a numeric "speedup"
+  sparse_ffn.jsonl  bench_sparse_ffn --json: per GEMM ("part": "gemm") and per FFN block ("part": "block"),
+                    dense_ms and "<mode>_speedup" per sparse mode; other records are shown field by field
   status.tsv, env.txt  bench/gpu.sh: each section's exit code and seconds; the machine and versions
 Usage: report.py OUT_DIR
 """
@@ -174,28 +174,79 @@ def packing_section(rep, records):
         rep.chart(fig, "packing.png", "packing strategies")
 
 
+def speedup_modes(records):
+    """The sparse modes of bench_sparse_ffn's records: keys "<mode>_speedup", in first-seen order."""
+    return list(dict.fromkeys(k[:-len("_speedup")] for r in records for k in r if k.endswith("_speedup")))
+
+
+def speedup_cell(r, mode):
+    v = r.get(mode + "_speedup")
+    if not num(v):
+        return "-"
+    return f"{v:.2f}x" + (" (ran dense)" if r.get(mode + "_ran_sparse") is False else "")
+
+
 def sparse_section(rep, records):
     if not records:
-        return  # optional section: another bench writes it when it exists
-    rep.add("## 2:4 sparse FFN (bench_sparse_ffn)", "")
-    keys = list(dict.fromkeys(k for r in records for k in r if k != "bench"))
-    rep.add("| " + " | ".join(keys) + " |", "|" + "---|" * len(keys))
-    cell = lambda v: format(v, ".3g") if isinstance(v, float) else str(v)
-    for r in records:
-        rep.add("| " + " | ".join(cell(r.get(k, "")) for k in keys) + " |")
-    rep.add("")
-    charted = [r for r in records if num(r.get("speedup")) and (r.get("name") or r.get("shape"))]
-    if plt and charted:
-        fig, ax = plt.subplots(figsize=(8, 0.6 + 0.35 * len(charted)))
-        names = [str(r.get("name") or r.get("shape")) for r in charted]
-        vals = [r["speedup"] for r in charted]
-        ax.barh(range(len(names)), vals, color=["tab:green" if v >= 1 else "tab:red" for v in vals])
-        ax.axvline(1.0, color="black", lw=0.8)
-        ax.set_yticks(range(len(names)))
-        ax.set_yticklabels(names, fontsize=8)
-        ax.invert_yaxis()
-        ax.set_title("sparse / dense speedup")
-        rep.chart(fig, "sparse_ffn.png", "sparse FFN speedup")
+        return  # optional: bench_sparse_ffn is built only where the sparse branch is merged
+    rep.add("## 2:4 sparse FFN: cuSPARSELt vs dense cuBLASLt (bench_sparse_ffn)", "",
+            "x = dense time / sparse time (> 1: the sparse path is faster); TFLOP/s count the dense-equivalent "
+            "2MNK. \"ran dense\": the sparse call fell back to the dense GEMM.", "")
+    gemms = [r for r in records if r.get("part") == "gemm"]
+    blocks = [r for r in records if r.get("part") == "block"]
+    others = [r for r in records if r.get("part") not in ("gemm", "block")]
+    if gemms:
+        modes = speedup_modes(gemms)
+        rep.add("Single GEMMs of the FFN linears (fwd y = x W^T, dx = dy W, dw = g^T x with g 2:4 along tokens):", "",
+                "| d/ff | linear | GEMM | M x N x K | dense ms | dense TFLOP/s | " + " | ".join(modes) + " |",
+                "|---|---|---|---|---|---|" + "---|" * len(modes))
+        for r in gemms:
+            flops = 2.0 * r["M"] * r["N"] * r["K"]
+            rep.add(f"| {r['d']}/{r['ff']} | {r['linear']} | {r['gemm']} | {r['M']} x {r['N']} x {r['K']} | "
+                    f"{r['dense_ms']:.3f} | {flops / (r['dense_ms'] * 1e9):.0f} | "
+                    + " | ".join(speedup_cell(r, m) for m in modes) + " |")
+        rep.add("")
+    if blocks:
+        modes = speedup_modes(blocks)
+        rep.add("FFN block, forward + backward (MVUE pruning of the output gradients and weight recompression "
+                "included where mvue is true):", "",
+                "| d/ff | M | mvue | dense ms | " + " | ".join(modes) + " |", "|---|---|---|---|" + "---|" * len(modes))
+        for r in blocks:
+            rep.add(f"| {r['d']}/{r['ff']} | {r['M']} | {r.get('mvue')} | {r['dense_ms']:.3f} | "
+                    + " | ".join(speedup_cell(r, m) for m in modes) + " |")
+        rep.add("")
+    if others:
+        keys = list(dict.fromkeys(k for r in others for k in r if k != "bench"))
+        cell = lambda v: format(v, ".3g") if isinstance(v, float) else str(v)
+        rep.add("| " + " | ".join(keys) + " |", "|" + "---|" * len(keys))
+        for r in others:
+            rep.add("| " + " | ".join(cell(r.get(k, "")) for k in keys) + " |")
+        rep.add("")
+    if plt and (gemms or blocks):
+        panels = [(rows, title) for rows, title in ((gemms, "single GEMMs, best sparse mode"),
+                                                    (blocks, "FFN block fwd+bwd")) if rows]
+        fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 0.8 + 0.22 * max(len(r) for r, _ in panels)),
+                                 squeeze=False)
+        for ax, (rows, title) in zip(axes[0], panels):
+            modes = speedup_modes(rows)
+            if rows is gemms:
+                names = [f"{r['d']}/{r['ff']} {r['linear']} {r['gemm']} M={r['M']}" for r in rows]
+                vals = [max([r.get(m + "_speedup") or 0 for m in modes if r.get(m + "_ran_sparse") is not False] or [0])
+                        for r in rows]
+                ax.barh(range(len(rows)), vals, color=["tab:green" if v >= 1 else "tab:red" for v in vals])
+            else:
+                names = [f"{r['d']}/{r['ff']} M={r['M']}" for r in rows]
+                height = 0.8 / max(1, len(modes))
+                for i, m in enumerate(modes):
+                    ax.barh([y + i * height for y in range(len(rows))], [r.get(m + "_speedup") or 0 for r in rows],
+                            height, label=m)
+                ax.legend(fontsize=7)
+            ax.axvline(1.0, color="black", lw=0.8)
+            ax.set_yticks([y + (0 if rows is gemms else 0.4 - height / 2) for y in range(len(rows))])
+            ax.set_yticklabels(names, fontsize=6)
+            ax.invert_yaxis()
+            ax.set_title(f"{title}: dense time / sparse time", fontsize=9)
+        rep.chart(fig, "sparse_ffn.png", "sparse FFN speedups")
 
 
 def status_section(rep, out_dir):
