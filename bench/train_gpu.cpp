@@ -4,7 +4,7 @@
 // flatten. Reports real (non-pad) tokens per second, the device memory the step's arenas hold, the
 // flatten/padding throughput ratio, and MFU on real tokens against the H200's dense bf16 peak.
 // Usage: bench_train_gpu [--steps 6] [--skip-1b] [--json FILE] [--dump-batches FILE]
-// --json appends one JSON object per configuration (median step too, for bench/report.py); --dump-batches
+// --json writes one JSON object per configuration (median step too, for bench/report.py); --dump-batches
 // writes the model config and the flatten batches of every configuration (batch 0 warms up, the others are
 // timed) so bench/peers/train_hf.py trains Hugging Face's Llama on exactly the same tokens.
 #include <fmt/format.h>
