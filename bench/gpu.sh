@@ -91,8 +91,8 @@ if [ ! -f "$data/metadata.json" ] && [ -f data/default/corpus.jsonl ] && [ -x "$
       --output '$data' --max-len 2048"
 fi
 rm -f "$out/packing.jsonl"
-# shellcheck disable=SC2086  # PACKING_ARGS is a list of arguments
 packing_budget=$(left 70)
+# shellcheck disable=SC2086  # PACKING_ARGS is a list of arguments
 section packing $((packing_budget + 20)) "$python" "$bench/packing_gpu.py" --packtrain "$build/packtrain" \
   --data "$data" --out "$out" --budget "$packing_budget" ${PACKING_ARGS:-}
 
