@@ -3,17 +3,25 @@
 // batches (lognormal lengths around 330 tokens, up to 2048; vocab 32000), packed by padding and by
 // flatten. Reports real (non-pad) tokens per second, the device memory the step's arenas hold, the
 // flatten/padding throughput ratio, and MFU on real tokens against the H200's dense bf16 peak.
-// Usage: bench_train_gpu [--steps 6] [--skip-1b]
+// Usage: bench_train_gpu [--steps 6] [--skip-1b] [--json FILE] [--dump-batches FILE]
+// --json writes one JSON object per configuration (median step too, for bench/report.py); --dump-batches
+// writes the model config and the flatten batches of every configuration (batch 0 warms up, the others are
+// timed) so bench/peers/train_hf.py trains Hugging Face's Llama on exactly the same tokens.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/arena.h"
 #include "core/device.h"
+#include "core/error.h"
 #include "data/packing/packer.h"
 #include "data/packing/synthetic_split.h"
 #include "model/config.h"
@@ -26,6 +34,7 @@
 namespace {
 
 using namespace pt;
+using nlohmann::json;
 
 constexpr int32_t kVocab = 32000;
 constexpr double kPeakFlops = 989e12;  // H200 dense bf16 tensor cores
@@ -77,15 +86,50 @@ struct DeviceOptimizer {
   }
 };
 
+// Where --json and --dump-batches write; either may be absent.
+struct Outputs {
+  std::optional<std::ofstream> json_lines, dump;
+  bool first_dump = true;
+};
+
+std::ofstream open_output(const std::string& path, const char* flag) {
+  std::ofstream f(path);
+  if (!f) fail("{} {}: cannot open for writing (does its directory exist?)", flag, path);
+  return f;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// One configuration's flatten batches for the Hugging Face peer: ids, labels (HF convention, -100 at
+// every example's first token) and position ids restarting per example.
+void dump_batches(Outputs& out, const LlamaConfig& config, const std::string& preset, int32_t examples,
+                  const std::vector<Batch>& batches) {
+  json list = json::array();
+  for (const Batch& b : batches)
+    list.push_back({{"input_ids", b.input_ids}, {"labels", b.labels}, {"position_ids", b.position_ids}});
+  json entry = {{"preset", preset},
+                {"examples", examples},
+                {"config", json::parse(config_to_json(config))},
+                {"warmup_batches", 1},
+                {"batches", std::move(list)}};
+  *out.dump << (out.first_dump ? "{\"configs\": [\n" : ",\n") << entry.dump();
+  out.first_dump = false;
+}
+
 struct Result {
   double real_tokens_per_s = 0, mfu = 0, gib = 0;
 };
 
 Result bench(const LlamaConfig& config, const std::vector<float>& init, const std::string& preset,
-             int32_t examples, Strategy strategy, int steps) {
+             int32_t examples, Strategy strategy, int steps, Outputs& out) {
   const DatasetSplit split =
       sft_split(int64_t{examples} * (steps + 1), 1000 + static_cast<uint64_t>(examples));
   const std::vector<Batch> batches = batches_of(split, strategy, examples);
+  if (out.dump && strategy == Strategy::kFlatten) dump_batches(out, config, preset, examples, batches);
   int64_t max_tokens = 0;
   for (const auto& b : batches) max_tokens = std::max(max_tokens, b.num_tokens());
   LlamaModel model(config, max_tokens, Device::cuda, DType::bf16);
@@ -94,25 +138,34 @@ Result bench(const LlamaConfig& config, const std::vector<float>& init, const st
   ops::AdamWConfig adamw;
   adamw.lr = 1e-4, adamw.weight_decay = 0.1;
 
+  // Returns the batch's mean loss; forward_backward adds to the gradients, so they start at zero.
   auto step = [&](const Batch& b, int64_t n) {
     int64_t targets = 0;
     for (int32_t t : shifted_targets(b)) targets += t != kIgnoreLabel;
+    zero_bytes(opt.grads.data, true, static_cast<size_t>(opt.grads.bytes()));
     model.load_weights(opt.params);
-    model.forward_backward(b, opt.grads, 1.0 / static_cast<double>(std::max<int64_t>(1, targets)));
+    const double loss =
+        model.forward_backward(b, opt.grads, 1.0 / static_cast<double>(std::max<int64_t>(1, targets)))
+            .loss_sum;
     ops::clip_grad_norm(grad_list, 1.0);
     ops::adamw_step(opt.tensors, adamw, n);
+    return loss / static_cast<double>(std::max<int64_t>(1, targets));
   };
-  step(batches[0], 1);  // warm-up: cuBLASLt plans, scratch buffers
+  const double first_loss = step(batches[0], 1);  // warm-up: cuBLASLt plans, scratch buffers
   cuda_synchronize();
   double real = 0, processed = 0, flops = 0;
+  std::vector<double> step_s, step_tokens_per_s;
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 1; i <= steps; ++i) {
+    const auto ts = std::chrono::steady_clock::now();
     const Batch& b = batches[static_cast<size_t>(i) % batches.size()];
     step(b, i + 1);
+    cuda_synchronize();
+    step_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count());
+    step_tokens_per_s.push_back(static_cast<double>(b.real_tokens) / step_s.back());
     real += static_cast<double>(b.real_tokens), processed += static_cast<double>(b.num_tokens());
     flops += training_flops(config, b);
   }
-  cuda_synchronize();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   const double bytes = static_cast<double>(model.activation_bytes() + opt.arena.bytes() +
@@ -123,15 +176,34 @@ Result bench(const LlamaConfig& config, const std::vector<float>& init, const st
       "MFU {:>5.1f}%  arenas {:>6.1f} GiB\n",
       preset, examples, strategy_name(strategy), processed / steps, 100 * real / processed, 1e3 * s / steps,
       r.real_tokens_per_s, 100 * r.mfu, r.gib);
+  if (out.json_lines) {
+    json j = {{"bench", "train_gpu"},
+              {"engine", "packtrain"},
+              {"device", cuda_device_name(0)},
+              {"preset", preset},
+              {"examples", examples},
+              {"strategy", strategy_name(strategy)},
+              {"steps", steps},
+              {"real_tokens_per_step", real / steps},
+              {"processed_tokens_per_step", processed / steps},
+              {"real_tokens_per_s", r.real_tokens_per_s},
+              {"median_real_tokens_per_s", median(step_tokens_per_s)},
+              {"median_step_ms", 1e3 * median(step_s)},
+              {"mfu_pct", 100 * r.mfu},
+              {"arena_gib", r.gib},
+              {"device_used_gib", cuda_memory_used_gib()},
+              {"first_loss", first_loss}};
+    *out.json_lines << j.dump() << "\n" << std::flush;
+  }
   return r;
 }
 
-void compare(const std::string& preset, int32_t examples, int steps) {
+void compare(const std::string& preset, int32_t examples, int steps, Outputs& out) {
   LlamaConfig config = preset_config(preset);
   config.vocab_size = kVocab;
   const std::vector<float> init = init_params(config, 1);
-  const Result padding = bench(config, init, preset, examples, Strategy::kPadding, steps);
-  const Result flatten = bench(config, init, preset, examples, Strategy::kFlatten, steps);
+  const Result padding = bench(config, init, preset, examples, Strategy::kPadding, steps, out);
+  const Result flatten = bench(config, init, preset, examples, Strategy::kFlatten, steps, out);
   fmt::print("{:<5} {:>3} ex  flatten/padding real tokens/s: {:.2f}x\n\n", preset, examples,
              flatten.real_tokens_per_s / padding.real_tokens_per_s);
 }
@@ -142,25 +214,36 @@ int main(int argc, char** argv) {
   CLI::App app{"GPU training-step throughput: padding vs flatten"};
   int steps = 6;
   bool skip_1b = false;
+  std::string json_path, dump_path;
   app.add_option("--steps", steps, "timed optimizer steps per configuration")->check(CLI::PositiveNumber);
   app.add_flag("--skip-1b", skip_1b, "only the 110m preset");
+  app.add_option("--json", json_path, "write one JSON object per configuration here (JSON lines)");
+  app.add_option("--dump-batches", dump_path,
+                 "write the model configs and flatten batches here (JSON) for bench/peers/train_hf.py");
   CLI11_PARSE(app, argc, argv);
   if (pt::cuda_device_count() == 0) {
     fmt::print("no CUDA device: nothing to benchmark (build with nvcc and run on a GPU machine)\n");
     return 0;
   }
+  Outputs out;
   try {
+    if (!json_path.empty()) out.json_lines = open_output(json_path, "--json");
+    if (!dump_path.empty()) out.dump = open_output(dump_path, "--dump-batches");
     fmt::print("{} | bf16 compute, f32 master weights and AdamW on the device | {} timed steps each\n",
                pt::cuda_device_name(0), steps);
-    compare("110m", 16, steps);
-    compare("110m", 64, steps);
+    compare("110m", 16, steps, out);
+    compare("110m", 64, steps, out);
   } catch (const pt::Error& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;
   }
+  if (out.dump) {  // the peer compares the 110m configurations only
+    *out.dump << (out.first_dump ? "{\"configs\": [" : "") << "\n]}\n";
+    out.dump.reset();
+  }
   if (skip_1b) return 0;
   try {
-    compare("1b", 16, steps);
+    compare("1b", 16, steps, out);
   } catch (const pt::Error& e) {  // the 1b preset is optional: it may not fit a smaller GPU
     fmt::print("1b at 16 examples did not run: {}\n", e.what());
   }

@@ -1,15 +1,24 @@
 #!/usr/bin/env python3
-"""torch's FlashAttention-2 varlen (the peer of bench_attention) on the same batches, bf16, causal.
+"""torch's attention kernels (the peers of bench_attention) on the same batches, bf16, causal.
 
 Reads the SFT-like lengths bench_attention wrote (--lengths FILE) and, optionally, bench_attention's output
-(--packtrain FILE) to print packtrain/torch ratios. FLOPs as bench_attention counts them: forward
-4*D*H*sum L(L+1)/2, backward 2.5x forward.
+(--packtrain FILE) to print packtrain/peer ratios. Peers:
+  FA2 varlen     torch's FlashAttention-2 on the packed tokens with cu_seqlens (aten._flash_attention_forward)
+  cuDNN          torch SDPA restricted to the cuDNN backend; it has no varlen entry in torch, so the SFT-like
+                 batch runs padded: one row per example, padded to the longest (is_causal keeps the trailing
+                 pads out of every real token's attention)
+  flash padded   the same padded batch through SDPA's flash backend: what padding costs FA2
+FLOPs as bench_attention counts them, on real tokens only (so a padded kernel is charged for its waste):
+forward 4*D*H*sum L(L+1)/2, backward 2.5x forward. GQA shapes give SDPA K and V repeated to H heads.
+--json FILE appends one JSON object per (batch, shape, kernel) for bench/report.py.
 """
 import argparse
+import json
 import re
 import time
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 SHAPES = [(12, 12, 64), (16, 16, 128), (16, 4, 128)]
 
@@ -29,7 +38,7 @@ def seconds(fn, reps):
     return (time.perf_counter() - t0) / reps
 
 
-def measure(lengths, H, Hkv, D, reps):
+def varlen_tflops(lengths, H, Hkv, D, reps):
     T = sum(lengths)
     cu = torch.tensor([0] + list(torch.tensor(lengths).cumsum(0)), dtype=torch.int32, device="cuda")
     q = torch.randn(T, H, D, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -42,9 +51,36 @@ def measure(lengths, H, Hkv, D, reps):
         out = flash_varlen(q, k, v, cu, max_len)
         torch.autograd.grad(out, (q, k, v), dout)
     both = seconds(fwd_bwd, reps)
-    pairs = sum(L * (L + 1) / 2 for L in lengths)
-    flops = 4.0 * D * H * pairs
+    flops = causal_flops(lengths, H, D)
     return flops / fwd / 1e12, 3.5 * flops / both / 1e12
+
+
+def causal_flops(lengths, H, D):
+    return 4.0 * D * H * sum(L * (L + 1) / 2 for L in lengths)
+
+
+def padded_sdpa_tflops(lengths, H, D, reps, backend):
+    """SDPA on one row per example padded to the longest, [B, H, L, D]; TFLOP/s on the real tokens' work."""
+    B, L = len(lengths), max(lengths)
+    q, k, v = (torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    dout = torch.randn(B, H, L, D, device="cuda", dtype=torch.bfloat16)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    with sdpa_kernel([backend]):
+        fwd = seconds(lambda: sdpa(q, k, v, is_causal=True), reps)
+        def fwd_bwd():
+            torch.autograd.grad(sdpa(q, k, v, is_causal=True), (q, k, v), dout)
+        both = seconds(fwd_bwd, reps)
+    flops = causal_flops(lengths, H, D)
+    return flops / fwd / 1e12, 3.5 * flops / both / 1e12
+
+
+def attempt(fn):
+    """(fwd, fwd+bwd) TFLOP/s, or NaNs and the reason when the backend refuses the shape or runs out of memory."""
+    try:
+        return fn(), None
+    except (RuntimeError, torch.OutOfMemoryError) as e:
+        torch.cuda.empty_cache()
+        return (float("nan"), float("nan")), str(e).splitlines()[0][:200]
 
 
 def packtrain_figures(path):
@@ -57,21 +93,51 @@ def packtrain_figures(path):
     return figures
 
 
+PADDED_PEERS = [("cuDNN SDPA", SDPBackend.CUDNN_ATTENTION), ("flash SDPA padded", SDPBackend.FLASH_ATTENTION)]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lengths", required=True)
     ap.add_argument("--packtrain")
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--json", help="append one JSON object per (batch, shape, kernel) here")
     args = ap.parse_args()
     sft = [int(x) for x in open(args.lengths).read().split()]
     ours = packtrain_figures(args.packtrain) if args.packtrain else {}
-    print(f"torch {torch.__version__}, {torch.cuda.get_device_name()}: aten._flash_attention_forward (FA2 varlen)")
-    print(f"{'batch':<9} {'H/Hkv/D':<10} {'torch fwd':>9} {'torch f+b':>9} {'ours fwd':>9} {'ours f+b':>9} {'fwd x':>6} {'f+b x':>6}")
+    out = open(args.json, "a") if args.json else None
+    print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}")
+    print("TFLOP/s on real tokens (fwd / fwd+bwd); cuDNN runs the SFT-like batch padded (torch has no varlen "
+          "entry for it), one 8k sequence as it is; x = packtrain / peer")
+    print(f"{'batch':<9} {'H/Hkv/D':<10} {'ours':>13} {'FA2 varlen':>13} {'cuDNN':>13} {'flash padded':>13} "
+          f"{'x FA2':>11} {'x cuDNN':>11}")
+    notes = []
     for name, lengths in (("sft-like", sft), ("one 8k", [8192])):
         for H, Hkv, D in SHAPES:
-            tf, tb = measure(lengths, H, Hkv, D, args.reps)
-            of, ob = ours.get((name, H, Hkv, D), (float("nan"), float("nan")))
-            print(f"{name:<9} {f'{H}/{Hkv}/{D}':<10} {tf:9.1f} {tb:9.1f} {of:9.1f} {ob:9.1f} {of / tf:6.2f} {ob / tb:6.2f}")
+            fig = {"packtrain varlen": ours.get((name, H, Hkv, D), (float("nan"), float("nan"))),
+                   "torch FA2 varlen": varlen_tflops(lengths, H, Hkv, D, args.reps)}
+            for kernel, backend in PADDED_PEERS:
+                if kernel == "flash SDPA padded" and len(lengths) == 1:
+                    continue  # one sequence has no padding: the same kernel as FA2 varlen
+                fig[kernel], why = attempt(lambda: padded_sdpa_tflops(lengths, H, D, args.reps, backend))
+                if why:
+                    notes.append(f"{kernel} {name} {H}/{Hkv}/{D}: {why}")
+            pair = lambda k: f"{fig.get(k, (float('nan'),) * 2)[0]:6.1f}/{fig.get(k, (float('nan'),) * 2)[1]:<6.1f}"
+            ratio = lambda k: (f"{fig['packtrain varlen'][0] / fig[k][0]:5.2f}/{fig['packtrain varlen'][1] / fig[k][1]:<5.2f}"
+                               if k in fig else "-")
+            print(f"{name:<9} {f'{H}/{Hkv}/{D}':<10} {pair('packtrain varlen'):>13} {pair('torch FA2 varlen'):>13} "
+                  f"{pair('cuDNN SDPA'):>13} {pair('flash SDPA padded'):>13} {ratio('torch FA2 varlen'):>11} "
+                  f"{ratio('cuDNN SDPA'):>11}", flush=True)
+            if out:
+                for kernel, (fwd, both) in fig.items():
+                    layout = "varlen" if "varlen" in kernel else ("padded" if len(lengths) > 1 else "one sequence")
+                    out.write(json.dumps({"bench": "attention", "batch": name, "H": H, "Hkv": Hkv, "D": D,
+                                          "kernel": kernel, "layout": layout, "tokens": sum(lengths),
+                                          "fwd_tflops": None if fwd != fwd else fwd,
+                                          "fwdbwd_tflops": None if both != both else both}) + "\n")
+                out.flush()
+    for note in notes:
+        print("n/a:", note)
 
 
 if __name__ == "__main__":

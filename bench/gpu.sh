@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Every GPU comparison in one run, packtrain and its peers side by side on this machine, then
+# OUT_DIR/REPORT.md with tables and PNG charts. Run from the repository root on the GPU machine:
+#   bench/gpu.sh BUILD_DIR OUT_DIR [DATA_DIR]
+# BUILD_DIR holds packtrain, bench_attention, bench_train_gpu (and bench_sparse_ffn when built). DATA_DIR is a
+# prepared dataset for the packing section (default data/prepared/default, as scripts/main.sh makes it; made
+# here from data/default/corpus.jsonl when only that exists). Sections, each with a time limit and its log in
+# OUT_DIR/logs/; one that fails or times out does not stop the others (OUT_DIR/status.tsv):
+#   attention   bench_attention vs torch FA2 varlen and cuDNN SDPA            (bench/attention.sh)
+#   train_gpu   bench_train_gpu: 110m padding vs flatten at 16 and 64 examples/step, 1b at 16
+#   train_hf    HF transformers on the same batches                              (bench/peers/train_hf.py)
+#   packing     `packtrain train` per packing strategy on the default corpus     (bench/packing_gpu.py)
+#   sparse_ffn  bench_sparse_ffn --json, when that binary exists
+#   report      bench/report.py
+# The whole run keeps to TOTAL_BUDGET seconds (default 540, under the 10 minutes a device command may take):
+# each section's limit is cut to what is left, keeping 30 s for the report.
+# Environment: PYTHON (default python3, with torch, transformers, matplotlib), TOTAL_BUDGET, HF_BUDGET (seconds
+# for the HF peer, default 210), PACKING_ARGS (extra arguments of packing_gpu.py, e.g. "--steps 100"),
+# SPARSE_ARGS (arguments of bench_sparse_ffn, default "--tokens 16384,65536").
+set -uo pipefail
+if [ $# -lt 2 ]; then
+  echo "usage: bench/gpu.sh BUILD_DIR OUT_DIR [DATA_DIR]" >&2
+  exit 2
+fi
+build=$1
+out=$2
+data=${3:-data/prepared/default}
+python=${PYTHON:-python3}
+bench=$(dirname "$0")
+mkdir -p "$out/logs"
+: >"$out/status.tsv"
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+started=$SECONDS
+total=${TOTAL_BUDGET:-540}
+
+# Seconds left of the total budget, less $1 kept for what comes later.
+left() { echo $((total - (SECONDS - started) - ${1:-0})); }
+
+# section NAME LIMIT_SECONDS COMMAND...: runs COMMAND with its output in logs/NAME.log and on the console,
+# within LIMIT_SECONDS and the total budget (less 30 s for the report).
+section() {
+  local name=$1 limit=$2
+  shift 2
+  [ "$name" = report ] || limit=$((limit < $(left 30) ? limit : $(left 30)))
+  if [ "$limit" -lt 10 ]; then
+    echo "=== $name skipped: the total budget (${total}s) is spent ==="
+    printf '%s\t%s\t%s\n' "$name" skipped 0 >>"$out/status.tsv"
+    return
+  fi
+  echo "=== $name (limit ${limit}s) ==="
+  local t0=$SECONDS
+  timeout -k 10 "$limit" "$@" 2>&1 | tee "$out/logs/$name.log"
+  local rc=${PIPESTATUS[0]}
+  printf '%s\t%s\t%s\n' "$name" "$rc" "$((SECONDS - t0))" >>"$out/status.tsv"
+  [ "$rc" -eq 0 ] || echo "=== $name FAILED (exit $rc$([ "$rc" -eq 124 ] && echo ', timed out')); going on ==="
+}
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
+  "$python" -c 'import torch, transformers; print(f"torch {torch.__version__} (CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}), transformers {transformers.__version__}")' 2>&1 | tail -1
+  echo "cpu cores: $(nproc)"
+} >"$out/env.txt"
+cat "$out/env.txt"
+
+for bin in packtrain bench_attention bench_train_gpu; do
+  [ -x "$build/$bin" ] || echo "warning: $build/$bin is missing; its section will fail (build it first)"
+done
+
+section attention 120 bash "$bench/attention.sh" "$build" "$out"
+
+rm -f "$out/train_gpu.jsonl" "$out/train_hf.jsonl"
+section train_gpu 150 "$build/bench_train_gpu" --steps 8 --json "$out/train_gpu.jsonl" \
+  --dump-batches "$scratch/train_batches.json"
+
+# The peer's own budget leaves about 3 minutes for the packing, sparse and report sections.
+hf_budget=$(left 210)
+hf_budget=$((hf_budget < ${HF_BUDGET:-210} ? hf_budget : ${HF_BUDGET:-210}))
+section train_hf $((hf_budget + 40)) "$python" "$bench/peers/train_hf.py" \
+  --batches "$scratch/train_batches.json" --packtrain "$out/train_gpu.jsonl" --json "$out/train_hf.jsonl" \
+  --steps 8 --budget "$hf_budget"
+
+# The packing section needs a prepared dataset: make it from the corpus as scripts/main.sh does if need be.
+if [ ! -f "$data/metadata.json" ] && [ -f data/default/corpus.jsonl ] && [ -x "$build/packtrain" ]; then
+  section prepare 120 bash -c "set -e
+    [ -f data/default/tokenizer.json ] || '$build/packtrain' tokenizer train --input data/default/corpus.jsonl \
+      --vocab-size 8192 --output data/default/tokenizer.json
+    '$build/packtrain' prepare --input data/default/corpus.jsonl --tokenizer data/default/tokenizer.json \
+      --output '$data' --max-len 2048"
+fi
+rm -f "$out/packing.jsonl"
+packing_budget=$(left 70)
+# shellcheck disable=SC2086  # PACKING_ARGS is a list of arguments
+section packing $((packing_budget + 20)) "$python" "$bench/packing_gpu.py" --packtrain "$build/packtrain" \
+  --data "$data" --out "$out" --budget "$packing_budget" ${PACKING_ARGS:-}
+
+rm -f "$out/sparse_ffn.jsonl"
+if [ -x "$build/bench_sparse_ffn" ]; then
+  # shellcheck disable=SC2086  # SPARSE_ARGS is a list of arguments
+  section sparse_ffn 120 "$build/bench_sparse_ffn" --json "$out/sparse_ffn.jsonl" ${SPARSE_ARGS:---tokens 16384,65536}
+fi
+
+section report 60 "$python" "$bench/report.py" "$out"
+echo "all sections: $((SECONDS - started)) s; report: $out/REPORT.md"
