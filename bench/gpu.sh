@@ -11,7 +11,12 @@
 #   train_hf    HF transformers on the same batches                              (bench/peers/train_hf.py)
 #   packing     `packtrain train` per packing strategy on the default corpus     (bench/packing_gpu.py)
 #   sparse_ffn  bench_sparse_ffn --json, when that binary exists
+#   train_sparse        bench_train_gpu --sparse24: dense vs 2:4 sparse FFN training steps, 110m and 1b
+#   sparse_convergence  `packtrain train` dense, 2:4 and its ablations: validation loss (bench/sparse_convergence.py)
 #   report      bench/report.py
+# SECTIONS (comma list, default all) runs a subset; two device calls of 10 minutes can split the whole set, e.g.
+# SECTIONS=attention,train_gpu,train_hf,packing then SECTIONS=sparse_ffn,train_sparse,sparse_convergence into the
+# same OUT_DIR, each ending with the report of what OUT_DIR holds.
 # The whole run keeps to TOTAL_BUDGET seconds (default 540, under the 10 minutes a device command may take):
 # each section's limit is cut to what is left, keeping 30 s for the report.
 # Environment: PYTHON (default python3, with torch, transformers, matplotlib), TOTAL_BUDGET, HF_BUDGET (seconds
@@ -28,7 +33,7 @@ data=${3:-data/prepared/default}
 python=${PYTHON:-python3}
 bench=$(dirname "$0")
 mkdir -p "$out/logs"
-: >"$out/status.tsv"
+touch "$out/status.tsv"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 started=$SECONDS
@@ -39,9 +44,13 @@ left() { echo $((total - (SECONDS - started) - ${1:-0})); }
 
 # section NAME LIMIT_SECONDS COMMAND...: runs COMMAND with its output in logs/NAME.log and on the console,
 # within LIMIT_SECONDS and the total budget (less 30 s for the report).
+# Whether SECTIONS (default: all) names section $1; the report always runs.
+want() { [ -z "${SECTIONS:-}" ] || [ "$1" = report ] || [[ ",$SECTIONS," == *",$1,"* ]]; }
+
 section() {
   local name=$1 limit=$2
   shift 2
+  want "$name" || return 0
   [ "$name" = report ] || limit=$((limit < $(left 30) ? limit : $(left 30)))
   if [ "$limit" -lt 10 ]; then
     echo "=== $name skipped: the total budget (${total}s) is spent ==="
@@ -71,7 +80,7 @@ done
 
 section attention 120 bash "$bench/attention.sh" "$build" "$out"
 
-rm -f "$out/train_gpu.jsonl" "$out/train_hf.jsonl"
+want train_gpu && rm -f "$out/train_gpu.jsonl" "$out/train_hf.jsonl"
 section train_gpu 150 "$build/bench_train_gpu" --steps 8 --json "$out/train_gpu.jsonl" \
   --dump-batches "$scratch/train_batches.json"
 
@@ -83,24 +92,31 @@ section train_hf $((hf_budget + 40)) "$python" "$bench/peers/train_hf.py" \
   --steps 8 --budget "$hf_budget"
 
 # The packing section needs a prepared dataset: make it from the corpus as scripts/main.sh does if need be.
-if [ ! -f "$data/metadata.json" ] && [ -f data/default/corpus.jsonl ] && [ -x "$build/packtrain" ]; then
+if want packing && [ ! -f "$data/metadata.json" ] && [ -f data/default/corpus.jsonl ] && [ -x "$build/packtrain" ]; then
   section prepare 120 bash -c "set -e
     [ -f data/default/tokenizer.json ] || '$build/packtrain' tokenizer train --input data/default/corpus.jsonl \
       --vocab-size 8192 --output data/default/tokenizer.json
     '$build/packtrain' prepare --input data/default/corpus.jsonl --tokenizer data/default/tokenizer.json \
       --output '$data' --max-len 2048"
 fi
-rm -f "$out/packing.jsonl"
+want packing && rm -f "$out/packing.jsonl"
 packing_budget=$(left 70)
 # shellcheck disable=SC2086  # PACKING_ARGS is a list of arguments
 section packing $((packing_budget + 20)) "$python" "$bench/packing_gpu.py" --packtrain "$build/packtrain" \
   --data "$data" --out "$out" --budget "$packing_budget" ${PACKING_ARGS:-}
 
-rm -f "$out/sparse_ffn.jsonl"
+want sparse_ffn && rm -f "$out/sparse_ffn.jsonl"
 if [ -x "$build/bench_sparse_ffn" ]; then
   # shellcheck disable=SC2086  # SPARSE_ARGS is a list of arguments
   section sparse_ffn 120 "$build/bench_sparse_ffn" --json "$out/sparse_ffn.jsonl" ${SPARSE_ARGS:---tokens 16384,65536}
 fi
+
+want train_sparse && rm -f "$out/train_sparse.jsonl"
+section train_sparse 150 "$build/bench_train_gpu" --sparse24 --steps 8 --json "$out/train_sparse.jsonl"
+
+# shellcheck disable=SC2086  # CONVERGENCE_ARGS is a list of arguments
+section sparse_convergence 240 "$python" "$bench/sparse_convergence.py" --packtrain "$build/packtrain" \
+  --data "$data" --out "$out" ${CONVERGENCE_ARGS:-}
 
 section report 60 "$python" "$bench/report.py" "$out"
 echo "all sections: $((SECONDS - started)) s; report: $out/REPORT.md"

@@ -6,6 +6,8 @@ Reads, each optional (a missing or failed section is reported as such, the other
   train_gpu.jsonl   bench_train_gpu --json: packtrain training steps, padding and flatten
   train_hf.jsonl    bench/peers/train_hf.py --json: Hugging Face on the same batches
   packing.jsonl     bench/packing_gpu.py: `packtrain train` per packing strategy
+  train_sparse.jsonl        bench_train_gpu --sparse24 --json: dense vs 2:4 sparse FFN training steps
+  sparse_convergence.jsonl  bench/sparse_convergence.py: validation loss of dense, 2:4 and the ablations
   sparse_ffn.jsonl  bench_sparse_ffn --json: per GEMM ("part": "gemm") and per FFN block ("part": "block"),
                     dense_ms and "<mode>_speedup" per sparse mode; other records are shown field by field
   status.tsv, env.txt  bench/gpu.sh: each section's exit code and seconds; the machine and versions
@@ -249,6 +251,39 @@ def sparse_section(rep, records):
         rep.chart(fig, "sparse_ffn.png", "sparse FFN speedups")
 
 
+def sparse_training_section(rep, steps, convergence):
+    rep.add("## 2:4 sparse FFN training end to end", "")
+    if not steps and not convergence:
+        rep.add("_No results (train_sparse.jsonl, sparse_convergence.jsonl missing): see logs/train_sparse.log, "
+                "logs/sparse_convergence.log._", "")
+        return
+    if steps:
+        rep.add("`bench_train_gpu --sparse24`: one optimizer step per batch, flatten packing, dense FFNs against 2:4 "
+                "sparse ones (MVUE weight gradients, masked decay; the GEMM autotuner warmed on every batch).", "",
+                "| model | examples/step | FFNs | real tokens/s | MFU % | vs dense |", "|---|---|---|---|---|---|")
+        dense = {(r["preset"], r["examples"]): r for r in steps if not r.get("sparse24")}
+        for r in steps:
+            d = dense.get((r["preset"], r["examples"]))
+            ratio = r["real_tokens_per_s"] / d["real_tokens_per_s"] if d else None
+            rep.add(f"| {r['preset']} | {r['examples']} | {'2:4' if r.get('sparse24') else 'dense'} | "
+                    f"{r['real_tokens_per_s']:,.0f} | {r['mfu_pct']:.1f} | "
+                    f"{format(ratio, '.2f') + 'x' if ratio else '-'} |")
+        rep.add("")
+    if convergence:
+        rep.add("`bench/sparse_convergence.py`: real `packtrain train` runs, same seed, data and tokens; the ablations "
+                "drop masked decay or dense fine-tuning.", "",
+                "| run | final val loss | vs dense | real tokens/s | vs dense | mean mask flip rate |",
+                "|---|---|---|---|---|---|")
+        for r in convergence:
+            cell = lambda v, spec: format(v, spec) if num(v) else "-"
+            rep.add(f"| {r['run']} | {cell(r.get('final_val_loss'), '.4f')} | {cell(r.get('loss_vs_dense'), '.4f')} | "
+                    f"{r['median_real_tokens_per_s']:,.0f} | {cell(r.get('speed_vs_dense'), '.2f')} | "
+                    f"{cell(r.get('mean_flip_rate'), '.5f')} |")
+        rep.add("")
+        if os.path.exists(os.path.join(rep.out_dir, "sparse_convergence.png")):
+            rep.add("![validation loss, dense vs 2:4](sparse_convergence.png)", "")
+
+
 def status_section(rep, out_dir):
     path = os.path.join(out_dir, "status.tsv")
     if not os.path.exists(path):
@@ -282,6 +317,7 @@ def main():
     training_section(rep, load("train_gpu.jsonl"), load("train_hf.jsonl"))
     packing_section(rep, load("packing.jsonl"))
     sparse_section(rep, load("sparse_ffn.jsonl"))
+    sparse_training_section(rep, load("train_sparse.jsonl"), load("sparse_convergence.jsonl"))
     status_section(rep, out_dir)
     path = os.path.join(out_dir, "REPORT.md")
     with open(path, "w") as f:

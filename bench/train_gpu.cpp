@@ -3,7 +3,8 @@
 // batches (lognormal lengths around 330 tokens, up to 2048; vocab 32000), packed by padding and by
 // flatten. Reports real (non-pad) tokens per second, the device memory the step's arenas hold, the
 // flatten/padding throughput ratio, and MFU on real tokens against the H200's dense bf16 peak.
-// Usage: bench_train_gpu [--steps 6] [--skip-1b] [--json FILE] [--dump-batches FILE]
+// Usage: bench_train_gpu [--steps 6] [--skip-1b] [--sparse24] [--json FILE] [--dump-batches FILE]
+// --sparse24 compares dense FFNs against 2:4 sparse ones (both flatten) on 110m and 1b instead.
 // --json writes one JSON object per configuration (median step too, for bench/report.py); --dump-batches
 // writes the model config and the flatten batches of every configuration (batch 0 warms up, the others are
 // timed) so bench/peers/train_hf.py trains Hugging Face's Llama on exactly the same tokens.
@@ -28,6 +29,7 @@
 #include "model/flops.h"
 #include "model/init.h"
 #include "model/llama.h"
+#include "model/sparsity.h"
 #include "ops/adamw.h"
 #include "ops/grad_norm.h"
 
@@ -124,16 +126,26 @@ struct Result {
   double real_tokens_per_s = 0, mfu = 0, gib = 0;
 };
 
+// sparse: the FFN linears train 2:4 sparse (masks from the initial weights, MVUE weight gradients,
+// masked decay), as `packtrain train --sparse24` does between mask updates.
 Result bench(const LlamaConfig& config, const std::vector<float>& init, const std::string& preset,
-             int32_t examples, Strategy strategy, int steps, Outputs& out) {
+             int32_t examples, Strategy strategy, int steps, Outputs& out, bool sparse = false) {
   const DatasetSplit split =
       sft_split(int64_t{examples} * (steps + 1), 1000 + static_cast<uint64_t>(examples));
   const std::vector<Batch> batches = batches_of(split, strategy, examples);
   if (out.dump && strategy == Strategy::kFlatten) dump_batches(out, config, preset, examples, batches);
   int64_t max_tokens = 0;
   for (const auto& b : batches) max_tokens = std::max(max_tokens, b.num_tokens());
-  LlamaModel model(config, max_tokens, Device::cuda, DType::bf16);
+  SparsityConfig sparsity;
+  sparsity.enabled = sparse;
+  LlamaModel model(config, max_tokens, Device::cuda, DType::bf16, sparsity);
   DeviceOptimizer opt(model.layout(), init);
+  std::optional<FfnMasks> masks;
+  if (sparse) {
+    masks.emplace(config, sparsity, Device::cuda);
+    masks->recompute(opt.params);
+    model.set_masks(&*masks);
+  }
   const std::vector<Tensor> grad_list = {opt.grads};
   ops::AdamWConfig adamw;
   adamw.lr = 1e-4, adamw.weight_decay = 0.1;
@@ -144,14 +156,19 @@ Result bench(const LlamaConfig& config, const std::vector<float>& init, const st
     for (int32_t t : shifted_targets(b)) targets += t != kIgnoreLabel;
     zero_bytes(opt.grads.data, true, static_cast<size_t>(opt.grads.bytes()));
     model.load_weights(opt.params);
+    model.set_mvue_seed({1, n, 0});
     const double loss =
         model.forward_backward(b, opt.grads, 1.0 / static_cast<double>(std::max<int64_t>(1, targets)))
             .loss_sum;
     ops::clip_grad_norm(grad_list, 1.0);
+    if (masks) masks->masked_decay(opt.params, sparsity.masked_decay, opt.grads);
     ops::adamw_step(opt.tensors, adamw, n);
     return loss / static_cast<double>(std::max<int64_t>(1, targets));
   };
   const double first_loss = step(batches[0], 1);  // warm-up: cuBLASLt plans, scratch buffers
+  // The sparse GEMMs' autotuner decides once per token-count bucket: let it see every batch untimed.
+  if (sparse)
+    for (size_t i = 1; i < batches.size(); ++i) step(batches[i], 1);
   cuda_synchronize();
   double real = 0, processed = 0, flops = 0;
   std::vector<double> step_s, step_tokens_per_s;
@@ -171,10 +188,11 @@ Result bench(const LlamaConfig& config, const std::vector<float>& init, const st
   const double bytes = static_cast<double>(model.activation_bytes() + opt.arena.bytes() +
                                            model.layout().total() * dtype_size(DType::bf16));
   Result r{real / s, flops / s / kPeakFlops, bytes / (1 << 30)};
+  const std::string label = std::string(strategy_name(strategy)) + (sparse ? "+2:4" : "");
   fmt::print(
-      "{:<5} {:>3} ex  {:<8} {:>7.0f} tok/batch ({:>3.0f}% real)  {:>8.1f} ms/step  {:>9.0f} real tok/s  "
+      "{:<5} {:>3} ex  {:<12} {:>7.0f} tok/batch ({:>3.0f}% real)  {:>8.1f} ms/step  {:>9.0f} real tok/s  "
       "MFU {:>5.1f}%  arenas {:>6.1f} GiB\n",
-      preset, examples, strategy_name(strategy), processed / steps, 100 * real / processed, 1e3 * s / steps,
+      preset, examples, label, processed / steps, 100 * real / processed, 1e3 * s / steps,
       r.real_tokens_per_s, 100 * r.mfu, r.gib);
   if (out.json_lines) {
     json j = {{"bench", "train_gpu"},
@@ -183,6 +201,7 @@ Result bench(const LlamaConfig& config, const std::vector<float>& init, const st
               {"preset", preset},
               {"examples", examples},
               {"strategy", strategy_name(strategy)},
+              {"sparse24", sparse},
               {"steps", steps},
               {"real_tokens_per_step", real / steps},
               {"processed_tokens_per_step", processed / steps},
@@ -208,6 +227,17 @@ void compare(const std::string& preset, int32_t examples, int steps, Outputs& ou
              flatten.real_tokens_per_s / padding.real_tokens_per_s);
 }
 
+// End to end, dense against 2:4 sparse FFNs, both with flatten packing.
+void compare_sparse(const std::string& preset, int32_t examples, int steps, Outputs& out) {
+  LlamaConfig config = preset_config(preset);
+  config.vocab_size = kVocab;
+  const std::vector<float> init = init_params(config, 1);
+  const Result dense = bench(config, init, preset, examples, Strategy::kFlatten, steps, out);
+  const Result sparse = bench(config, init, preset, examples, Strategy::kFlatten, steps, out, true);
+  fmt::print("{:<5} {:>3} ex  2:4 sparse / dense real tokens/s: {:.2f}x\n\n", preset, examples,
+             sparse.real_tokens_per_s / dense.real_tokens_per_s);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -217,6 +247,9 @@ int main(int argc, char** argv) {
   std::string json_path, dump_path;
   app.add_option("--steps", steps, "timed optimizer steps per configuration")->check(CLI::PositiveNumber);
   app.add_flag("--skip-1b", skip_1b, "only the 110m preset");
+  bool sparse = false;
+  app.add_flag("--sparse24", sparse,
+               "compare dense against 2:4 sparse FFNs (flatten packing) instead of padding against flatten");
   app.add_option("--json", json_path, "write one JSON object per configuration here (JSON lines)");
   app.add_option("--dump-batches", dump_path,
                  "write the model configs and flatten batches here (JSON) for bench/peers/train_hf.py");
@@ -231,6 +264,11 @@ int main(int argc, char** argv) {
     if (!dump_path.empty()) out.dump = open_output(dump_path, "--dump-batches");
     fmt::print("{} | bf16 compute, f32 master weights and AdamW on the device | {} timed steps each\n",
                pt::cuda_device_name(0), steps);
+    if (sparse) {
+      compare_sparse("110m", 64, steps, out);
+      if (!skip_1b) compare_sparse("1b", 16, steps, out);
+      return 0;
+    }
     compare("110m", 16, steps, out);
     compare("110m", 64, steps, out);
   } catch (const pt::Error& e) {

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Convergence of 2:4 sparse FFN training against dense, with the paper's ablations (Hu et al., ICML 2024).
+
+Four real `packtrain train` runs from the same seed on the same prepared dataset, same steps and tokens:
+
+  dense            no sparsity
+  2:4              --sparse24: transposable masks, MVUE weight gradients, masked decay, dense fine-tuning
+  2:4 no decay     --sparse24 --masked-decay 0
+  2:4 no finetune  --sparse24 --dense-finetune 0 (sparse to the end)
+
+From each run's metrics.jsonl: the validation loss curve, the final validation loss and its ratio to dense,
+the median real tokens/s, and the mean mask flip rate. Writes OUT/sparse_convergence.jsonl (one summary per
+run), OUT/sparse_convergence.png (validation loss curves) and each run's metrics and log.
+Usage: sparse_convergence.py --packtrain BUILD/packtrain --data data/prepared/default --out OUT_DIR
+       [--model 110m] [--steps 600] [--tokens 16384] [--device cuda]
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+RUNS = [
+    ("dense", []),
+    ("2:4", ["--sparse24"]),
+    ("2:4 no decay", ["--sparse24", "--masked-decay", "0"]),
+    ("2:4 no finetune", ["--sparse24", "--dense-finetune", "0"]),
+]
+
+
+def read_metrics(path):
+    records = []
+    for line in open(path):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def summarize(name, records):
+    train = [r for r in records if r.get("type") == "train"]
+    val = [r for r in records if r.get("type") == "val"]
+    masks = [r for r in records if r.get("type") == "masks" and "flip_rate" in r]
+    speed = [r["real_tokens_per_s"] for r in train[len(train) // 10:]] or [0]
+    return {
+        "bench": "sparse_convergence",
+        "run": name,
+        "val_curve": [[r["step"], r["loss"]] for r in val],
+        "final_val_loss": val[-1]["loss"] if val else None,
+        "median_real_tokens_per_s": statistics.median(speed),
+        "mean_flip_rate": statistics.mean(m["flip_rate"] for m in masks[1:]) if len(masks) > 1 else None,
+        "tokens_seen": train[-1]["tokens_seen"] if train else 0,
+    }
+
+
+def plot(results, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no plot")
+        return
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for r in results:
+        if r["val_curve"]:
+            steps, losses = zip(*r["val_curve"])
+            ax.plot(steps, losses, marker="o", markersize=3, label=r["run"])
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("validation loss")
+    ax.set_title("2:4 sparse FFN training vs dense (same data, seed and tokens)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--packtrain", required=True)
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--model", default="110m")
+    ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--tokens", type=int, default=16384, help="token budget per micro-batch (flatten)")
+    ap.add_argument("--lr", default="1e-3")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--eval-every", type=int, default=50)
+    args = ap.parse_args()
+    if not os.path.isfile(os.path.join(args.data, "metadata.json")):
+        sys.exit(f"{args.data}: no prepared dataset (run scripts/main.sh or packtrain prepare first)")
+    os.makedirs(args.out, exist_ok=True)
+    results = []
+    scratch = tempfile.mkdtemp(prefix="sparse_convergence_")
+    try:
+        for name, extra in RUNS:
+            tag = name.replace(":", "").replace(" ", "_")
+            run_dir = os.path.join(scratch, tag)
+            cmd = [args.packtrain, "train", "--data", args.data, "--out", run_dir, "--no-resume",
+                   "--model", args.model, "--device", args.device, "--strategy", "flatten",
+                   "--tokens", str(args.tokens), "--steps", str(args.steps), "--warmup", str(args.steps // 20),
+                   "--lr", args.lr, "--min-lr", str(float(args.lr) / 10), "--eval-every", str(args.eval_every),
+                   "--save-every", "0", "--log-every", "10", "--seed", "1"] + extra
+            print(f"== {name}: {' '.join(cmd)}", flush=True)
+            with open(os.path.join(args.out, f"convergence_{tag}.log"), "w") as log:
+                rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
+            metrics = os.path.join(run_dir, "metrics.jsonl")
+            if rc != 0 or not os.path.isfile(metrics):
+                print(f"   failed (exit {rc}); see convergence_{tag}.log")
+                continue
+            shutil.copy(metrics, os.path.join(args.out, f"convergence_{tag}.jsonl"))
+            results.append(summarize(name, read_metrics(metrics)))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    dense = next((r for r in results if r["run"] == "dense" and r["final_val_loss"]), None)
+    print(f"\n{'run':<16} {'final val loss':>14} {'vs dense':>9} {'real tok/s':>11} {'vs dense':>9} "
+          f"{'flip rate':>9}")
+    with open(os.path.join(args.out, "sparse_convergence.jsonl"), "w") as f:
+        for r in results:
+            loss_ratio = r["final_val_loss"] / dense["final_val_loss"] if dense and r["final_val_loss"] else None
+            speed_ratio = (r["median_real_tokens_per_s"] / dense["median_real_tokens_per_s"]
+                           if dense and dense["median_real_tokens_per_s"] else None)
+            r["loss_vs_dense"], r["speed_vs_dense"] = loss_ratio, speed_ratio
+            f.write(json.dumps(r) + "\n")
+            fmt = lambda v, spec: format(v, spec) if v is not None else "-"
+            print(f"{r['run']:<16} {fmt(r['final_val_loss'], '14.4f')} {fmt(loss_ratio, '8.4f')}x "
+                  f"{r['median_real_tokens_per_s']:>11.0f} {fmt(speed_ratio, '8.2f')}x "
+                  f"{fmt(r['mean_flip_rate'], '9.5f')}")
+    plot(results, os.path.join(args.out, "sparse_convergence.png"))
+
+
+if __name__ == "__main__":
+    main()
