@@ -97,7 +97,10 @@ TEST(Collectives, HostValuesAndBarrier) {
   const double mine[2] = {double(R()), 10.0 * R() + 1};
   const auto all = comm().all_gather_host(mine);
   ASSERT_EQ(all.size(), size_t(2 * W()));
-  for (int r = 0; r < W(); ++r) EXPECT_EQ(all[2 * r], r), EXPECT_EQ(all[2 * r + 1], 10.0 * r + 1);
+  for (int r = 0; r < W(); ++r) {
+    EXPECT_EQ(all[2 * r], r);
+    EXPECT_EQ(all[2 * r + 1], 10.0 * r + 1);
+  }
   const auto sum = comm().sum_host(mine);
   EXPECT_EQ(sum[0], W() * (W() - 1) / 2.0);
   EXPECT_EQ(sum[1], 10.0 * W() * (W() - 1) / 2.0 + W());

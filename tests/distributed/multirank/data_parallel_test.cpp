@@ -50,6 +50,8 @@ std::vector<float> summed_grads(int64_t n, int64_t padded, int step) {
   return sum;
 }
 
+std::vector<float> zeros(int64_t n) { return std::vector<float>(static_cast<size_t>(n), 0.0f); }
+
 std::vector<float> initial_params(const LlamaConfig& c, int64_t padded) {
   auto p = init_params(c, 7);
   p.resize(static_cast<size_t>(padded), 0.0f);
@@ -106,13 +108,13 @@ TEST(ZeroOne, ShardedAdamWEqualsFullAdamW) {
   const int64_t n = layout.total();
   auto local = make_local_communicator(comm().device());
   for (double max_norm : {1e9, 0.5}) {  // without clipping, then with it
-    Buffer<float> ref_params(initial_params(config, n)), ref_grads(std::vector<float>(size_t(n)));
+    Buffer<float> ref_params(initial_params(config, n)), ref_grads(zeros(n));
     DataParallelOptimizer ref(*local, layout, ref_params.t(), ref_grads.t(), {});
     std::vector<double> ref_norms, norms;
     const auto want = run_optimizer(*local, ref, ref_grads.t(), n, 0, 3, max_norm, &ref_norms);
 
     const int64_t size = DataParallelOptimizer::flat_size(n, W(), true);
-    Buffer<float> params(initial_params(config, size)), grads(std::vector<float>(size_t(size)));
+    Buffer<float> params(initial_params(config, size)), grads(zeros(size));
     DataParallelOptimizer dp(comm(), layout, params.t(), grads.t(), {.zero1 = true, .bucket_bytes = 8192});
     const auto got = run_optimizer(comm(), dp, grads.t(), n, 0, 3, max_norm, &norms);
     for (size_t s = 0; s < norms.size(); ++s) EXPECT_NEAR(norms[s], ref_norms[s], 1e-12 * ref_norms[s]);
@@ -135,19 +137,19 @@ TEST(ZeroOne, StateLoadsAtAnotherRankCount) {
   const ParameterLayout layout(config);
   const int64_t n = layout.total(), size = DataParallelOptimizer::flat_size(n, W(), true);
   // Two steps on W ranks with ZeRO-1, then the state moves to one process (and back) for a third.
-  Buffer<float> params(initial_params(config, size)), grads(std::vector<float>(size_t(size)));
+  Buffer<float> params(initial_params(config, size)), grads(zeros(size));
   DataParallelOptimizer dp(comm(), layout, params.t(), grads.t(), {.zero1 = true, .bucket_bytes = 8192});
   run_optimizer(comm(), dp, grads.t(), n, 0, 2, 1e9, nullptr);
   const FullState saved = dp.gather_state();
   ASSERT_EQ(saved.m.size(), size_t(n));
 
   auto local = make_local_communicator(comm().device());
-  Buffer<float> one_params(std::vector<float>(size_t(n))), one_grads(std::vector<float>(size_t(n)));
+  Buffer<float> one_params(zeros(n)), one_grads(zeros(n));
   DataParallelOptimizer one(*local, layout, one_params.t(), one_grads.t(), {});
   one.load_state(saved.params, saved.m, saved.v);
   const auto want = run_optimizer(*local, one, one_grads.t(), n, 2, 1, 1e9, nullptr);
 
-  Buffer<float> params2(std::vector<float>(size_t(size))), grads2(std::vector<float>(size_t(size)));
+  Buffer<float> params2(zeros(size)), grads2(zeros(size));
   DataParallelOptimizer dp2(comm(), layout, params2.t(), grads2.t(), {.zero1 = true, .bucket_bytes = 8192});
   dp2.load_state(saved.params, saved.m, saved.v);
   const auto got = run_optimizer(comm(), dp2, grads2.t(), n, 2, 1, 1e9, nullptr);
@@ -169,14 +171,14 @@ TrainLog train(Communicator& c, bool zero1, int32_t grad_accum, Strategy strateg
   for (int i = 0; i < 400; ++i) lengths.push_back(4 + int64_t(rng() % 40) + (i % 37 == 0 ? 150 : 0));
   const DatasetSplit split = pt::testing::random_split(lengths, config.vocab_size, 5);
   PackingOptions packing;
-  packing.strategy = strategy, packing.tokens_per_batch = 384, packing.row_len = 192, packing.seed = 11;
+  packing.strategy = strategy, packing.tokens_per_batch = 512, packing.row_len = 256, packing.seed = 11;
   RankStepStream data(split, packing, grad_accum, c.rank(), c.size());
 
   const Device device = c.device();
   LlamaModel model(config, 4096, device, device == Device::cuda ? DType::bf16 : DType::f32);
   const ParameterLayout& layout = model.layout();
   const int64_t n = layout.total(), size = DataParallelOptimizer::flat_size(n, c.size(), zero1);
-  Buffer<float> params(initial_params(config, size)), grads(std::vector<float>(size_t(size)));
+  Buffer<float> params(initial_params(config, size)), grads(zeros(size));
   // The model sees the first n elements; the padding only serves the collectives.
   const Tensor model_params(params.t().data, DType::f32, {n}, device), model_grads(grads.t().data, DType::f32, {n}, device);
   DataParallelOptimizer dp(c, layout, params.t(), grads.t(), {.zero1 = zero1, .bucket_bytes = 16384});

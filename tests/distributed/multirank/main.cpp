@@ -1,10 +1,11 @@
 // The multi-rank test binary: every rank of a job runs it, and the tests issue the same collectives in the
 // same order on every rank. Runs:
 //   mpirun -np 3 packtrain_dist_tests --backend mpi                  (cpu; CTest runs -np 2 and -np 3)
-//   for r in 0 1; do RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 \
-//     packtrain_dist_tests --backend nccl & done; wait               (one GPU per rank)
+//   for r in 0 1; do RANK=$r WORLD_SIZE=2 MASTER_PORT=29511 packtrain_dist_tests --backend nccl & done; wait
+//                                                                    (one GPU per rank)
 //   ... --hang-rank R: rank R stops taking part in collectives; the others must fail within the 1 s
-//   timeout, naming it (MPI) or the collective (NCCL), instead of hanging.
+//   timeout, naming it (MPI) or the collective (NCCL), instead of hanging. --exit-rank R: rank R exits;
+//   the job must end (the launcher ends it, or the timeout does).
 // Only rank 0 prints gtest's progress; failures print on every rank with the rank's number; the exit
 // status is non-zero on every rank when any rank failed.
 #include "distributed/communicator.h"
@@ -38,17 +39,19 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
   int rank_;
 };
 
-int hang_demo(int hang_rank) {
+// One rank hangs (sleeps) or dies (exits) between two collectives.
+int failure_demo(int failing_rank, bool die) {
   Communicator& c = comm();
   Buffer<float> x(std::vector<float>(16, 1.0f));
   c.all_reduce_sum(x.t());  // everybody is up
-  if (c.rank() == hang_rank) {
-    std::fprintf(stderr, "rank %d: hanging outside collectives on purpose\n", c.rank());
+  if (c.rank() == failing_rank) {
+    std::fprintf(stderr, "rank %d: %s on purpose\n", c.rank(), die ? "exiting" : "hanging outside collectives");
+    if (die) std::_Exit(3);
     std::this_thread::sleep_for(std::chrono::seconds(30));
     return 0;
   }
   c.all_reduce_sum(x.t());  // never completes: must fail within the timeout
-  std::fprintf(stderr, "rank %d: the collective completed without rank %d\n", c.rank(), hang_rank);
+  std::fprintf(stderr, "rank %d: the collective completed without rank %d\n", c.rank(), failing_rank);
   return 1;
 }
 
@@ -62,12 +65,14 @@ int main(int argc, char** argv) {
   using namespace pt::dist;
   ::testing::InitGoogleTest(&argc, argv);
   Backend backend = Backend::kMpi;
-  int hang_rank = -1;
+  int failing_rank = -1;
+  bool die = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--backend") == 0 && i + 1 < argc) backend = parse_backend(argv[++i]);
-    else if (std::strcmp(argv[i], "--hang-rank") == 0 && i + 1 < argc) hang_rank = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--hang-rank") == 0 && i + 1 < argc) failing_rank = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--exit-rank") == 0 && i + 1 < argc) failing_rank = std::atoi(argv[++i]), die = true;
     else {
-      std::fprintf(stderr, "usage: %s [gtest flags] [--backend mpi|nccl] [--hang-rank R]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [gtest flags] [--backend mpi|nccl] [--hang-rank R | --exit-rank R]\n", argv[0]);
       return 2;
     }
   }
@@ -75,9 +80,9 @@ int main(int argc, char** argv) {
     CommOptions o;
     o.backend = backend;
     o.device = backend == Backend::kNccl ? pt::Device::cuda : pt::Device::cpu;
-    o.timeout_s = hang_rank >= 0 ? 1.0 : 60.0;
+    o.timeout_s = failing_rank >= 0 ? 1.0 : 60.0;
     test::g_comm = make_communicator(o);
-    if (hang_rank >= 0) return test::hang_demo(hang_rank);
+    if (failing_rank >= 0) return test::failure_demo(failing_rank, die);
     Communicator& c = test::comm();
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     if (c.rank() != 0) {
