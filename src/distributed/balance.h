@@ -6,8 +6,9 @@
 // How balanced: LPT's most-loaded rank exceeds the mean by at most the length of the last example placed
 // on it, so max/mean <= 1 + (a short example) / mean once every rank gets many examples; it is far
 // tighter in practice. It cannot be balanced when one example is longer than the mean share
-// (sum / world_size): that example alone sets the maximum. With the default corpus' lengths (median 33,
-// p99 410, max 2048 tokens) steps of >= 4096 real tokens per rank stay within max/mean <= 1.02.
+// (sum / world_size): that example alone sets the maximum. On the default corpus (median 33, p99 410, max
+// 2048 tokens), steps of 4096 real tokens per rank on 2 to 8 ranks measure max/mean <= 1.002 at worst over
+// 300 steps (tests/distributed/balance_test.cpp).
 #pragma once
 
 #include <cstdint>

@@ -43,6 +43,18 @@ int64_t DataParallelOptimizer::flat_size(int64_t total, int world_size, bool zer
   return zero1 ? make_shard_layout(total, world_size).padded_total() : total;
 }
 
+namespace {
+
+// The caller's flat buffers, checked before anything (the reducer) is built on them.
+const Tensor& checked(const char* what, const Tensor& t, int64_t n, Device device) {
+  if (t.dtype != DType::f32 || t.device != device || t.numel() != n || t.empty())
+    fail("data-parallel optimizer: the {} must be f32[{}] on {} (flat_size elements), got {}", what, n,
+         device_name(device), t.str());
+  return t;
+}
+
+}  // namespace
+
 DataParallelOptimizer::DataParallelOptimizer(Communicator& comm, const ParameterLayout& layout,
                                              const Tensor& params, const Tensor& grads,
                                              const DataParallelOptions& options)
@@ -50,17 +62,12 @@ DataParallelOptimizer::DataParallelOptimizer(Communicator& comm, const Parameter
       layout_(layout),
       zero1_(options.zero1),
       shards_(make_shard_layout(layout.total(), comm.size())),
-      params_(params),
-      grads_(grads),
+      params_(checked("parameters", params, flat_size(layout.total(), comm.size(), zero1_), comm.device())),
+      grads_(checked("gradients", grads, flat_size(layout.total(), comm.size(), zero1_), comm.device())),
       moments_(comm.device()),
       reducer_(comm, grads, make_buckets(layout.params(), std::max<int64_t>(1, options.bucket_bytes / 4)),
                options.zero1 ? GradientReducer::Mode::kReduceScatter : GradientReducer::Mode::kAllReduce,
                shards_) {
-  const int64_t n = flat_size(layout.total(), comm.size(), zero1_);
-  for (const auto& [what, t] : {std::pair{"parameters", &params}, {"gradients", &grads}})
-    if (t->dtype != DType::f32 || t->device != comm.device() || t->numel() != n)
-      fail("data-parallel optimizer: the {} must be f32[{}] on {} (flat_size), got {}", what, n,
-           device_name(comm.device()), t->str());
   begin_ = zero1_ ? shards_.begin(comm.rank()) : 0;
   end_ = zero1_ ? begin_ + shards_.real_count(comm.rank()) : layout.total();
   const int64_t moments = zero1_ ? shards_.shard : layout.total();
