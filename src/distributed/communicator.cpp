@@ -71,7 +71,8 @@ std::string Collective::str() const {
 
 Communicator::Communicator(int rank, int size, Device device, double timeout_s)
     : rank_(rank), size_(size), device_(device), timeout_s_(timeout_s) {
-  if (size < 1 || rank < 0 || rank >= size) fail("communicator: rank {} of {} is not a valid rank", rank, size);
+  if (size < 1 || rank < 0 || rank >= size)
+    fail("communicator: rank {} of {} is not a valid rank", rank, size);
   if (!(timeout_s > 0)) fail("the collective timeout must be positive (got {} s)", timeout_s);
 }
 
@@ -96,7 +97,8 @@ std::vector<int64_t> Communicator::portions(const char* op, const Tensor& x,
 
 namespace {
 
-Collective collective(CollectiveKind kind, const Tensor& x = {}, std::vector<int64_t> counts = {}, int root = 0) {
+Collective collective(CollectiveKind kind, const Tensor& x = {}, std::vector<int64_t> counts = {},
+                      int root = 0) {
   Collective c;
   c.kind = kind, c.x = x, c.counts = std::move(counts), c.root = root;
   return c;
@@ -126,12 +128,12 @@ Communicator::Handle Communicator::launch(Collective c) {
 }
 
 Communicator::Handle Communicator::start_all_reduce_sum(const Tensor& x) {
-  if (x.dtype != DType::f32 && x.dtype != DType::f64)
-    fail("all_reduce_sum: {} must be f32 or f64", x.str());
+  if (x.dtype != DType::f32 && x.dtype != DType::f64) fail("all_reduce_sum: {} must be f32 or f64", x.str());
   return launch(collective(CollectiveKind::kAllReduce, x));
 }
 
-Communicator::Handle Communicator::start_reduce_scatter_sum(const Tensor& x, std::span<const int64_t> counts) {
+Communicator::Handle Communicator::start_reduce_scatter_sum(const Tensor& x,
+                                                            std::span<const int64_t> counts) {
   if (x.dtype != DType::f32 && x.dtype != DType::f64)
     fail("reduce_scatter_sum: {} must be f32 or f64", x.str());
   return launch(collective(CollectiveKind::kReduceScatter, x, portions("reduce_scatter", x, counts)));
@@ -145,7 +147,8 @@ void Communicator::wait(Handle h) {
   auto it = pending_.find(h);
   if (it == pending_.end()) fail("wait: collective #{} was not started or was already waited for", h);
   const auto t0 = Clock::now();
-  const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
+  const auto deadline =
+      t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
   finish(it->second, deadline);
   pending_.erase(it);
   stats_.wait_s += std::chrono::duration<double>(Clock::now() - t0).count();
@@ -217,18 +220,21 @@ std::unique_ptr<Communicator> make_communicator(const CommOptions& o, const Laun
 #ifdef PACKTRAIN_MPI
     return make_mpi_communicator(launch, o.timeout_s);
 #else
-    fail("this build has no MPI (install libopenmpi-dev and rebuild: scripts/setup.sh does), so {} cannot "
-         "use the mpi backend",
-         launch.str());
+    fail(
+        "this build has no MPI (install libopenmpi-dev and rebuild: scripts/setup.sh does), so {} cannot "
+        "use the mpi backend",
+        launch.str());
 #endif
   }
-  if (o.device != Device::cuda) fail("the nccl backend moves cuda tensors; use --device cuda or the mpi backend");
+  if (o.device != Device::cuda)
+    fail("the nccl backend moves cuda tensors; use --device cuda or the mpi backend");
 #ifdef PACKTRAIN_NCCL
   return make_nccl_communicator(launch, o.timeout_s);
 #else
-  fail("this build has no NCCL (it is looked for with the CUDA toolkit and in a torch venv's nvidia/nccl), so "
-       "{} cannot use the nccl backend",
-       launch.str());
+  fail(
+      "this build has no NCCL (it is looked for with the CUDA toolkit and in a torch venv's nvidia/nccl), so "
+      "{} cannot use the nccl backend",
+      launch.str());
 #endif
 }
 

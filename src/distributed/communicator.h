@@ -57,7 +57,7 @@ struct Collective {
   Tensor x;                     // the buffer (empty for a barrier)
   std::vector<int64_t> counts;  // per rank (reduce-scatter, all-gather), summing to x.numel()
   std::vector<int64_t> offsets;
-  int root = 0;  // broadcast
+  int root = 0;             // broadcast
   std::string str() const;  // "all_reduce #12 of f32[1024]@cpu"
 };
 
@@ -91,7 +91,9 @@ class Communicator {
   void reduce_scatter_sum(const Tensor& x, std::span<const int64_t> counts = {}) {
     wait(start_reduce_scatter_sum(x, counts));
   }
-  void all_gather(const Tensor& x, std::span<const int64_t> counts = {}) { wait(start_all_gather(x, counts)); }
+  void all_gather(const Tensor& x, std::span<const int64_t> counts = {}) {
+    wait(start_all_gather(x, counts));
+  }
   void broadcast(const Tensor& x, int root);
   void barrier();
   // Small host values (stats, counts): every rank's `mine` back to back in rank order, on every rank.

@@ -95,13 +95,15 @@ void DataParallelOptimizer::step(const ops::AdamWConfig& config, int64_t step) {
 
 std::vector<float> DataParallelOptimizer::to_host(const Tensor& t, int64_t offset, int64_t n) const {
   std::vector<float> out(static_cast<size_t>(n));
-  copy_bytes(out.data(), false, t.ptr<float>() + offset, t.device == Device::cuda, out.size() * sizeof(float));
+  copy_bytes(out.data(), false, t.ptr<float>() + offset, t.device == Device::cuda,
+             out.size() * sizeof(float));
   return out;
 }
 
 void DataParallelOptimizer::from_host(const Tensor& t, int64_t offset, std::span<const float> values) const {
   PT_ASSERT(offset + std::ssize(values) <= t.numel());
-  copy_bytes(t.ptr<float>() + offset, t.device == Device::cuda, values.data(), false, values.size() * sizeof(float));
+  copy_bytes(t.ptr<float>() + offset, t.device == Device::cuda, values.data(), false,
+             values.size() * sizeof(float));
 }
 
 FullState DataParallelOptimizer::gather_state() {
@@ -126,8 +128,8 @@ void DataParallelOptimizer::load_state(std::span<const float> params, std::span<
   const int64_t total = layout_.total();
   for (auto [what, x] : {std::pair{"parameters", params}, {"first moments", m}, {"second moments", v}})
     if (std::ssize(x) != total)
-      fail("checkpoint {} have {} elements but the model has {} parameters; it belongs to another model", what,
-           x.size(), total);
+      fail("checkpoint {} have {} elements but the model has {} parameters; it belongs to another model",
+           what, x.size(), total);
   from_host(params_, 0, params);
   if (!zero1_) {
     from_host(m_, 0, m);

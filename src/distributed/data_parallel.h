@@ -8,33 +8,40 @@
 // exists on every rank, because the model reads its weights from it; sharding the masters themselves
 // needs the model to take its bf16 working copy by all-gather, a later step.)
 //
-// How the trainer uses it (train/trainer.cpp, a handful of calls):
+// How the trainer uses it (train/trainer.cpp; suggested flags --dist-backend auto|local|mpi|nccl, --zero1,
+// --dist-timeout SECONDS, --bucket-mb 25):
 //
-//   auto comm = dist::make_communicator({backend, device, timeout_s});  // first, before GPU allocations
-//   dist::RankStepStream data(train_split, packing, grad_accum, comm->rank(), comm->size(), epoch, position);
-//   const int64_t n = dist::DataParallelOptimizer::flat_size(layout.total(), comm->size(), zero1);
-//   // allocate the flat f32 params and grads with n elements (was layout.total()), zero-filled
-//   dist::DataParallelOptimizer dp(*comm, layout, params, grads, {.zero1 = zero1});
-//   // the moments now live in dp: drop OptimizerState's m and v
-//   per step:
-//     dist::RankStep s = data.next();                 // this rank's micro-batches (maybe none)
-//     count local targets/real/processed tokens and flops over s.micro as now, then
-//     auto g = comm->sum_host({targets, loss_sum_placeholder...});   -> global targets (see below)
-//     grad_scale = 1 / max(1, global targets);
-//     zero grads; model.load_weights(params);
-//     loss_sum = sum of model.forward_backward(b, grads, grad_scale).loss_sum over s.micro
-//       (optional overlap: during the last micro-batch, dp.ready_from(offset) after each layer's backward)
+//   setup
+//     auto comm = dist::make_communicator({backend, device, timeout_s});  // first: NCCL picks the GPU here
+//     dist::RankStepStream data(data.train(), packing, grad_accum, comm->rank(), comm->size(),
+//                               state.epoch, state.position);   // replaces BatchStream + next_step_batches
+//     arena capacity: replay a second RankStepStream for the run's steps, max Batch::num_tokens() of its micro
+//     const int64_t n = dist::DataParallelOptimizer::flat_size(layout.total(), comm->size(), zero1);
+//     allocate params and grads with n f32 elements (was layout.total()); drop OptimizerState's m and v
+//     the model takes views of the first layout.total() elements: Tensor(params.data, f32, {total}, device)
+//     dist::DataParallelOptimizer dp(*comm, layout, params, grads, {.zero1 = zero1, .bucket_bytes = ...});
+//     resume: every rank reads the checkpoint, then dp.load_state(ckpt.params, ckpt.adam_m, ckpt.adam_v)
+//     fresh: every rank computes the same init_params(seed) and writes it into params[0, total)
+//   each step
+//     const dist::RankStep s = data.next();           // this rank's micro-batches (none is possible)
+//     local = {targets over s.micro, loss_sum later}; the counts, real and processed tokens, flops as now
+//     const double targets = comm->sum_host({local_targets})[0];
+//     const double grad_scale = 1.0 / std::max(1.0, targets);   // global mean: the reduction only sums
+//     zero the grads (all n elements); model.load_weights(params_view)
+//     loss_sum = sum over s.micro of model.forward_backward(b, grads_view, grad_scale).loss_sum
+//       (overlap, once the model reports progress: during the last micro-batch call dp.ready_from(offset of
+//        the layer whose backward just finished); until then the reduction runs after backward)
 //     dp.reduce_gradients();
-//     grad_norm = dp.clip_grad_norm(max_grad_norm);
-//     dp.step(adamw, step);
-//     loss = comm->sum_host({loss_sum})[0] * grad_scale;   // identical on every rank
-//     stats = dist::gather_step_stats(*comm, s.real_tokens(), step_seconds, comm->take_stats().wait_s,
-//                                     s.balance.imbalance());   // every rank calls; rank 0 logs
-//   checkpoint (every rank calls; rank 0 writes): auto st = dp.gather_state();
-//     save(st.params, st.m, st.v) and the data position (data.epoch(), data.position());
-//   resume: every rank reads the checkpoint and calls dp.load_state(params, m, v) (any rank count).
-//   Only rank 0 writes metrics, checkpoints and the final model; every rank runs validation (or rank 0 alone,
-//   as long as no collective is issued inside it).
+//     const double grad_norm = dp.clip_grad_norm(max_grad_norm);
+//     dp.step(adamw, state.step);                      // AdamW on the owned range, ZeRO-1 all-gather
+//     const double loss = comm->sum_host({loss_sum})[0] * grad_scale;   // the same on every rank
+//     state.epoch = data.epoch(), state.position = data.position() (a new TrainerState field replacing
+//       batches_in_epoch for these runs), state.tokens_seen += s.global_real_tokens()
+//     log (every rank calls, rank 0 writes): dist::gather_step_stats(*comm, s.real_tokens(), step_s,
+//       comm->take_stats().wait_s): global and per-rank real tokens/s, time in collectives, token imbalance
+//   checkpoint: every rank calls dp.gather_state() (collective); rank 0 saves its params, m and v
+//   Only rank 0 writes metrics, checkpoints and the final model. Validation issues no collective: run it on
+//   rank 0 alone or on every rank.
 #pragma once
 
 #include "core/arena.h"

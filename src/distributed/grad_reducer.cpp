@@ -10,7 +10,8 @@ namespace pt::dist {
 std::vector<Bucket> make_buckets(std::span<const ParamInfo> params, int64_t bucket_elems) {
   if (bucket_elems < 1) fail("gradient buckets must hold at least one element (got {})", bucket_elems);
   std::vector<ParamInfo> sorted(params.begin(), params.end());
-  std::sort(sorted.begin(), sorted.end(), [](const ParamInfo& a, const ParamInfo& b) { return a.offset > b.offset; });
+  std::sort(sorted.begin(), sorted.end(),
+            [](const ParamInfo& a, const ParamInfo& b) { return a.offset > b.offset; });
   std::vector<Bucket> buckets;
   for (const ParamInfo& p : sorted) {
     if (p.numel == 0) continue;
@@ -24,23 +25,23 @@ std::vector<Bucket> make_buckets(std::span<const ParamInfo> params, int64_t buck
   return buckets;
 }
 
-GradientReducer::GradientReducer(Communicator& comm, const Tensor& grads, std::vector<Bucket> buckets, Mode mode,
-                                 const ShardLayout& shards)
+GradientReducer::GradientReducer(Communicator& comm, const Tensor& grads, std::vector<Bucket> buckets,
+                                 Mode mode, const ShardLayout& shards)
     : comm_(comm), grads_(grads), buckets_(std::move(buckets)), mode_(mode), shards_(shards) {
   if (grads.dtype != DType::f32) fail("gradient reducer: gradients {} must be f32", grads.str());
   for (size_t i = 0; i < buckets_.size(); ++i) {
     const Bucket& b = buckets_[i];
     if (b.begin >= b.end || b.end > grads.numel() || (i > 0 && b.end > buckets_[i - 1].begin))
-      fail("gradient reducer: bucket [{}, {}) is empty, past the buffer {} or out of backward order", b.begin, b.end,
-           grads.str());
+      fail("gradient reducer: bucket [{}, {}) is empty, past the buffer {} or out of backward order", b.begin,
+           b.end, grads.str());
   }
   if (mode == Mode::kReduceScatter) {
     if (shards.world_size != comm.size() || grads.numel() != shards.padded_total())
       fail("gradient reducer: ZeRO-1 needs gradients padded to {} shards ({} elements), got {}", comm.size(),
            shards.padded_total(), grads.str());
     if (!buckets_.empty() && buckets_.front().end > shards.total)
-      fail("gradient reducer: buckets end at {}, past the {} parameters of the shard layout", buckets_.front().end,
-           shards.total);
+      fail("gradient reducer: buckets end at {}, past the {} parameters of the shard layout",
+           buckets_.front().end, shards.total);
   }
 }
 

@@ -62,7 +62,8 @@ LaunchInfo detect_launch(const EnvLookup& getenv) {
     info.launcher = Launcher::kMpirun, rank_var = "OMPI_COMM_WORLD_RANK", size_var = "OMPI_COMM_WORLD_SIZE";
     local_var = "OMPI_COMM_WORLD_LOCAL_RANK";
   } else if (has(getenv, "PMI_SIZE")) {
-    info.launcher = Launcher::kMpirun, rank_var = "PMI_RANK", size_var = "PMI_SIZE", local_var = "MPI_LOCALRANKID";
+    info.launcher = Launcher::kMpirun, rank_var = "PMI_RANK", size_var = "PMI_SIZE",
+    local_var = "MPI_LOCALRANKID";
   } else if (has(getenv, "SLURM_STEP_NUM_TASKS")) {
     // SLURM_NTASKS is also set inside an sbatch script, which is one process; a step's count is not.
     info.launcher = Launcher::kSrun, rank_var = "SLURM_PROCID", size_var = "SLURM_STEP_NUM_TASKS";

@@ -67,7 +67,8 @@ MPI_Datatype mpi_type(DType d) {
 }
 
 int to_int(int64_t n, const Collective& c) {
-  if (n > INT_MAX) fail("{}: {} elements are over MPI's count limit of {}; use smaller buckets", c.str(), n, INT_MAX);
+  if (n > INT_MAX)
+    fail("{}: {} elements are over MPI's count limit of {}; use smaller buckets", c.str(), n, INT_MAX);
   return static_cast<int>(n);
 }
 
@@ -108,8 +109,8 @@ class MpiCommunicator final : public Communicator {
           op.counts.push_back(to_int(c.counts[r], c));
           op.displs.push_back(to_int(c.offsets[r], c));
         }
-        PT_MPI(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, op.counts.data(), op.displs.data(), type,
-                               comm_, &op.request));
+        PT_MPI(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, op.counts.data(), op.displs.data(),
+                               type, comm_, &op.request));
         break;
       case CollectiveKind::kBroadcast:
         PT_MPI(MPI_Ibcast(data, to_int(c.x.numel(), c), type, c.root, comm_, &op.request));
@@ -169,8 +170,8 @@ class MpiCommunicator final : public Communicator {
   }
 
   [[noreturn]] void abort_on_timeout(const Collective& c) {
-    std::string report = fmt::format("packtrain: rank {} of {}: {} did not complete within {} s", rank(), size(),
-                                     c.str(), timeout_s());
+    std::string report = fmt::format("packtrain: rank {} of {}: {} did not complete within {} s", rank(),
+                                     size(), c.str(), timeout_s());
     // Ask the others where they are; give them a grace period to answer from their own wait loops.
     const int n = size();
     std::vector<int64_t> replies(static_cast<size_t>(2 * n), -1);
@@ -186,7 +187,8 @@ class MpiCommunicator final : public Communicator {
       asked.push_back(r);
     }
     const double grace_s = std::clamp(timeout_s() / 4, 0.5, 10.0);
-    const auto grace_end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace_s));
+    const auto grace_end =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(grace_s));
     std::vector<int> answered(requests.size(), 0);
     while (Clock::now() < grace_end) {
       bool all = true;
@@ -201,8 +203,8 @@ class MpiCommunicator final : public Communicator {
     for (size_t i = 0; i < asked.size(); ++i) {
       const int r = asked[i];
       if (!answered[i]) {
-        report += fmt::format("\n  rank {}: no answer within {} s (dead, hung, or busy outside collectives)", r,
-                              grace_s);
+        report += fmt::format("\n  rank {}: no answer within {} s (dead, hung, or busy outside collectives)",
+                              r, grace_s);
         continue;
       }
       const int64_t id = replies[static_cast<size_t>(2 * r)];
@@ -225,15 +227,17 @@ class MpiCommunicator final : public Communicator {
 
 std::unique_ptr<Communicator> make_mpi_communicator(const LaunchInfo& launch, double timeout_s) {
   if (launch.launcher == Launcher::kEnv)
-    fail("the mpi backend needs an MPI launcher (mpirun, or srun with MPI support); a RANK/WORLD_SIZE launch "
-         "works with the nccl backend");
+    fail(
+        "the mpi backend needs an MPI launcher (mpirun, or srun with MPI support); a RANK/WORLD_SIZE launch "
+        "works with the nccl backend");
   ensure_initialized();
   int rank = 0, size = 0;
   PT_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   PT_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size));
   if (size != launch.world_size || rank != launch.rank)
-    fail("MPI says this is rank {} of {}, but the launch environment says {}; launch with mpirun or srun only",
-         rank, size, launch.str());
+    fail(
+        "MPI says this is rank {} of {}, but the launch environment says {}; launch with mpirun or srun only",
+        rank, size, launch.str());
   MPI_Comm comm, control;
   PT_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
   PT_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &control));

@@ -94,8 +94,10 @@ class NcclCommunicator final : public Communicator {
     const ncclDataType_t type = nccl_type(c.x.dtype);
     const auto elem = static_cast<size_t>(dtype_size(c.x.dtype));
     if (c.kind == CollectiveKind::kGatherHost) {  // host values travel through a small device buffer
-      if (static_cast<size_t>(c.x.bytes()) > kScratchBytes) fail("{}: over {} bytes of host values", c.str(), kScratchBytes);
-      PT_CUDA(cudaMemcpyAsync(scratch_, c.x.data, static_cast<size_t>(c.x.bytes()), cudaMemcpyHostToDevice, stream_));
+      if (static_cast<size_t>(c.x.bytes()) > kScratchBytes)
+        fail("{}: over {} bytes of host values", c.str(), kScratchBytes);
+      PT_CUDA(cudaMemcpyAsync(scratch_, c.x.data, static_cast<size_t>(c.x.bytes()), cudaMemcpyHostToDevice,
+                              stream_));
       base = static_cast<char*>(scratch_);
     }
     auto at = [&](int r) { return base + static_cast<size_t>(c.offsets[static_cast<size_t>(r)]) * elem; };
@@ -114,7 +116,8 @@ class NcclCommunicator final : public Communicator {
           check(ncclReduceScatter(base, at(rank()), count(0), type, ncclSum, comm_, stream_), c, deadline);
         } else {
           for (int r = 0; r < size(); ++r)
-            if (count(r) > 0) check(ncclReduce(at(r), at(r), count(r), type, ncclSum, r, comm_, stream_), c, deadline);
+            if (count(r) > 0)
+              check(ncclReduce(at(r), at(r), count(r), type, ncclSum, r, comm_, stream_), c, deadline);
         }
         break;
       case CollectiveKind::kAllGather:
@@ -123,7 +126,8 @@ class NcclCommunicator final : public Communicator {
           check(ncclAllGather(at(rank()), base, count(0), type, comm_, stream_), c, deadline);
         } else {
           for (int r = 0; r < size(); ++r)
-            if (count(r) > 0) check(ncclBroadcast(at(r), at(r), count(r), type, r, comm_, stream_), c, deadline);
+            if (count(r) > 0)
+              check(ncclBroadcast(at(r), at(r), count(r), type, r, comm_, stream_), c, deadline);
         }
         break;
       case CollectiveKind::kBroadcast:
@@ -149,9 +153,10 @@ class NcclCommunicator final : public Communicator {
       ncclCommGetAsyncError(comm_, &async);
       if (async != ncclSuccess && async != ncclInProgress) abort_with(c, ncclGetErrorString(async));
       if (Clock::now() > deadline)
-        abort_with(c, fmt::format("it did not complete within {} s: a rank died or hangs (see the other ranks' "
-                                  "output; raise the collective timeout if one is just slow)",
-                                  timeout_s()));
+        abort_with(c,
+                   fmt::format("it did not complete within {} s: a rank died or hangs (see the other ranks' "
+                               "output; raise the collective timeout if one is just slow)",
+                               timeout_s()));
       std::this_thread::yield();
     }
     // Work queued later on the compute stream sees the result (the host has seen it already).
@@ -190,8 +195,8 @@ class NcclCommunicator final : public Communicator {
     const std::string detail = ncclGetLastError(comm_);
     aborted_ = true;
     ncclCommAbort(comm_);
-    fail("rank {} of {} (GPU {}): NCCL {} failed: {}{}{}; the communicator is aborted", rank(), size(), device_,
-         c.str(), why, detail.empty() ? "" : ": ", detail);
+    fail("rank {} of {} (GPU {}): NCCL {} failed: {}{}{}; the communicator is aborted", rank(), size(),
+         device_, c.str(), why, detail.empty() ? "" : ": ", detail);
   }
 
   int device_;
@@ -222,9 +227,10 @@ std::unique_ptr<Communicator> make_nccl_communicator(const LaunchInfo& launch, d
   const std::vector<uint8_t> blob = tcp_broadcast_blob(
       launch, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&id), sizeof id), timeout_s);
   if (blob.size() != sizeof id)
-    fail("rank {}: rank 0 sent a {}-byte NCCL id, this build expects {}; build every rank from the same "
-         "packtrain",
-         launch.rank, blob.size(), sizeof id);
+    fail(
+        "rank {}: rank 0 sent a {}-byte NCCL id, this build expects {}; build every rank from the same "
+        "packtrain",
+        launch.rank, blob.size(), sizeof id);
   std::memcpy(&id, blob.data(), sizeof id);
 
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -236,8 +242,9 @@ std::unique_ptr<Communicator> make_nccl_communicator(const LaunchInfo& launch, d
     const std::string detail = comm != nullptr ? ncclGetLastError(comm) : "";
     if (comm != nullptr) ncclCommAbort(comm);
     fail("{} (GPU {}): NCCL initialization {}{}{}", launch.str(), device,
-         rc == ncclInProgress ? fmt::format("did not complete within {} s (a rank is missing or hangs)", timeout_s)
-                              : fmt::format("failed: {}", ncclGetErrorString(rc)),
+         rc == ncclInProgress
+             ? fmt::format("did not complete within {} s (a rank is missing or hangs)", timeout_s)
+             : fmt::format("failed: {}", ncclGetErrorString(rc)),
          detail.empty() ? "" : ": ", detail);
   }
   return std::make_unique<NcclCommunicator>(launch.rank, launch.world_size, device, comm, timeout_s);

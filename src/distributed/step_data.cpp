@@ -8,7 +8,9 @@
 namespace pt::dist {
 namespace {
 
-bool fixed_rows(Strategy s) { return s == Strategy::kConcat || s == Strategy::kConcatPosId || s == Strategy::kBfd; }
+bool fixed_rows(Strategy s) {
+  return s == Strategy::kConcat || s == Strategy::kConcatPosId || s == Strategy::kBfd;
+}
 
 }  // namespace
 
@@ -66,7 +68,8 @@ std::vector<Batch> pack_examples(const DatasetSplit& split, std::span<const int6
                                  const PackingOptions& share_options) {
   std::vector<Batch> batches;
   if (examples.empty()) return batches;
-  // The packers walk a split, so the share becomes one: a copy of its tokens (small next to a step's compute).
+  // The packers walk a split, so the share becomes one: a copy of its tokens (small next to a step's
+  // compute).
   std::vector<uint32_t> tokens;
   std::vector<uint8_t> mask;
   std::vector<uint64_t> offsets{0};
@@ -76,7 +79,8 @@ std::vector<Batch> pack_examples(const DatasetSplit& split, std::span<const int6
     mask.insert(mask.end(), e.loss_mask.begin(), e.loss_mask.end());
     offsets.push_back(tokens.size());
   }
-  const DatasetSplit share = DatasetSplit::from_vectors(std::move(tokens), std::move(mask), std::move(offsets));
+  const DatasetSplit share =
+      DatasetSplit::from_vectors(std::move(tokens), std::move(mask), std::move(offsets));
   auto packer = make_packer(share, share_options, 0);
   while (auto batch = packer->next()) batches.push_back(std::move(*batch));
   return batches;
@@ -92,8 +96,8 @@ int64_t RankStep::global_real_tokens() const {
   return std::reduce(balance.tokens.begin(), balance.tokens.end(), int64_t{0});
 }
 
-RankStepStream::RankStepStream(DatasetSplit split, const PackingOptions& options, int32_t grad_accum, int rank,
-                               int world_size, int64_t epoch, int64_t position)
+RankStepStream::RankStepStream(DatasetSplit split, const PackingOptions& options, int32_t grad_accum,
+                               int rank, int world_size, int64_t epoch, int64_t position)
     : split_(split),
       share_options_(share_packing_options(split, options)),
       rank_(rank),

@@ -30,8 +30,8 @@ namespace pt::dist {
 class StepSampler {
  public:
   // Validates the packing options against the split (as make_packer does) and starts at (epoch, position).
-  StepSampler(DatasetSplit split, PackingOptions options, int world_size, int32_t grad_accum, int64_t epoch = 0,
-              int64_t position = 0);
+  StepSampler(DatasetSplit split, PackingOptions options, int world_size, int32_t grad_accum,
+              int64_t epoch = 0, int64_t position = 0);
 
   std::vector<int64_t> next();
   int64_t epoch() const { return epoch_; }
@@ -58,8 +58,8 @@ std::vector<Batch> pack_examples(const DatasetSplit& split, std::span<const int6
                                  const PackingOptions& share_options);
 
 struct RankStep {
-  std::vector<Batch> micro;   // this rank's micro-batches; none when the step has fewer examples than ranks
-  TokenBalance balance;       // the step's split over ranks (the same on every rank): imbalance() for logs
+  std::vector<Batch> micro;  // this rank's micro-batches; none when the step has fewer examples than ranks
+  TokenBalance balance;      // the step's split over ranks (the same on every rank): imbalance() for logs
   std::vector<int64_t> examples;  // this rank's share (dataset indices)
   int64_t real_tokens() const;    // of this rank
   int64_t global_real_tokens() const;
@@ -68,8 +68,8 @@ struct RankStep {
 // StepSampler + balance_by_tokens + pack_examples for one rank.
 class RankStepStream {
  public:
-  RankStepStream(DatasetSplit split, const PackingOptions& options, int32_t grad_accum, int rank, int world_size,
-                 int64_t epoch = 0, int64_t position = 0);
+  RankStepStream(DatasetSplit split, const PackingOptions& options, int32_t grad_accum, int rank,
+                 int world_size, int64_t epoch = 0, int64_t position = 0);
 
   RankStep next();
   int64_t epoch() const { return sampler_.epoch(); }

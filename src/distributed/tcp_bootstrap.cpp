@@ -92,9 +92,11 @@ std::vector<uint8_t> serve(const LaunchInfo& launch, std::span<const uint8_t> bl
       std::string missing;
       for (size_t r = 0; r < joined.size(); ++r)
         if (!joined[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      fail("rank 0: ranks {} did not connect to port {} within {}; are they running, with MASTER_ADDR set to this "
-           "host?",
-           missing, launch.master_port, seconds(timeout_s));
+      fail(
+          "rank 0: ranks {} did not connect to port {} within {}; are they running, with MASTER_ADDR set to "
+          "this "
+          "host?",
+          missing, launch.master_port, seconds(timeout_s));
     }
     Fd peer(::accept(listener.fd, nullptr, nullptr));
     if (peer.fd < 0) continue;
@@ -103,8 +105,10 @@ std::vector<uint8_t> serve(const LaunchInfo& launch, std::span<const uint8_t> bl
       continue;  // not one of ours: ignore
     const int rank = hello[1];
     if (hello[2] != launch.world_size)
-      fail("rank 0: rank {} says the world has {} ranks, this one {}; launch every rank with the same WORLD_SIZE",
-           rank, hello[2], launch.world_size);
+      fail(
+          "rank 0: rank {} says the world has {} ranks, this one {}; launch every rank with the same "
+          "WORLD_SIZE",
+          rank, hello[2], launch.world_size);
     if (rank <= 0 || rank >= launch.world_size || joined[static_cast<size_t>(rank)])
       fail("rank 0: a second process claims rank {}; give every process its own RANK", rank);
     const uint32_t header[2] = {kMagic, static_cast<uint32_t>(blob.size())};
@@ -141,8 +145,10 @@ std::vector<uint8_t> fetch(const LaunchInfo& launch, double timeout_s, Clock::ti
       const int32_t hello[3] = {static_cast<int32_t>(kMagic), launch.rank, launch.world_size};
       uint32_t header[2] = {0, 0};
       if (!transfer(sock.fd, const_cast<int32_t*>(hello), sizeof hello, true, deadline) ||
-          !transfer(sock.fd, header, sizeof header, false, deadline) || header[0] != kMagic || header[1] > kMaxBlob)
-        fail("rank {}: connected to {} but got no id from rank 0 within {}", launch.rank, where, seconds(timeout_s));
+          !transfer(sock.fd, header, sizeof header, false, deadline) || header[0] != kMagic ||
+          header[1] > kMaxBlob)
+        fail("rank {}: connected to {} but got no id from rank 0 within {}", launch.rank, where,
+             seconds(timeout_s));
       std::vector<uint8_t> blob(header[1]);
       if (!transfer(sock.fd, blob.data(), blob.size(), false, deadline))
         fail("rank {}: the id from rank 0 at {} was cut short", launch.rank, where);
@@ -150,9 +156,10 @@ std::vector<uint8_t> fetch(const LaunchInfo& launch, double timeout_s, Clock::ti
     }
     if (Clock::now() >= deadline) {
       ::freeaddrinfo(found);
-      fail("rank {}: could not connect to rank 0 at {} within {} ({}); start rank 0 and check MASTER_ADDR and "
-           "MASTER_PORT",
-           launch.rank, where, seconds(timeout_s), last_error);
+      fail(
+          "rank {}: could not connect to rank 0 at {} within {} ({}); start rank 0 and check MASTER_ADDR and "
+          "MASTER_PORT",
+          launch.rank, where, seconds(timeout_s), last_error);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -160,9 +167,11 @@ std::vector<uint8_t> fetch(const LaunchInfo& launch, double timeout_s, Clock::ti
 
 }  // namespace
 
-std::vector<uint8_t> tcp_broadcast_blob(const LaunchInfo& launch, std::span<const uint8_t> blob, double timeout_s) {
+std::vector<uint8_t> tcp_broadcast_blob(const LaunchInfo& launch, std::span<const uint8_t> blob,
+                                        double timeout_s) {
   if (launch.world_size == 1) return {blob.begin(), blob.end()};
-  if (blob.size() > kMaxBlob) fail("tcp_broadcast_blob: {} bytes is over the limit of {}", blob.size(), kMaxBlob);
+  if (blob.size() > kMaxBlob)
+    fail("tcp_broadcast_blob: {} bytes is over the limit of {}", blob.size(), kMaxBlob);
   const auto deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   return launch.rank == 0 ? serve(launch, blob, timeout_s, deadline) : fetch(launch, timeout_s, deadline);

@@ -14,6 +14,7 @@ namespace pt::dist {
 
 // On rank 0 `blob` is sent and returned; elsewhere it is ignored and the received blob is returned. An
 // unset MASTER_ADDR means 127.0.0.1 (one host).
-std::vector<uint8_t> tcp_broadcast_blob(const LaunchInfo& launch, std::span<const uint8_t> blob, double timeout_s);
+std::vector<uint8_t> tcp_broadcast_blob(const LaunchInfo& launch, std::span<const uint8_t> blob,
+                                        double timeout_s);
 
 }  // namespace pt::dist

@@ -6,14 +6,13 @@
 
 namespace pt::dist {
 
-int64_t ShardLayout::real_count(int rank) const {
-  return std::clamp<int64_t>(total - begin(rank), 0, shard);
-}
+int64_t ShardLayout::real_count(int rank) const { return std::clamp<int64_t>(total - begin(rank), 0, shard); }
 
 std::vector<int64_t> ShardLayout::counts_in(int64_t b, int64_t e) const {
   std::vector<int64_t> counts(static_cast<size_t>(world_size));
   for (int r = 0; r < world_size; ++r)
-    counts[static_cast<size_t>(r)] = std::max<int64_t>(0, std::min(e, begin(r) + shard) - std::max(b, begin(r)));
+    counts[static_cast<size_t>(r)] =
+        std::max<int64_t>(0, std::min(e, begin(r) + shard) - std::max(b, begin(r)));
   return counts;
 }
 
@@ -21,15 +20,16 @@ ShardLayout make_shard_layout(int64_t total, int world_size) {
   if (world_size < 1) fail("shard layout: world size must be at least 1, got {}", world_size);
   if (total < 0) fail("shard layout: negative element count {}", total);
   const int64_t per_rank = (total + world_size - 1) / world_size;
-  return {total, world_size, std::max<int64_t>(kShardAlign, (per_rank + kShardAlign - 1) / kShardAlign * kShardAlign)};
+  return {total, world_size,
+          std::max<int64_t>(kShardAlign, (per_rank + kShardAlign - 1) / kShardAlign * kShardAlign)};
 }
 
 std::vector<ops::AdamWTensor> adamw_range(std::span<const ParamInfo> params, int64_t begin, int64_t end,
-                                          const Tensor& flat_params, const Tensor& flat_grads, const Tensor& m,
-                                          const Tensor& v) {
+                                          const Tensor& flat_params, const Tensor& flat_grads,
+                                          const Tensor& m, const Tensor& v) {
   if (m.numel() < end - begin || v.numel() < end - begin)
-    fail("adamw_range: moments of {} and {} elements cannot hold the range [{}, {})", m.numel(), v.numel(), begin,
-         end);
+    fail("adamw_range: moments of {} and {} elements cannot hold the range [{}, {})", m.numel(), v.numel(),
+         begin, end);
   auto at = [](const Tensor& t, int64_t offset, int64_t n) {
     return Tensor(t.ptr<float>() + offset, DType::f32, {n}, t.device);
   };
@@ -38,8 +38,8 @@ std::vector<ops::AdamWTensor> adamw_range(std::span<const ParamInfo> params, int
     const int64_t b = std::max(begin, p.offset), e = std::min(end, p.offset + p.numel);
     if (b >= e) continue;
     if (e > flat_params.numel() || e > flat_grads.numel())
-      fail("adamw_range: parameter {} ends at {}, past the flat buffers {} and {}", p.name, e, flat_params.str(),
-           flat_grads.str());
+      fail("adamw_range: parameter {} ends at {}, past the flat buffers {} and {}", p.name, e,
+           flat_params.str(), flat_grads.str());
     out.push_back({at(flat_params, b, e - b), at(flat_grads, b, e - b), at(m, b - begin, e - b),
                    at(v, b - begin, e - b), p.weight_decay});
   }
@@ -48,7 +48,8 @@ std::vector<ops::AdamWTensor> adamw_range(std::span<const ParamInfo> params, int
 
 std::vector<float> slice_shard(std::span<const float> full, const ShardLayout& layout, int rank) {
   if (std::ssize(full) != layout.total)
-    fail("checkpoint buffer has {} elements, the model {}; it belongs to another model", full.size(), layout.total);
+    fail("checkpoint buffer has {} elements, the model {}; it belongs to another model", full.size(),
+         layout.total);
   std::vector<float> shard(static_cast<size_t>(layout.shard), 0.0f);
   const auto first = full.begin() + layout.begin(rank);
   std::copy(first, first + layout.real_count(rank), shard.begin());
@@ -61,7 +62,8 @@ std::vector<float> join_shards(std::span<const std::vector<float>> shards, const
   std::vector<float> full(static_cast<size_t>(layout.total));
   for (int r = 0; r < layout.world_size; ++r) {
     const auto& s = shards[static_cast<size_t>(r)];
-    if (std::ssize(s) != layout.shard) fail("join_shards: shard {} has {} elements, not {}", r, s.size(), layout.shard);
+    if (std::ssize(s) != layout.shard)
+      fail("join_shards: shard {} has {} elements, not {}", r, s.size(), layout.shard);
     std::copy(s.begin(), s.begin() + layout.real_count(r), full.begin() + layout.begin(r));
   }
   return full;

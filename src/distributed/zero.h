@@ -40,8 +40,8 @@ ShardLayout make_shard_layout(int64_t total, int world_size);
 // decay flag. params and grads are flat buffers indexed by layout offset; m and v hold the range only
 // (element 0 is flat offset `begin`). All on one device, f32.
 std::vector<ops::AdamWTensor> adamw_range(std::span<const ParamInfo> params, int64_t begin, int64_t end,
-                                          const Tensor& flat_params, const Tensor& flat_grads, const Tensor& m,
-                                          const Tensor& v);
+                                          const Tensor& flat_params, const Tensor& flat_grads,
+                                          const Tensor& m, const Tensor& v);
 
 // Host-side resharding for checkpoints: rank's shard (shard elements, zero padding) out of a full buffer of
 // `total` elements, and the full buffer back from every rank's shard.

@@ -60,9 +60,9 @@ std::vector<int64_t> default_corpus_like_lengths(int n, uint64_t seed) {
   struct Bin {
     int64_t lo, hi, count;
   };
-  const Bin bins[] = {{2, 3, 1},         {4, 7, 216},      {8, 15, 2135},    {16, 31, 11546},
-                      {32, 63, 10146},   {64, 127, 3267},  {128, 255, 1394}, {256, 511, 562},
-                      {512, 1023, 116},  {1024, 2047, 59}, {2048, 2048, 30}};
+  const Bin bins[] = {{2, 3, 1},        {4, 7, 216},      {8, 15, 2135},    {16, 31, 11546},
+                      {32, 63, 10146},  {64, 127, 3267},  {128, 255, 1394}, {256, 511, 562},
+                      {512, 1023, 116}, {1024, 2047, 59}, {2048, 2048, 30}};
   std::vector<double> weights;
   for (const Bin& b : bins) weights.push_back(double(b.count));
   std::mt19937_64 rng(seed);
@@ -76,7 +76,8 @@ std::vector<int64_t> default_corpus_like_lengths(int n, uint64_t seed) {
 }
 
 // The worst step's max/mean over `steps` steps of the sampler (flatten, tokens_per_rank per micro-batch).
-double worst_imbalance(const DatasetSplit& split, int world, int64_t tokens_per_rank, int steps, double* mean_out) {
+double worst_imbalance(const DatasetSplit& split, int world, int64_t tokens_per_rank, int steps,
+                       double* mean_out) {
   PackingOptions o;
   o.strategy = Strategy::kFlatten, o.tokens_per_batch = tokens_per_rank, o.seed = 3;
   StepSampler sampler(split, o, world, 1);
@@ -98,7 +99,8 @@ void expect_balanced(const DatasetSplit& split, const char* what) {
       double mean = 0;
       const double worst = worst_imbalance(split, world, tokens, 300, &mean);
       EXPECT_LE(worst, 1.02) << what << ", " << world << " ranks, " << tokens << " tokens per rank";
-      ::testing::Test::RecordProperty(fmt::format("{}_w{}_t{}", what, world, tokens), fmt::format("worst {:.4f} mean {:.4f}", worst, mean));
+      ::testing::Test::RecordProperty(fmt::format("{}_w{}_t{}", what, world, tokens),
+                                      fmt::format("worst {:.4f} mean {:.4f}", worst, mean));
     }
   }
 }

@@ -47,7 +47,9 @@ TEST(Communicator, LocalCollectivesAreIdentities) {
   EXPECT_EQ(c->take_stats().collectives, 6);
   EXPECT_EQ(c->take_stats().collectives, 0);
   EXPECT_NE(error_of([&] { c->broadcast(t, 1); }).find("root 1"), std::string::npos);
-  EXPECT_NE(error_of([&] { c->all_reduce_sum(Tensor(x.data(), DType::f32, {4}, Device::cuda)); }).find("is on cuda"),
+  EXPECT_NE(error_of([&] {
+              c->all_reduce_sum(Tensor(x.data(), DType::f32, {4}, Device::cuda));
+            }).find("is on cuda"),
             std::string::npos);
 }
 
@@ -69,18 +71,22 @@ TEST(Communicator, BackendChoiceAndErrors) {
   CommOptions mpi;
   mpi.backend = Backend::kMpi;
   // An env launch cannot start MPI (and a build without MPI says so).
-  EXPECT_NE(error_of([&] { make_communicator(mpi, two); }).find(backend_available(Backend::kMpi) ? "MPI launcher" : "no MPI"),
+  EXPECT_NE(error_of([&] {
+              make_communicator(mpi, two);
+            }).find(backend_available(Backend::kMpi) ? "MPI launcher" : "no MPI"),
             std::string::npos);
   CommOptions bad;
   bad.timeout_s = 0;
-  EXPECT_NE(error_of([&] { make_communicator(bad, one); }).find("timeout must be positive"), std::string::npos);
+  EXPECT_NE(error_of([&] { make_communicator(bad, one); }).find("timeout must be positive"),
+            std::string::npos);
 }
 
 // In a world of one the data-parallel optimizer is the trainer's own step: clip_grad_norm and adamw_step
 // on the full buffers, bit for bit.
 TEST(DataParallelOptimizer, WorldOfOneIsThePlainStep) {
   LlamaConfig config;
-  config.vocab_size = 50, config.hidden_size = 16, config.intermediate_size = 24, config.num_hidden_layers = 2;
+  config.vocab_size = 50, config.hidden_size = 16, config.intermediate_size = 24,
+  config.num_hidden_layers = 2;
   config.num_attention_heads = 2, config.num_key_value_heads = 2, config.head_dim = 8;
   const ParameterLayout layout(config);
   const int64_t n = layout.total();
@@ -91,8 +97,8 @@ TEST(DataParallelOptimizer, WorldOfOneIsThePlainStep) {
     std::vector<float> m(static_cast<size_t>(n), 0.0f), v(static_cast<size_t>(n), 0.0f);
     params.resize(size_t(size));
     std::vector<float> ref_params = params, ref_grads = grads;
-    DataParallelOptimizer dp(*comm, layout, Tensor::of(params.data(), {size}), Tensor::of(grads.data(), {size}),
-                             {.zero1 = zero1});
+    DataParallelOptimizer dp(*comm, layout, Tensor::of(params.data(), {size}),
+                             Tensor::of(grads.data(), {size}), {.zero1 = zero1});
     std::vector<ops::AdamWTensor> ref;
     std::vector<Tensor> ref_grad_views;
     for (const ParamInfo& p : layout.params()) {
@@ -118,7 +124,8 @@ TEST(DataParallelOptimizer, WorldOfOneIsThePlainStep) {
   }
   std::vector<float> wrong(10);
   EXPECT_NE(error_of([&] {
-              DataParallelOptimizer(*comm, layout, Tensor::of(wrong.data(), {10}), Tensor::of(wrong.data(), {10}), {});
+              DataParallelOptimizer(*comm, layout, Tensor::of(wrong.data(), {10}),
+                                    Tensor::of(wrong.data(), {10}), {});
             }).find("flat_size"),
             std::string::npos);
 }

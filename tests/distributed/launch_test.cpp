@@ -38,8 +38,8 @@ TEST(Launch, Mpirun) {
 }
 
 TEST(Launch, SrunStepButNotTheBatchScript) {
-  const LaunchInfo l =
-      launch_with({{"SLURM_PROCID", "3"}, {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_LOCALID", "3"}, {"SLURM_NTASKS", "4"}});
+  const LaunchInfo l = launch_with(
+      {{"SLURM_PROCID", "3"}, {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_LOCALID", "3"}, {"SLURM_NTASKS", "4"}});
   EXPECT_EQ(l.launcher, Launcher::kSrun);
   EXPECT_EQ(l.rank, 3);
   EXPECT_EQ(l.world_size, 4);
@@ -73,7 +73,8 @@ TEST(Launch, BadValuesNameTheVariable) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message({{"RANK", "x"}, {"WORLD_SIZE", "2"}}).find("RANK=\"x\" is not an integer"), std::string::npos);
+  EXPECT_NE(message({{"RANK", "x"}, {"WORLD_SIZE", "2"}}).find("RANK=\"x\" is not an integer"),
+            std::string::npos);
   EXPECT_NE(message({{"RANK", "2"}, {"WORLD_SIZE", "2"}}).find("outside [0, 2)"), std::string::npos);
   EXPECT_NE(message({{"RANK", "0"}}).find("set both RANK and WORLD_SIZE"), std::string::npos);
   EXPECT_NE(message({{"MASTER_PORT", "70000"}}).find("MASTER_PORT=70000"), std::string::npos);

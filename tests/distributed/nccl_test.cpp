@@ -15,10 +15,10 @@
 namespace pt::dist {
 namespace {
 
-#define SKIP_WITHOUT_NCCL_GPU()                                                                          \
-  do {                                                                                                   \
-    if (!backend_available(Backend::kNccl)) GTEST_SKIP() << "built without NCCL";                        \
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";                                      \
+#define SKIP_WITHOUT_NCCL_GPU()                                                   \
+  do {                                                                            \
+    if (!backend_available(Backend::kNccl)) GTEST_SKIP() << "built without NCCL"; \
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";               \
   } while (0)
 
 std::unique_ptr<Communicator> nccl_world_of_one() {
@@ -59,7 +59,8 @@ TEST(NcclCommunicator, WorldOfOneCollectives) {
 TEST(NcclCommunicator, ZeroOneStepMatchesTheLocalCommunicator) {
   SKIP_WITHOUT_NCCL_GPU();
   LlamaConfig config;
-  config.vocab_size = 300, config.hidden_size = 64, config.intermediate_size = 96, config.num_hidden_layers = 2;
+  config.vocab_size = 300, config.hidden_size = 64, config.intermediate_size = 96,
+  config.num_hidden_layers = 2;
   config.num_attention_heads = 2, config.num_key_value_heads = 1, config.head_dim = 32;
   const ParameterLayout layout(config);
   const int64_t n = layout.total(), size = DataParallelOptimizer::flat_size(n, 1, true);

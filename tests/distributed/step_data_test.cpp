@@ -88,7 +88,8 @@ TEST(StepSampler, WalksTheEpochOrdersBackToBackAndResumesFromItsPosition) {
 TEST(RankStepStream, SharesAreDisjointCoverTheStepAndPackEveryExampleOnce) {
   const DatasetSplit split = long_tailed_split(400);
   for (Strategy s : kAllStrategies) {
-    const PackingOptions o = s == Strategy::kPadding || s == Strategy::kFlatten ? options(s, 3, 0) : options(s, 0, 1024);
+    const PackingOptions o =
+        s == Strategy::kPadding || s == Strategy::kFlatten ? options(s, 3, 0) : options(s, 0, 1024);
     const int world = 3;
     std::vector<RankStepStream> ranks;
     for (int r = 0; r < world; ++r) ranks.emplace_back(split, o, 2, r, world);

@@ -1,8 +1,8 @@
 // ZeRO-1 shard math and gradient buckets: shards tile the padded buffer, AdamW pieces cut tensors at
 // shard edges keeping their decay flags, checkpoints reshard between rank counts, buckets tile the layout
 // in backward order.
-#include "distributed/grad_reducer.h"
 #include "distributed/zero.h"
+#include "distributed/grad_reducer.h"
 
 #include "core/error.h"
 #include "model/config.h"
@@ -43,7 +43,8 @@ TEST(ShardLayout, AdamWPiecesCutTensorsAtShardEdgesWithTheirDecayFlags) {
   const ParameterLayout layout(small_config());
   const ShardLayout s = make_shard_layout(layout.total(), 3);
   std::vector<float> params(size_t(s.padded_total())), grads(params.size()), m(size_t(s.shard)), v(m.size());
-  const Tensor P = Tensor::of(params.data(), {s.padded_total()}), G = Tensor::of(grads.data(), {s.padded_total()});
+  const Tensor P = Tensor::of(params.data(), {s.padded_total()}),
+               G = Tensor::of(grads.data(), {s.padded_total()});
   int64_t covered = 0;
   for (int r = 0; r < 3; ++r) {
     const int64_t b = s.begin(r), e = b + s.real_count(r);

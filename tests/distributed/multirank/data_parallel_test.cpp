@@ -2,8 +2,8 @@
 // bucketed gradient reduction against a plain sum, ZeRO-1 AdamW over shards against full AdamW, ZeRO-1
 // state gathered and loaded at another rank count, and a tiny Llama trained for a few steps on W ranks
 // against the same global steps in one process.
-#include "core/device.h"
 #include "distributed/data_parallel.h"
+#include "core/device.h"
 #include "distributed/multirank/dist_env.h"
 #include "distributed/step_data.h"
 #include "model/batches.h"
@@ -71,9 +71,9 @@ TEST(GradientReducer, BucketsMatchAPlainSum) {
     Buffer<float> grads(rank_grads(n, size, R(), 0));
     auto buckets = make_buckets(layout.params(), 2000);
     ASSERT_GT(buckets.size(), 3u);
-    GradientReducer reducer(comm(), grads.t(),
-                            buckets, scatter ? GradientReducer::Mode::kReduceScatter : GradientReducer::Mode::kAllReduce,
-                            shards);
+    GradientReducer reducer(
+        comm(), grads.t(), buckets,
+        scatter ? GradientReducer::Mode::kReduceScatter : GradientReducer::Mode::kAllReduce, shards);
     // Backward reports its progress from the end of the layout: the last layer, then the first.
     reducer.ready_from(layout.layer(1).attn_norm);
     reducer.ready_from(layout.layer(0).attn_norm);
@@ -82,7 +82,8 @@ TEST(GradientReducer, BucketsMatchAPlainSum) {
     const auto got = grads.read();
     const auto want = summed_grads(n, size, 0);
     const int64_t b = scatter ? shards.begin(R()) : 0, e = scatter ? b + shards.real_count(R()) : n;
-    for (int64_t i = b; i < e; ++i) ASSERT_EQ(got[i], want[i]) << "element " << i << (scatter ? " (ZeRO)" : "");
+    for (int64_t i = b; i < e; ++i)
+      ASSERT_EQ(got[i], want[i]) << "element " << i << (scatter ? " (ZeRO)" : "");
   }
 }
 
@@ -180,7 +181,8 @@ TrainLog train(Communicator& c, bool zero1, int32_t grad_accum, Strategy strateg
   const int64_t n = layout.total(), size = DataParallelOptimizer::flat_size(n, c.size(), zero1);
   Buffer<float> params(initial_params(config, size)), grads(zeros(size));
   // The model sees the first n elements; the padding only serves the collectives.
-  const Tensor model_params(params.t().data, DType::f32, {n}, device), model_grads(grads.t().data, DType::f32, {n}, device);
+  const Tensor model_params(params.t().data, DType::f32, {n}, device),
+      model_grads(grads.t().data, DType::f32, {n}, device);
   DataParallelOptimizer dp(c, layout, params.t(), grads.t(), {.zero1 = zero1, .bucket_bytes = 16384});
   TrainLog log;
   for (int step = 1; step <= steps; ++step) {
@@ -218,7 +220,8 @@ void expect_reproduces_one_process(bool zero1, Strategy strategy) {
   }
   EXPECT_GT(want.losses[0] - want.losses[steps - 1], 0.0) << "the reference does not learn";
   double max_diff = 0;
-  for (size_t i = 0; i < want.params.size(); ++i) max_diff = std::max(max_diff, double(std::abs(got.params[i] - want.params[i])));
+  for (size_t i = 0; i < want.params.size(); ++i)
+    max_diff = std::max(max_diff, double(std::abs(got.params[i] - want.params[i])));
   EXPECT_LT(max_diff, on_gpu() ? 1e-2 : 1e-4);
   // Every rank holds the same parameters.
   double checksum = 0;
@@ -228,9 +231,15 @@ void expect_reproduces_one_process(bool zero1, Strategy strategy) {
   EXPECT_LT(got.imbalance, 1.5);
 }
 
-TEST(DataParallelTraining, ReplicatedReproducesOneProcessFlatten) { expect_reproduces_one_process(false, Strategy::kFlatten); }
-TEST(DataParallelTraining, ZeroOneReproducesOneProcessFlatten) { expect_reproduces_one_process(true, Strategy::kFlatten); }
-TEST(DataParallelTraining, ZeroOneReproducesOneProcessBfd) { expect_reproduces_one_process(true, Strategy::kBfd); }
+TEST(DataParallelTraining, ReplicatedReproducesOneProcessFlatten) {
+  expect_reproduces_one_process(false, Strategy::kFlatten);
+}
+TEST(DataParallelTraining, ZeroOneReproducesOneProcessFlatten) {
+  expect_reproduces_one_process(true, Strategy::kFlatten);
+}
+TEST(DataParallelTraining, ZeroOneReproducesOneProcessBfd) {
+  expect_reproduces_one_process(true, Strategy::kBfd);
+}
 
 }  // namespace
 }  // namespace pt::dist::test

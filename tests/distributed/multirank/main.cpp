@@ -45,7 +45,8 @@ int failure_demo(int failing_rank, bool die) {
   Buffer<float> x(std::vector<float>(16, 1.0f));
   c.all_reduce_sum(x.t());  // everybody is up
   if (c.rank() == failing_rank) {
-    std::fprintf(stderr, "rank %d: %s on purpose\n", c.rank(), die ? "exiting" : "hanging outside collectives");
+    std::fprintf(stderr, "rank %d: %s on purpose\n", c.rank(),
+                 die ? "exiting" : "hanging outside collectives");
     if (die) std::_Exit(3);
     std::this_thread::sleep_for(std::chrono::seconds(30));
     return 0;
@@ -68,11 +69,15 @@ int main(int argc, char** argv) {
   int failing_rank = -1;
   bool die = false;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--backend") == 0 && i + 1 < argc) backend = parse_backend(argv[++i]);
-    else if (std::strcmp(argv[i], "--hang-rank") == 0 && i + 1 < argc) failing_rank = std::atoi(argv[++i]);
-    else if (std::strcmp(argv[i], "--exit-rank") == 0 && i + 1 < argc) failing_rank = std::atoi(argv[++i]), die = true;
+    if (std::strcmp(argv[i], "--backend") == 0 && i + 1 < argc)
+      backend = parse_backend(argv[++i]);
+    else if (std::strcmp(argv[i], "--hang-rank") == 0 && i + 1 < argc)
+      failing_rank = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--exit-rank") == 0 && i + 1 < argc)
+      failing_rank = std::atoi(argv[++i]), die = true;
     else {
-      std::fprintf(stderr, "usage: %s [gtest flags] [--backend mpi|nccl] [--hang-rank R | --exit-rank R]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [gtest flags] [--backend mpi|nccl] [--hang-rank R | --exit-rank R]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -93,7 +98,8 @@ int main(int argc, char** argv) {
     const double any[1] = {static_cast<double>(failed)};
     const double failures = c.sum_host(any)[0];
     if (c.rank() == 0)
-      std::fprintf(stderr, "%s: %d ranks, %g failed\n", failures > 0 ? "FAILED" : "PASSED", c.size(), failures);
+      std::fprintf(stderr, "%s: %d ranks, %g failed\n", failures > 0 ? "FAILED" : "PASSED", c.size(),
+                   failures);
     test::g_comm.reset();  // before MPI is finalized at exit
     return failures > 0 ? 1 : 0;
   } catch (const std::exception& e) {
