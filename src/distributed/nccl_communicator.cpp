@@ -68,11 +68,13 @@ class NcclCommunicator final : public Communicator {
   }
 
   ~NcclCommunicator() override {
-    if (aborted_ || std::uncaught_exceptions() > 0) {
-      if (!aborted_) ncclCommAbort(comm_);
-    } else {
+    // A clean end finalizes (flushing the communicator's work) within the timeout; anything else aborts.
+    bool clean = !aborted_ && std::uncaught_exceptions() == 0;
+    if (clean) clean = settle(comm_, ncclCommFinalize(comm_), deadline_after(timeout_s())) == ncclSuccess;
+    if (clean)
       ncclCommDestroy(comm_);
-    }
+    else if (!aborted_)
+      ncclCommAbort(comm_);
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
     for (auto& [id, op] : ops_) cudaEventDestroy(op.done);
     cudaFree(scratch_);

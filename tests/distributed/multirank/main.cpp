@@ -65,7 +65,7 @@ Communicator& comm() { return *g_comm; }
 int main(int argc, char** argv) {
   using namespace pt::dist;
   ::testing::InitGoogleTest(&argc, argv);
-  Backend backend = Backend::kMpi;
+  Backend backend = backend_available(Backend::kMpi) ? Backend::kMpi : Backend::kNccl;
   int failing_rank = -1;
   bool die = false;
   for (int i = 1; i < argc; ++i) {
