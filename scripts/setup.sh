@@ -15,6 +15,7 @@ DEB_PACKAGES=(
   libutf8proc-dev              # Unicode NFC normalisation (Qwen2-style tokenizers)
   libxxhash-dev                # checksums of prepared datasets
   libopenblas-dev              # CPU GEMMs
+  libopenmpi-dev openmpi-bin   # data-parallel training on CPUs, and its multi-rank tests (mpirun)
   python3 man-db fortune-mod fortunes wordnet-base   # the default corpus: real text shipped by Debian
 )
 

@@ -1,0 +1,245 @@
+// Data parallelism across the job's ranks against single-process references computed on every rank:
+// bucketed gradient reduction against a plain sum, ZeRO-1 AdamW over shards against full AdamW, ZeRO-1
+// state gathered and loaded at another rank count, and a tiny Llama trained for a few steps on W ranks
+// against the same global steps in one process.
+#include "distributed/data_parallel.h"
+#include "core/device.h"
+#include "distributed/multirank/dist_env.h"
+#include "distributed/step_data.h"
+#include "model/batches.h"
+#include "model/init.h"
+#include "model/llama.h"
+#include "ops/grad_norm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+namespace pt::dist::test {
+namespace {
+
+int W() { return comm().size(); }
+int R() { return comm().rank(); }
+bool on_gpu() { return comm().device() == Device::cuda; }
+
+// Small enough for milliseconds per step; head_dim 64 on cuda, whose attention needs it.
+LlamaConfig tiny_config() {
+  LlamaConfig c;
+  c.vocab_size = 61, c.hidden_size = on_gpu() ? 128 : 32, c.intermediate_size = on_gpu() ? 160 : 48;
+  c.num_hidden_layers = 2, c.num_attention_heads = 2, c.num_key_value_heads = 1;
+  c.head_dim = c.hidden_size / 2;
+  c.validate("test");
+  return c;
+}
+
+// Per-rank gradients of small multiples of 1/64: sums are exact in any order.
+std::vector<float> rank_grads(int64_t n, int64_t padded, int rank, int step) {
+  std::mt19937 rng(static_cast<unsigned>(1000 * step + rank));
+  std::vector<float> g(static_cast<size_t>(padded), 0.0f);
+  for (int64_t i = 0; i < n; ++i) g[i] = float(int(rng() % 33) - 16) / 64.0f;
+  return g;
+}
+
+std::vector<float> summed_grads(int64_t n, int64_t padded, int step) {
+  std::vector<float> sum(static_cast<size_t>(padded), 0.0f);
+  for (int r = 0; r < W(); ++r) {
+    const auto g = rank_grads(n, padded, r, step);
+    for (int64_t i = 0; i < n; ++i) sum[i] += g[i];
+  }
+  return sum;
+}
+
+std::vector<float> zeros(int64_t n) { return std::vector<float>(static_cast<size_t>(n), 0.0f); }
+
+std::vector<float> initial_params(const LlamaConfig& c, int64_t padded) {
+  auto p = init_params(c, 7);
+  p.resize(static_cast<size_t>(padded), 0.0f);
+  return p;
+}
+
+void upload(const Tensor& t, const std::vector<float>& v) {
+  copy_bytes(t.data, t.device == Device::cuda, v.data(), false, v.size() * sizeof(float));
+}
+
+TEST(GradientReducer, BucketsMatchAPlainSum) {
+  const ParameterLayout layout(tiny_config());
+  const int64_t n = layout.total();
+  for (bool scatter : {false, true}) {
+    const ShardLayout shards = make_shard_layout(n, W());
+    const int64_t size = scatter ? shards.padded_total() : n;
+    Buffer<float> grads(rank_grads(n, size, R(), 0));
+    auto buckets = make_buckets(layout.params(), 2000);
+    ASSERT_GT(buckets.size(), 3u);
+    GradientReducer reducer(
+        comm(), grads.t(), buckets,
+        scatter ? GradientReducer::Mode::kReduceScatter : GradientReducer::Mode::kAllReduce, shards);
+    // Backward reports its progress from the end of the layout: the last layer, then the first.
+    reducer.ready_from(layout.layer(1).attn_norm);
+    reducer.ready_from(layout.layer(0).attn_norm);
+    reducer.finish();
+    EXPECT_GE(reducer.started_early(), 2);
+    const auto got = grads.read();
+    const auto want = summed_grads(n, size, 0);
+    const int64_t b = scatter ? shards.begin(R()) : 0, e = scatter ? b + shards.real_count(R()) : n;
+    for (int64_t i = b; i < e; ++i)
+      ASSERT_EQ(got[i], want[i]) << "element " << i << (scatter ? " (ZeRO)" : "");
+  }
+}
+
+// Runs `steps` optimizer steps with the test gradients through a DataParallelOptimizer.
+std::vector<float> run_optimizer(Communicator& c, DataParallelOptimizer& dp, const Tensor& grads, int64_t n,
+                                 int first_step, int steps, double max_norm, std::vector<double>* norms) {
+  const ops::AdamWConfig adamw{1e-2, 0.9, 0.95, 1e-8, 0.1};
+  const int64_t size = grads.numel();
+  for (int s = first_step; s < first_step + steps; ++s) {
+    // A world of one stands in for all ranks: it is given their sum.
+    upload(grads, c.size() == 1 ? summed_grads(n, size, s) : rank_grads(n, size, c.rank(), s));
+    dp.reduce_gradients();
+    const double norm = dp.clip_grad_norm(max_norm);
+    if (norms) norms->push_back(norm);
+    dp.step(adamw, s + 1);
+  }
+  return dp.gather_state().params;
+}
+
+TEST(ZeroOne, ShardedAdamWEqualsFullAdamW) {
+  const LlamaConfig config = tiny_config();
+  const ParameterLayout layout(config);
+  const int64_t n = layout.total();
+  auto local = make_local_communicator(comm().device());
+  for (double max_norm : {1e9, 0.5}) {  // without clipping, then with it
+    Buffer<float> ref_params(initial_params(config, n)), ref_grads(zeros(n));
+    DataParallelOptimizer ref(*local, layout, ref_params.t(), ref_grads.t(), {});
+    std::vector<double> ref_norms, norms;
+    const auto want = run_optimizer(*local, ref, ref_grads.t(), n, 0, 3, max_norm, &ref_norms);
+
+    const int64_t size = DataParallelOptimizer::flat_size(n, W(), true);
+    Buffer<float> params(initial_params(config, size)), grads(zeros(size));
+    DataParallelOptimizer dp(comm(), layout, params.t(), grads.t(), {.zero1 = true, .bucket_bytes = 8192});
+    const auto got = run_optimizer(comm(), dp, grads.t(), n, 0, 3, max_norm, &norms);
+    for (size_t s = 0; s < norms.size(); ++s) EXPECT_NEAR(norms[s], ref_norms[s], 1e-12 * ref_norms[s]);
+    ASSERT_EQ(got.size(), want.size());
+    const bool clipped = max_norm < ref_norms[0];
+    ASSERT_TRUE(clipped || max_norm > 1e8);
+    for (int64_t i = 0; i < n; ++i) {
+      // AdamW is element-wise, so the shards compute exactly what the full update does; the clip factor
+      // comes from a sum of squares in another order, which moves it by an ulp or so.
+      if (clipped)
+        ASSERT_NEAR(got[i], want[i], 1e-6f * (1 + std::abs(want[i]))) << i;
+      else
+        ASSERT_EQ(got[i], want[i]) << i;
+    }
+  }
+}
+
+TEST(ZeroOne, StateLoadsAtAnotherRankCount) {
+  const LlamaConfig config = tiny_config();
+  const ParameterLayout layout(config);
+  const int64_t n = layout.total(), size = DataParallelOptimizer::flat_size(n, W(), true);
+  // Two steps on W ranks with ZeRO-1, then the state moves to one process (and back) for a third.
+  Buffer<float> params(initial_params(config, size)), grads(zeros(size));
+  DataParallelOptimizer dp(comm(), layout, params.t(), grads.t(), {.zero1 = true, .bucket_bytes = 8192});
+  run_optimizer(comm(), dp, grads.t(), n, 0, 2, 1e9, nullptr);
+  const FullState saved = dp.gather_state();
+  ASSERT_EQ(saved.m.size(), size_t(n));
+
+  auto local = make_local_communicator(comm().device());
+  Buffer<float> one_params(zeros(n)), one_grads(zeros(n));
+  DataParallelOptimizer one(*local, layout, one_params.t(), one_grads.t(), {});
+  one.load_state(saved.params, saved.m, saved.v);
+  const auto want = run_optimizer(*local, one, one_grads.t(), n, 2, 1, 1e9, nullptr);
+
+  Buffer<float> params2(zeros(size)), grads2(zeros(size));
+  DataParallelOptimizer dp2(comm(), layout, params2.t(), grads2.t(), {.zero1 = true, .bucket_bytes = 8192});
+  dp2.load_state(saved.params, saved.m, saved.v);
+  const auto got = run_optimizer(comm(), dp2, grads2.t(), n, 2, 1, 1e9, nullptr);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], want[i]) << i;
+  EXPECT_THROW(dp2.load_state(std::vector<float>(10), saved.m, saved.v), Error);
+}
+
+struct TrainLog {
+  std::vector<double> losses, norms;
+  std::vector<float> params;
+  double imbalance = 1;
+};
+
+// A few steps of the trainer's data-parallel loop (data_parallel.h) on a synthetic long-tailed split.
+TrainLog train(Communicator& c, bool zero1, int32_t grad_accum, Strategy strategy, int steps) {
+  const LlamaConfig config = tiny_config();
+  std::vector<int64_t> lengths;
+  std::mt19937 rng(3);
+  for (int i = 0; i < 400; ++i) lengths.push_back(4 + int64_t(rng() % 40) + (i % 37 == 0 ? 150 : 0));
+  const DatasetSplit split = pt::testing::random_split(lengths, config.vocab_size, 5);
+  PackingOptions packing;
+  packing.strategy = strategy, packing.tokens_per_batch = 512, packing.row_len = 256, packing.seed = 11;
+  RankStepStream data(split, packing, grad_accum, c.rank(), c.size());
+
+  const Device device = c.device();
+  LlamaModel model(config, 4096, device, device == Device::cuda ? DType::bf16 : DType::f32);
+  const ParameterLayout& layout = model.layout();
+  const int64_t n = layout.total(), size = DataParallelOptimizer::flat_size(n, c.size(), zero1);
+  Buffer<float> params(initial_params(config, size)), grads(zeros(size));
+  // The model sees the first n elements; the padding only serves the collectives.
+  const Tensor model_params(params.t().data, DType::f32, {n}, device),
+      model_grads(grads.t().data, DType::f32, {n}, device);
+  DataParallelOptimizer dp(c, layout, params.t(), grads.t(), {.zero1 = zero1, .bucket_bytes = 16384});
+  TrainLog log;
+  for (int step = 1; step <= steps; ++step) {
+    const RankStep s = data.next();
+    log.imbalance = std::max(log.imbalance, s.balance.imbalance());
+    double targets = 0;
+    for (const Batch& b : s.micro)
+      for (int32_t t : shifted_targets(b)) targets += t != kIgnoreLabel;
+    const double global_targets = c.sum_host(std::span<const double>(&targets, 1))[0];
+    const double grad_scale = 1.0 / std::max(1.0, global_targets);
+    zero_bytes(grads.t().data, device == Device::cuda, size_t(size) * sizeof(float));
+    model.load_weights(model_params);
+    double loss_sum = 0;
+    for (const Batch& b : s.micro) loss_sum += model.forward_backward(b, model_grads, grad_scale).loss_sum;
+    dp.reduce_gradients();
+    log.norms.push_back(dp.clip_grad_norm(1.0));
+    dp.step({3e-3, 0.9, 0.95, 1e-8, 0.1}, step);
+    log.losses.push_back(c.sum_host(std::span<const double>(&loss_sum, 1))[0] * grad_scale);
+  }
+  log.params = dp.gather_state().params;
+  return log;
+}
+
+// The acceptance test of data parallelism: W ranks reproduce one process on the same global batch (W
+// times its grad_accum), up to floating-point summation order (bf16 rounding on the GPU).
+void expect_reproduces_one_process(bool zero1, Strategy strategy) {
+  const int steps = 4;
+  auto local = make_local_communicator(comm().device());
+  const TrainLog want = train(*local, false, 2 * W(), strategy, steps);
+  const TrainLog got = train(comm(), zero1, 2, strategy, steps);
+  const double tol = on_gpu() ? 2e-3 : 2e-5;
+  for (int s = 0; s < steps; ++s) {
+    EXPECT_NEAR(got.losses[s], want.losses[s], tol * want.losses[s]) << "step " << s + 1;
+    EXPECT_NEAR(got.norms[s], want.norms[s], 10 * tol * want.norms[s]) << "step " << s + 1;
+  }
+  EXPECT_GT(want.losses[0] - want.losses[steps - 1], 0.0) << "the reference does not learn";
+  double max_diff = 0;
+  for (size_t i = 0; i < want.params.size(); ++i)
+    max_diff = std::max(max_diff, double(std::abs(got.params[i] - want.params[i])));
+  EXPECT_LT(max_diff, on_gpu() ? 1e-2 : 1e-4);
+  // Every rank holds the same parameters.
+  double checksum = 0;
+  for (size_t i = 0; i < got.params.size(); ++i) checksum += double(got.params[i]) * double(i % 1013 + 1);
+  const auto all = comm().all_gather_host(std::span<const double>(&checksum, 1));
+  for (double c : all) EXPECT_EQ(c, all[0]);
+  EXPECT_LT(got.imbalance, 1.5);
+}
+
+TEST(DataParallelTraining, ReplicatedReproducesOneProcessFlatten) {
+  expect_reproduces_one_process(false, Strategy::kFlatten);
+}
+TEST(DataParallelTraining, ZeroOneReproducesOneProcessFlatten) {
+  expect_reproduces_one_process(true, Strategy::kFlatten);
+}
+TEST(DataParallelTraining, ZeroOneReproducesOneProcessBfd) {
+  expect_reproduces_one_process(true, Strategy::kBfd);
+}
+
+}  // namespace
+}  // namespace pt::dist::test
