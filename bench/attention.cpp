@@ -2,11 +2,9 @@
 // lengths (lognormal, median 330, max 2048) and on one 8k sequence, at H12 D64 and H16 D128.
 // FLOPs counted: forward 4 D H sum_i L_i (L_i + 1) / 2 (QK^T and PV over the causal pairs, 2 flops per
 // multiply-add); backward 2.5x forward (the usual convention: dQ, dK, dV and the recomputed QK^T, i.e. 5
-// products; the two-pass backward actually computes 7). Times are wall-clock per call: each call ends by
-// reading back the schedule's status word, so it includes launch overhead and one device round trip.
-// Usage: bench_attention [--tokens 32768] [--reps 10] [--lengths-out FILE] [--bwd-variants]
-// The main table times the backward PACKTRAIN_ATTN_BWD selects (unset: onepass). --bwd-variants adds a
-// table timing both backwards (onepass, twopass) on the same batches, with their speed ratio.
+// products, as the backward computes them). Times are wall-clock per call: each call ends by reading back
+// the schedule's status word, so it includes launch overhead and one device round trip.
+// Usage: bench_attention [--tokens 32768] [--reps 10] [--lengths-out FILE]
 // --lengths-out writes the SFT-like lengths (one per line) so bench/peers/attention_torch.py measures torch's
 // FlashAttention-2 on exactly the same batch (bench/attention.sh runs both and prints the ratios).
 #include "ops/attention.h"
@@ -16,7 +14,6 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <numeric>
@@ -57,24 +54,9 @@ double mean_seconds(const std::function<void()>& fn, int reps) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
 }
 
-// Runs `fn` with PACKTRAIN_ATTN_BWD set to `variant`, then restores the variable.
-template <class Fn>
-auto with_backward(const std::string& variant, Fn&& fn) {
-  const char* old = std::getenv("PACKTRAIN_ATTN_BWD");
-  const std::string saved = old ? old : "";
-  setenv("PACKTRAIN_ATTN_BWD", variant.c_str(), 1);
-  auto result = fn();
-  if (old)
-    setenv("PACKTRAIN_ATTN_BWD", saved.c_str(), 1);
-  else
-    unsetenv("PACKTRAIN_ATTN_BWD");
-  return result;
-}
-
-// Prints the main table's row for one batch and shape; with `variant_rows`, appends to it the rows of
-// both backward variants.
+// Prints the table's row for one batch and shape.
 void bench(const std::string& name, const std::vector<int32_t>& lengths, int64_t H, int64_t Hkv, int64_t D,
-           int reps, std::vector<std::string>* variant_rows) {
+           int reps) {
   std::vector<int32_t> cu(lengths.size() + 1, 0);
   std::partial_sum(lengths.begin(), lengths.end(), cu.begin() + 1);
   const int64_t T = cu.back(), S = static_cast<int64_t>(lengths.size());
@@ -104,22 +86,9 @@ void bench(const std::string& name, const std::vector<int32_t>& lengths, int64_t
   const double fwd_flops = 4.0 * double(D) * double(H) * pairs, bwd_flops = 2.5 * fwd_flops;
   const double fwd = mean_seconds([&] { attention_forward(p); }, reps);
   const double bwd = mean_seconds([&] { attention_backward(p, g); }, reps);
-  const std::string shape = fmt::format("T={} S={} H={} Hkv={} D={}", T, S, H, Hkv, D);
-  const char* selected = std::getenv("PACKTRAIN_ATTN_BWD");
-  fmt::print("{:<10} {:<36} {:>8.3f} {:>8.1f} {:>8.3f} {:>8.1f} {:>10.1f} {:>8}\n", name, shape, fwd * 1e3,
-             fwd_flops / fwd / 1e12, bwd * 1e3, bwd_flops / bwd / 1e12,
-             (fwd_flops + bwd_flops) / (fwd + bwd) / 1e12, selected && *selected ? selected : "onepass");
-  if (!variant_rows) return;
-  double seconds[2];
-  const std::string variants[2] = {"onepass", "twopass"};
-  for (int i = 0; i < 2; ++i)
-    seconds[i] =
-        with_backward(variants[i], [&] { return mean_seconds([&] { attention_backward(p, g); }, reps); });
-  for (int i = 0; i < 2; ++i)
-    variant_rows->push_back(
-        fmt::format("{:<8} {:<10} {:<36} {:>8.3f} {:>8.1f} {:>10.1f} {:>8.2f}", variants[i], name, shape,
-                    seconds[i] * 1e3, bwd_flops / seconds[i] / 1e12,
-                    (fwd_flops + bwd_flops) / (fwd + seconds[i]) / 1e12, seconds[1] / seconds[i]));
+  fmt::print("{:<10} {:<36} {:>8.3f} {:>8.1f} {:>8.3f} {:>8.1f} {:>10.1f}\n", name,
+             fmt::format("T={} S={} H={} Hkv={} D={}", T, S, H, Hkv, D), fwd * 1e3, fwd_flops / fwd / 1e12,
+             bwd * 1e3, bwd_flops / bwd / 1e12, (fwd_flops + bwd_flops) / (fwd + bwd) / 1e12);
 }
 
 // SFT-like lengths filling exactly `tokens` (the last example is cut to fit).
@@ -145,8 +114,6 @@ int main(int argc, char** argv) {
   app.add_option("--reps", reps, "timed calls per measurement")->check(CLI::Range(1, 1000));
   std::string lengths_out;
   app.add_option("--lengths-out", lengths_out, "write the SFT-like lengths here, one per line");
-  bool bwd_variants = false;
-  app.add_flag("--bwd-variants", bwd_variants, "also time both backward variants (onepass, twopass)");
   CLI11_PARSE(app, argc, argv);
   if (cuda_device_count() == 0) {
     fmt::print("bench_attention: no CUDA GPU in this {} build; nothing to measure\n",
@@ -154,25 +121,17 @@ int main(int argc, char** argv) {
     return 0;
   }
   fmt::print("device: {}\n", cuda_device_name(0));
-  fmt::print("{:<10} {:<36} {:>8} {:>8} {:>8} {:>8} {:>10} {:>8}\n", "batch", "shape", "fwd ms", "TFLOP/s",
-             "bwd ms", "TFLOP/s", "fwd+bwd TF", "bwd");
+  fmt::print("{:<10} {:<36} {:>8} {:>8} {:>8} {:>8} {:>10}\n", "batch", "shape", "fwd ms", "TFLOP/s",
+             "bwd ms", "TFLOP/s", "fwd+bwd TF");
   const std::vector<int32_t> sft = sft_batch(tokens), one = {8192};
   if (!lengths_out.empty()) {
     std::ofstream out(lengths_out);
     for (int32_t len : sft) out << len << "\n";
   }
-  std::vector<std::string> variant_rows;
-  std::vector<std::string>* rows = bwd_variants ? &variant_rows : nullptr;
   for (const auto& [name, lengths] : {std::pair{"sft-like", sft}, std::pair{"one 8k", one}}) {
-    bench(name, lengths, 12, 12, 64, reps, rows);
-    bench(name, lengths, 16, 16, 128, reps, rows);
-    bench(name, lengths, 16, 4, 128, reps, rows);
-  }
-  if (bwd_variants) {
-    fmt::print("\nbackward variants (fwd+bwd with the forward above; speedup = twopass time / this time)\n");
-    fmt::print("{:<8} {:<10} {:<36} {:>8} {:>8} {:>10} {:>8}\n", "bwd", "batch", "shape", "bwd ms", "TFLOP/s",
-               "fwd+bwd TF", "speedup");
-    for (const std::string& row : variant_rows) fmt::print("{}\n", row);
+    bench(name, lengths, 12, 12, 64, reps);
+    bench(name, lengths, 16, 16, 128, reps);
+    bench(name, lengths, 16, 4, 128, reps);
   }
   return 0;
 }

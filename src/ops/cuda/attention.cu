@@ -1,12 +1,10 @@
 // Host side of the CUDA attention: checks what only this backend requires, carves the per-call scratch
 // (work list, status words, the backward's delta, dQ accumulator and key-tile order) from the shared
 // scratch buffer, launches the schedule and the kernels for the head dim, and turns an inconsistent
-// segment table into a pt::Error. PACKTRAIN_ATTN_BWD=twopass|onepass (default onepass) picks the backward
-// (attention_backward.cu) while both are measured.
+// segment table into a pt::Error.
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <cstdlib>
 #include <string>
 
 #include "ops/cuda/attention.h"
@@ -110,16 +108,6 @@ void run(Call& c, size_t extra_bytes, Launch&& launch) {
       (c.valid ? " with valid length " + std::to_string(real) : std::string()) + "; nothing was written");
 }
 
-// The backward PACKTRAIN_ATTN_BWD asks for.
-attn::Backward backward_variant(const char* op) {
-  const char* env = std::getenv("PACKTRAIN_ATTN_BWD");
-  const std::string name = env ? env : "";
-  if (name.empty() || name == "onepass") return attn::Backward::one_pass;
-  if (name == "twopass") return attn::Backward::two_pass;
-  throw Error(std::string(op) +
-              ": PACKTRAIN_ATTN_BWD must be onepass or twopass (unset means onepass), got '" + name + "'");
-}
-
 }  // namespace
 
 void attention_forward(const AttentionParams& p) {
@@ -134,7 +122,6 @@ void attention_forward(const AttentionParams& p) {
 
 void attention_backward(const AttentionParams& p, const AttentionGrads& g) {
   Call c = prepare("attention_backward", p);
-  const attn::Backward variant = backward_variant(c.op);
   attn::Args& a = c.args;
   a.dout = static_cast<const __nv_bfloat16*>(g.dout.data);
   a.dq = static_cast<__nv_bfloat16*>(g.dq.data);
@@ -143,26 +130,24 @@ void attention_backward(const AttentionParams& p, const AttentionGrads& g) {
   for (const Tensor* t : {&g.dout, &g.dq, &g.dk, &g.dv})
     require(reinterpret_cast<uintptr_t>(t->data) % 16 == 0, c.op,
             "dout, dq, dk and dv must be 16-byte aligned for vector loads");
-  // The one-pass work list holds the schedule items that start a key tile: a bound on their count.
+  // The backward's work list holds the schedule items that start a key tile: a bound on their count.
   const int64_t key_capacity = std::min<int64_t>(
       a.schedule.capacity,
       (int64_t{a.T} + int64_t{c.segments} * (attn::kBackwardKeys - 1)) / attn::kBackwardKeys);
   require(key_capacity * a.Hkv < INT_MAX, c.op, "too many key tiles times kv heads for one grid");
   const size_t rows = static_cast<size_t>(a.T) * a.H;
   const size_t delta_bytes = round_up(sizeof(float) * rows);
-  const size_t accum_bytes =
-      variant == attn::Backward::one_pass ? round_up(sizeof(float) * rows * c.head_dim) : 0;
-  const size_t tiles_bytes =
-      variant == attn::Backward::one_pass ? sizeof(int) * (1 + static_cast<size_t>(key_capacity)) : 0;
+  const size_t accum_bytes = round_up(sizeof(float) * rows * c.head_dim);
+  const size_t tiles_bytes = sizeof(int) * (1 + static_cast<size_t>(key_capacity));
   run(c, delta_bytes + accum_bytes + tiles_bytes, [&](char* extra) {
     a.delta = reinterpret_cast<float*>(extra);
-    const attn::OnePassScratch one_pass{reinterpret_cast<float*>(extra + delta_bytes),
+    const attn::BackwardScratch scratch{reinterpret_cast<float*>(extra + delta_bytes),
                                         reinterpret_cast<int*>(extra + delta_bytes + accum_bytes),
                                         static_cast<int>(key_capacity)};
     if (c.head_dim == 64)
-      attn::launch_backward<64>(a, variant, one_pass, nullptr);
+      attn::launch_backward<64>(a, scratch, nullptr);
     else
-      attn::launch_backward<128>(a, variant, one_pass, nullptr);
+      attn::launch_backward<128>(a, scratch, nullptr);
   });
 }
 

@@ -1,13 +1,11 @@
 // Backward kernels. With P = exp(scale QK^T - lse) recomputed from the forward's lse, dP = dO V^T,
 // delta_i = rowsum(dO_i * O_i) and dS = P * (dP - delta):  dV = P^T dO,  dK = scale dS^T Q,
-// dQ = scale dS K. Two implementations, chosen per call while both are measured (Backward):
-// - two passes, deterministic and free of atomics: one block per (key tile, kv head) sums dK and dV over
-//   all queries of the kv head's query heads (GQA) in registers, and one block per (query tile, head) sums
-//   dQ over the keys. The price is computing QK^T and dO V^T twice (7 tile products instead of 5).
-// - one pass: the (key tile, kv head) block also forms dS K for each query tile it visits and adds it to
-//   an fp32 [T,H,D] accumulator with atomic reductions; a last kernel scales and rounds it to bf16. dK and
-//   dV stay deterministic; dQ's summation order over key tiles is not, so dQ may differ from run to run
-//   in the last bits. Blocks run longest work first (a device-built order of the key tiles).
+// dQ = scale dS K, all in one pass over key tiles (5 tile products per step): one block per (key tile, kv
+// head) sums dK and dV in registers over the queries of the kv head's query heads (GQA), and forms dS K for
+// each query tile it visits, adding it to an fp32 [T,H,D] accumulator with atomic reductions; a last kernel
+// scales and rounds that to bf16. dK and dV are deterministic; dQ's summation order over key tiles is not,
+// so dQ may differ from run to run in the last bits. Blocks run longest work first (a device-built order
+// of the key tiles).
 #include <cmath>
 
 #include "ops/cuda/attention_kernels.h"
@@ -20,7 +18,7 @@ namespace {
 constexpr float kLog2e = 1.4426950408889634f;
 
 // delta[h, i] = sum_d dout[i, h, d] * out[i, h, d], one warp per (token, head); also clears the (token,
-// head) row of dq_accum when there is one.
+// head) row of dq_accum.
 template <int D>
 __global__ void __launch_bounds__(256) delta_kernel(const Args a, float* dq_accum) {
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -38,176 +36,36 @@ __global__ void __launch_bounds__(256) delta_kernel(const Args a, float* dq_accu
   }
   for (int m = 16; m > 0; m /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, m);
   if (lane == 0) a.delta[static_cast<int64_t>(head) * a.T + token] = sum;
-  if (dq_accum) {
-    float4* acc = reinterpret_cast<float4*>(dq_accum + warp * D);
-    for (int c = lane; c < D / 4; c += 32) acc[c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  }
+  float4* acc = reinterpret_cast<float4*>(dq_accum + warp * D);
+  for (int c = lane; c < D / 4; c += 32) acc[c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
-// dQ for kTile queries of one head: the forward's loop over keys, with dS K in place of P V.
-template <int D>
-__global__ void __launch_bounds__(kThreads) dq_kernel(const Args a) {
-  const int item = blockIdx.x;
-  if (item >= *a.schedule.count) return;
-  const int4 seg = a.schedule.items[item];  // {start, real, len, row0}
-  const int64_t start = seg.x;
-  const int real = seg.y, row0 = seg.w, head = blockIdx.y, kv_head = head / (a.H / a.Hkv);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int warp_row0 = row0 + warp * 16;
-  const int warp_rows = min(16, seg.z - warp_row0), warp_real = real - warp_row0;
-  const float scales[2] = {a.scale, a.scale};
-  float dq[D / 8][4] = {};
-  if (row0 >= real) {  // pads only
-    store_rows<D>(a.dq, dq, scales, start + warp_row0, warp_rows, 0, a.H, head);
-    return;
-  }
-
-  extern __shared__ __align__(16) unsigned char smem[];
-  constexpr int kLd = ld<D>();
-  __nv_bfloat16* sq = reinterpret_cast<__nv_bfloat16*>(smem);
-  __nv_bfloat16* sdo = sq + kTile * kLd;
-  __nv_bfloat16* sk = sdo + kTile * kLd;
-  __nv_bfloat16* sv = sk + kTile * kLd;
-  load_tile_async<D>(sq, a.q, start, row0, real, a.H, head);
-  load_tile_async<D>(sdo, a.dout, start, row0, real, a.H, head);
-  cp_async_commit();
-
-  const float scale_log2 = a.scale * kLog2e;
-  float lse_log2[2], delta[2];
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int i = warp_row0 + g + 8 * half;
-    const int64_t at = static_cast<int64_t>(head) * a.T + start + min(i, real - 1);
-    lse_log2[half] = a.lse[at] * kLog2e;
-    delta[half] = a.delta[at];
-  }
-  const int key_end = min(real, row0 + kTile);
-  for (int key0 = 0; key0 < key_end; key0 += kTile) {
-    __syncthreads();
-    load_tile_async<D>(sk, a.k, start, key0, real, a.Hkv, kv_head);
-    load_tile_async<D>(sv, a.v, start, key0, real, a.Hkv, kv_head);
-    cp_async_commit();
-    cp_async_wait<0>();
-    __syncthreads();
-
-    float s[kTile / 8][4] = {}, dp[kTile / 8][4] = {};
-    gemm_abt<kTile / 8, D>(s, sq + warp * 16 * kLd, sk, kLd, kLd);
-    gemm_abt<kTile / 8, D>(dp, sdo + warp * 16 * kLd, sv, kLd, kLd);
-#pragma unroll
-    for (int n = 0; n < kTile / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int i = warp_row0 + g + 8 * (e / 2), j = key0 + 8 * n + 2 * t + e % 2;
-        const float p = (j > i || i >= real) ? 0.0f : exp2f(fmaf(s[n][e], scale_log2, -lse_log2[e / 2]));
-        s[n][e] = p * (dp[n][e] - delta[e / 2]);  // dS
-      }
-    uint32_t ds[kTile / 16][4];
-    to_a_fragments<kTile>(ds, s);
-    gemm_rb<D / 8, kTile>(dq, ds, sk, kLd);
-  }
-  store_rows<D>(a.dq, dq, scales, start + warp_row0, warp_rows, warp_real, a.H, head);
-}
-
-// dK and dV for kTile keys of one kv head. Warps own key rows, so the products are computed transposed:
-// S^T = K Q^T and dP^T = V dO^T, then dV += P^T dO and dK += dS^T Q over the query tiles at or after the
-// key tile, for each query head of the group.
-template <int D>
-__global__ void __launch_bounds__(kThreads) dkdv_kernel(const Args a) {
-  const int item = blockIdx.x;
-  if (item >= *a.schedule.count) return;
-  const int4 seg = a.schedule.items[item];  // {start, real, len, key0}
-  const int64_t start = seg.x;
-  const int real = seg.y, key0 = seg.w, kv_head = blockIdx.y, group = a.H / a.Hkv;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int warp_key0 = key0 + warp * 16;
-  const int warp_keys = min(16, seg.z - warp_key0), warp_real = real - warp_key0;
-  const float dk_scales[2] = {a.scale, a.scale}, dv_scales[2] = {1.0f, 1.0f};
-  float dk[D / 8][4] = {}, dv[D / 8][4] = {};
-  if (key0 < real) {
-    extern __shared__ __align__(16) unsigned char smem[];
-    constexpr int kLd = ld<D>();
-    __nv_bfloat16* sk = reinterpret_cast<__nv_bfloat16*>(smem);
-    __nv_bfloat16* sv = sk + kTile * kLd;
-    __nv_bfloat16* sq = sv + kTile * kLd;
-    __nv_bfloat16* sdo = sq + kTile * kLd;
-    float* slse = reinterpret_cast<float*>(sdo + kTile * kLd);  // lse * log2(e) of the query tile
-    float* sdelta = slse + kTile;
-    load_tile_async<D>(sk, a.k, start, key0, real, a.Hkv, kv_head);
-    load_tile_async<D>(sv, a.v, start, key0, real, a.Hkv, kv_head);
-    cp_async_commit();
-
-    const float scale_log2 = a.scale * kLog2e;
-    for (int head = kv_head * group; head < (kv_head + 1) * group; ++head) {
-      for (int row0 = key0; row0 < real; row0 += kTile) {  // causal: queries at or after the keys
-        __syncthreads();
-        load_tile_async<D>(sq, a.q, start, row0, real, a.H, head);
-        load_tile_async<D>(sdo, a.dout, start, row0, real, a.H, head);
-        cp_async_commit();
-        if (threadIdx.x < kTile) {
-          const int i = row0 + static_cast<int>(threadIdx.x);
-          const int64_t at = static_cast<int64_t>(head) * a.T + start + min(i, real - 1);
-          slse[threadIdx.x] = a.lse[at] * kLog2e;
-          sdelta[threadIdx.x] = a.delta[at];
-        }
-        cp_async_wait<0>();
-        __syncthreads();
-
-        float st[kTile / 8][4] = {};
-        gemm_abt<kTile / 8, D>(st, sk + warp * 16 * kLd, sq, kLd, kLd);
-        const bool edge = row0 < warp_key0 + 16 || row0 + kTile > real;  // diagonal or segment end
-#pragma unroll
-        for (int n = 0; n < kTile / 8; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int j = warp_key0 + g + 8 * (e / 2), c = 8 * n + 2 * t + e % 2, i = row0 + c;
-            const bool masked = edge && (j > i || i >= real || j >= real);
-            st[n][e] = masked ? 0.0f : exp2f(fmaf(st[n][e], scale_log2, -slse[c]));  // P^T
-          }
-        uint32_t frag[kTile / 16][4];
-        to_a_fragments<kTile>(frag, st);
-        gemm_rb<D / 8, kTile>(dv, frag, sdo, kLd);
-
-        float dpt[kTile / 8][4] = {};
-        gemm_abt<kTile / 8, D>(dpt, sv + warp * 16 * kLd, sdo, kLd, kLd);
-#pragma unroll
-        for (int n = 0; n < kTile / 8; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) st[n][e] *= dpt[n][e] - sdelta[8 * n + 2 * t + e % 2];  // dS^T
-        to_a_fragments<kTile>(frag, st);
-        gemm_rb<D / 8, kTile>(dk, frag, sq, kLd);
-      }
-    }
-  }
-  store_rows<D>(a.dk, dk, dk_scales, start + warp_key0, warp_keys, warp_real, a.Hkv, kv_head);
-  store_rows<D>(a.dv, dv, dv_scales, start + warp_key0, warp_keys, warp_real, a.Hkv, kv_head);
-}
-
-// The one-pass block: kBackwardKeys keys (16 per warp) of one kv head against every query tile of kRows
-// rows at or after them, for each query head of the group. Per step (query tile, head), warps own their
-// 16 keys as in dkdv_kernel: S^T = K Q^T, P^T, dV += P^T dO, dP^T = V dO^T, dS^T, dK += dS^T Q (in
+// The block: kBackwardKeys keys (16 per warp) of one kv head against every query tile of kRows rows at or
+// after them, for each query head of the group. Per step (query tile, head), warps own their 16 keys, so
+// the products are computed transposed: S^T = K Q^T, P^T, dV += P^T dO, dP^T = V dO^T, dS^T, dK += dS^T Q (in
 // kSubRows-query passes); dS^T then goes to shared memory, and after a barrier the warps split the tile's
 // dQ = dS K (16 queries x kDqCols columns each) and add it to dq_accum. Q, dO, lse and delta of the next
 // step load (cp.async) during this one.
-constexpr int kOnePassWarps = kBackwardKeys / 16;
-constexpr int kOnePassThreads = 32 * kOnePassWarps;
+constexpr int kBackwardWarps = kBackwardKeys / 16;
+constexpr int kBackwardThreads = 32 * kBackwardWarps;
 
 template <int D>
-struct OnePassShape {
+struct BackwardShape {
   static constexpr int kRows = 64;  // queries per step
   // Queries per S^T .. dK pass within a step: fewer accumulators beside dK and dV (D128 would spill) at the
   // price of loading K's and V's fragments once per pass.
   static constexpr int kSubRows = D == 128 ? 32 : 64;
   static constexpr int kLd = ld<D>(), kLdS = kRows + 8;  // row pitches of the K/V/Q/dO tiles and of dS^T
-  static constexpr int kQGroups = kRows / 16, kDqParts = kOnePassWarps / kQGroups, kDqCols = D / kDqParts;
+  static constexpr int kQGroups = kRows / 16, kDqParts = kBackwardWarps / kQGroups, kDqCols = D / kDqParts;
   static constexpr int kSmem =
       (2 * kBackwardKeys * kLd + 4 * kRows * kLd + kBackwardKeys * kLdS) * 2 + 4 * kRows * 4;
-  static_assert(kOnePassWarps % kQGroups == 0 && kDqCols % 16 == 0 && 2 * kRows <= kOnePassThreads);
+  static_assert(kBackwardWarps % kQGroups == 0 && kDqCols % 16 == 0 && 2 * kRows <= kBackwardThreads);
 };
 
 template <int D>
-__global__ void __launch_bounds__(kOnePassThreads, 1)
-    onepass_kernel(const Args a, const OnePassScratch scratch) {
-  using Shape = OnePassShape<D>;
+__global__ void __launch_bounds__(kBackwardThreads, 1)
+    backward_kernel(const Args a, const BackwardScratch scratch) {
+  using Shape = BackwardShape<D>;
   constexpr int kRows = Shape::kRows, kSubRows = Shape::kSubRows, kLd = Shape::kLd, kLdS = Shape::kLdS;
   const int block = static_cast<int>(blockIdx.x), slot = block / a.Hkv, kv_head = block % a.Hkv;
   if (slot >= scratch.key_tiles[0]) return;
@@ -226,8 +84,8 @@ __global__ void __launch_bounds__(kOnePassThreads, 1)
     __nv_bfloat16* sds = sdo + 2 * kRows * kLd;                          // dS^T: kBackwardKeys x kRows
     float* slse = reinterpret_cast<float*>(sds + kBackwardKeys * kLdS);  // two buffers each of lse, delta
     float* sdelta = slse + 2 * kRows;
-    load_tile_async<D, kBackwardKeys, kOnePassThreads>(sk, a.k, start, key0, real, a.Hkv, kv_head);
-    load_tile_async<D, kBackwardKeys, kOnePassThreads>(sv, a.v, start, key0, real, a.Hkv, kv_head);
+    load_tile_async<D, kBackwardKeys, kBackwardThreads>(sk, a.k, start, key0, real, a.Hkv, kv_head);
+    load_tile_async<D, kBackwardKeys, kBackwardThreads>(sv, a.v, start, key0, real, a.Hkv, kv_head);
     cp_async_commit();
 
     // Steps run over the query tiles at or after the keys (causal), head by head.
@@ -235,9 +93,9 @@ __global__ void __launch_bounds__(kOnePassThreads, 1)
     auto load_step = [&](int step) {
       const int buf = step & 1, head = kv_head * group + step / row_tiles;
       const int row0 = key0 + step % row_tiles * kRows;
-      load_tile_async<D, kRows, kOnePassThreads>(sq + buf * kRows * kLd, a.q, start, row0, real, a.H, head);
-      load_tile_async<D, kRows, kOnePassThreads>(sdo + buf * kRows * kLd, a.dout, start, row0, real, a.H,
-                                                 head);
+      load_tile_async<D, kRows, kBackwardThreads>(sq + buf * kRows * kLd, a.q, start, row0, real, a.H, head);
+      load_tile_async<D, kRows, kBackwardThreads>(sdo + buf * kRows * kLd, a.dout, start, row0, real, a.H,
+                                                  head);
       if (threadIdx.x < 2 * kRows) {  // lse by the first kRows threads, delta by the next
         const bool is_lse = threadIdx.x < kRows;
         const int r = threadIdx.x % kRows, i = row0 + r;
@@ -317,7 +175,7 @@ __global__ void __launch_bounds__(kOnePassThreads, 1)
       // (key <= query), all of them rows of warps that took part above.
       const int q0 = row0 + 16 * (warp % Shape::kQGroups), col0 = warp / Shape::kQGroups * Shape::kDqCols;
       if (q0 < real) {
-        const int chunks = min(kOnePassWarps, (q0 - key0) / 16 + 1);
+        const int chunks = min(kBackwardWarps, (q0 - key0) / 16 + 1);
         float acc[Shape::kDqCols / 8][4] = {};
         for (int kk = 0; kk < chunks; ++kk) {
           uint32_t ds[4];  // A = dS, read transposed from dS^T
@@ -348,13 +206,13 @@ __global__ void __launch_bounds__(kOnePassThreads, 1)
   store_rows<D>(a.dv, dv, dv_scales, start + warp_key0, warp_keys, warp_real, a.Hkv, kv_head);
 }
 
-// The one-pass work list: the schedule items that start a key tile, by decreasing number of query tiles
+// The backward's work list: the schedule items that start a key tile, by decreasing number of query tiles
 // after them (a counting sort; tiles with kOrderBuckets - 1 or more share the top bucket), so the largest
 // blocks start first and short ones fill the gaps at the end. key_tiles[0] gets their count.
 constexpr int kOrderThreads = 1024, kOrderBuckets = 1024;
 
 template <int kRows>
-__global__ void __launch_bounds__(kOrderThreads) order_kernel(const Args a, const OnePassScratch scratch) {
+__global__ void __launch_bounds__(kOrderThreads) order_kernel(const Args a, const BackwardScratch scratch) {
   __shared__ int next[kOrderBuckets];  // per bucket: its count, then the next free position
   __shared__ int warp_sums[kOrderThreads / 32];
   static_assert(kOrderBuckets == kOrderThreads);
@@ -411,43 +269,25 @@ __global__ void __launch_bounds__(256)
                                                    pack_bf16(y.x * s, y.y * s), pack_bf16(y.z * s, y.w * s));
 }
 
-template <class Kernel>
-void allow_smem(Kernel kernel, int bytes) {
-  // A failure resurfaces as the launch error, which the caller checks.
-  (void)cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-}
-
 }  // namespace
 
 template <int D>
-void launch_backward(const Args& a, Backward variant, const OnePassScratch& one_pass, cudaStream_t stream) {
+void launch_backward(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
   const int64_t rows = static_cast<int64_t>(a.T) * a.H;
-  const bool is_one_pass = variant == Backward::one_pass;
-  delta_kernel<D><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(
-      a, is_one_pass ? one_pass.dq_accum : nullptr);
-
-  if (is_one_pass) {
-    constexpr int kSmem = OnePassShape<D>::kSmem;
-    static const bool configured = (allow_smem(onepass_kernel<D>, kSmem), true);
-    (void)configured;
-    order_kernel<OnePassShape<D>::kRows><<<1, kOrderThreads, 0, stream>>>(a, one_pass);
-    const unsigned blocks = static_cast<unsigned>(one_pass.key_capacity) * static_cast<unsigned>(a.Hkv);
-    onepass_kernel<D><<<blocks, kOnePassThreads, kSmem, stream>>>(a, one_pass);
-    const int64_t elements = rows * D;
-    dq_convert_kernel<<<static_cast<unsigned>((elements / 8 + 255) / 256), 256, 0, stream>>>(
-        a, one_pass.dq_accum, elements);
-    return;
-  }
-  constexpr int kDqSmem = 4 * kTile * ld<D>() * 2;
-  constexpr int kDkdvSmem = 4 * kTile * ld<D>() * 2 + 2 * kTile * 4;
-  static const bool configured =
-      (allow_smem(dq_kernel<D>, kDqSmem), allow_smem(dkdv_kernel<D>, kDkdvSmem), true);
-  (void)configured;
-  dkdv_kernel<D><<<dim3(a.schedule.capacity, a.Hkv), kThreads, kDkdvSmem, stream>>>(a);
-  dq_kernel<D><<<dim3(a.schedule.capacity, a.H), kThreads, kDqSmem, stream>>>(a);
+  delta_kernel<D><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(a, scratch.dq_accum);
+  constexpr int kSmem = BackwardShape<D>::kSmem;
+  static const cudaError_t configured =
+      cudaFuncSetAttribute(backward_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  (void)configured;  // a failure resurfaces as the launch error, which the caller checks
+  order_kernel<BackwardShape<D>::kRows><<<1, kOrderThreads, 0, stream>>>(a, scratch);
+  const unsigned blocks = static_cast<unsigned>(scratch.key_capacity) * static_cast<unsigned>(a.Hkv);
+  backward_kernel<D><<<blocks, kBackwardThreads, kSmem, stream>>>(a, scratch);
+  const int64_t elements = rows * D;
+  dq_convert_kernel<<<static_cast<unsigned>((elements / 8 + 255) / 256), 256, 0, stream>>>(
+      a, scratch.dq_accum, elements);
 }
 
-template void launch_backward<64>(const Args&, Backward, const OnePassScratch&, cudaStream_t);
-template void launch_backward<128>(const Args&, Backward, const OnePassScratch&, cudaStream_t);
+template void launch_backward<64>(const Args&, const BackwardScratch&, cudaStream_t);
+template void launch_backward<128>(const Args&, const BackwardScratch&, cudaStream_t);
 
 }  // namespace pt::ops::cuda::attn

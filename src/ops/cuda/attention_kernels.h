@@ -41,23 +41,18 @@ void launch_schedule(const int32_t* cu_seqlens, const int32_t* valid_lens, int s
 template <int D>
 void launch_forward(const Args& a, cudaStream_t stream);
 
-// The backward's two implementations, chosen per call (PACKTRAIN_ATTN_BWD) while both are measured:
-// two passes (a dK/dV kernel and a dQ kernel, deterministic) or one pass over key tiles that sums dQ with
-// atomics (needs OnePassScratch).
-enum class Backward { two_pass, one_pass };
-
-// Keys per block of the one-pass backward. Its work list holds the schedule items that start such a tile,
-// at most min(schedule capacity, (T + S (kBackwardKeys-1)) / kBackwardKeys) of them.
+// Keys per block of the backward. Its work list holds the schedule items that start such a tile, at most
+// min(schedule capacity, (T + S (kBackwardKeys-1)) / kBackwardKeys) of them.
 constexpr int kBackwardKeys = 128;
 
-struct OnePassScratch {
+struct BackwardScratch {
   float* dq_accum;   // [T,H,D]: dq / scale, summed by atomics
   int* key_tiles;    // [1 + key_capacity]: a count, then that many schedule item indices
   int key_capacity;  // the bound above
 };
 
-// `one_pass` is used only by Backward::one_pass.
+// One pass over key tiles: dK and dV per block, dQ summed by atomics in scratch.dq_accum.
 template <int D>
-void launch_backward(const Args& a, Backward variant, const OnePassScratch& one_pass, cudaStream_t stream);
+void launch_backward(const Args& a, const BackwardScratch& scratch, cudaStream_t stream);
 
 }  // namespace pt::ops::cuda::attn

@@ -17,7 +17,7 @@
 
 namespace pt::ops::cuda::attn {
 
-constexpr int kTile = 64;  // query rows per forward/dq block, key rows per dk/dv block, and their step
+constexpr int kTile = 64;  // rows per schedule item: query rows per forward block, and its key step
 constexpr int kWarps = 4;  // each warp owns 16 of the tile's 64 rows
 constexpr int kThreads = 32 * kWarps;
 

@@ -1,8 +1,7 @@
 // The CUDA attention (bf16 in and out, fp32 lse) against the CPU reference run in fp32 on the same
 // bf16-rounded inputs, over length mixes that stress the tile schedule: 1-token examples, long examples,
-// hundreds of short ones, lengths off every tile multiple, SFT-like mixes and padded segments. Every case
-// runs once per backward implementation (PACKTRAIN_ATTN_BWD=onepass|twopass). Outputs are poisoned with
-// NaN bytes first and fenced by guard regions that must stay untouched.
+// hundreds of short ones, lengths off every tile multiple, SFT-like mixes and padded segments. Outputs are
+// poisoned with NaN bytes first and fenced by guard regions that must stay untouched.
 #include "ops/attention.h"
 
 #include <fmt/format.h>
@@ -10,14 +9,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <numeric>
-#include <optional>
 #include <ostream>
 #include <random>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "core/device.h"
@@ -128,27 +124,6 @@ class Comparison {
   const std::vector<int32_t>& cu_;
 };
 
-// Sets an environment variable for the scope and restores the previous value (or its absence) after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      setenv(name_, old_->c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 // A case's inputs (bf16 bits) and the CPU reference's results on them (fp32 from the same rounded values).
 struct Problem {
   std::vector<int32_t> cu;
@@ -186,19 +161,6 @@ Problem make_problem(const Case& c) {
   attention_backward(cpu, {Tensor::of(fdout.data(), {T, H, D}), Tensor::of(r.dq.data(), {T, H, D}),
                            Tensor::of(r.dk.data(), {T, Hkv, D}), Tensor::of(r.dv.data(), {T, Hkv, D})});
   return r;
-}
-
-// The case's problem. The reference is the slow part, and each case runs once per backward variant in a
-// row, so the last one is kept.
-const Problem& problem_for(const Case& c) {
-  static std::string name;
-  static Problem problem;
-  if (name != c.name) {
-    name.clear();
-    problem = make_problem(c);
-    name = c.name;
-  }
-  return problem;
 }
 
 // The CUDA forward and backward of a problem, each output between guard regions.
@@ -249,9 +211,7 @@ struct CudaRun {
   AttentionGrads grads;
 };
 
-using Param = std::tuple<Case, std::string>;  // the case and PACKTRAIN_ATTN_BWD
-
-class CudaAttention : public ::testing::TestWithParam<Param> {
+class CudaAttention : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
     if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA GPU";
@@ -259,9 +219,8 @@ class CudaAttention : public ::testing::TestWithParam<Param> {
 };
 
 TEST_P(CudaAttention, MatchesCpuReference) {
-  const auto& [c, variant] = GetParam();
-  const ScopedEnv backward("PACKTRAIN_ATTN_BWD", variant);
-  const Problem& ref = problem_for(c);
+  const Case& c = GetParam();
+  const Problem ref = make_problem(c);
   const CudaRun run(c, ref);
   const int64_t H = c.H, Hkv = c.Hkv, D = c.D;
   const Comparison cmp(ref.cu);
@@ -310,19 +269,13 @@ const Case kCases[] = {
     {"PaddedD128", {100, 64, 37, 200, 5, 130}, 12, 12, 128, {1, 63, 36, 200, 0, 129}},
 };
 
-INSTANTIATE_TEST_SUITE_P(Mixes, CudaAttention,
-                         ::testing::Combine(::testing::ValuesIn(kCases),
-                                            ::testing::Values(std::string("onepass"),
-                                                              std::string("twopass"))),
-                         [](const ::testing::TestParamInfo<Param>& test) {
-                           return std::get<0>(test.param).name + "_" + std::get<1>(test.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(Mixes, CudaAttention, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<Case>& test) { return test.param.name; });
 
-// The one-pass backward sums dQ with atomics in no fixed order, but dK and dV come from one block each:
-// two runs must agree on them bit for bit, and on dQ up to rounding.
-TEST(CudaAttentionOnePass, DkDvRepeatBitwiseAndDqUpToRounding) {
+// The backward sums dQ with atomics in no fixed order, but dK and dV come from one block each: two runs
+// must agree on them bit for bit, and on dQ up to rounding.
+TEST(CudaAttentionRepeat, DkDvBitwiseAndDqUpToRounding) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA GPU";
-  const ScopedEnv backward("PACKTRAIN_ATTN_BWD", "onepass");
   const Case c{"Repeat", sft_lengths(16, 12), 16, 4, 128};
   const Problem ref = make_problem(c);
   const CudaRun first(c, ref), second(c, ref);
@@ -362,23 +315,6 @@ TEST_F(CudaAttentionErrors, RejectsF32AndBadSegmentTables) {
     ADD_FAILURE() << "a cu_seqlens that ends short of T was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cu_seqlens"), std::string::npos) << e.what();
-  }
-}
-
-TEST_F(CudaAttentionErrors, RejectsUnknownBackwardVariant) {
-  const Case c{"Tiny", {5, 70}, 4, 2, 64};
-  const Problem ref = make_problem(c);
-  std::optional<CudaRun> run;
-  {
-    const ScopedEnv backward("PACKTRAIN_ATTN_BWD", "onepass");
-    run.emplace(c, ref);
-  }
-  const ScopedEnv backward("PACKTRAIN_ATTN_BWD", "threepass");
-  try {
-    attention_backward(run->params, run->grads);
-    ADD_FAILURE() << "PACKTRAIN_ATTN_BWD=threepass was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("PACKTRAIN_ATTN_BWD"), std::string::npos) << e.what();
   }
 }
 
