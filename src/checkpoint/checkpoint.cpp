@@ -113,6 +113,7 @@ std::string save_training_checkpoint(const std::string& root, const LlamaConfig&
              {"batches_in_epoch", state.batches_in_epoch},
              {"seed", state.seed},
              {"tokens_seen", state.tokens_seen}};
+  if (state.position) st["position"] = *state.position;
   write_file_atomic((tmp_dir / "trainer_state.json").string(), st.dump(2) + "\n");
   fsync_dir(tmp_dir);
   fs::remove_all(final_dir);  // a checkpoint of this step from an earlier, abandoned run
@@ -157,9 +158,13 @@ TrainingCheckpoint load_training_checkpoint(const std::string& dir) {
   auto state_path = (fs::path(dir) / "trainer_state.json").string();
   try {
     auto st = json::parse(read_file(state_path));
-    ck.state = {st.at("step").get<int64_t>(), st.at("epoch").get<int64_t>(),
-                st.at("batches_in_epoch").get<int64_t>(), st.at("seed").get<uint64_t>(),
-                st.at("tokens_seen").get<int64_t>()};
+    ck.state = {st.at("step").get<int64_t>(),
+                st.at("epoch").get<int64_t>(),
+                st.at("batches_in_epoch").get<int64_t>(),
+                st.at("seed").get<uint64_t>(),
+                st.at("tokens_seen").get<int64_t>(),
+                std::nullopt};
+    if (st.contains("position")) ck.state.position = st.at("position").get<int64_t>();
   } catch (const json::exception& e) {
     fail("{}: malformed trainer state ({}); the checkpoint is damaged, resume from an earlier one",
          state_path, e.what());

@@ -37,9 +37,12 @@ ModelWeights load_model_dir(const std::string& dir);
 struct TrainerState {
   int64_t step = 0;              // optimizer steps done
   int64_t epoch = 0;             // data position: epoch ...
-  int64_t batches_in_epoch = 0;  // ... and micro-batches of it consumed
+  int64_t batches_in_epoch = 0;  // ... and micro-batches of it consumed (single-process batch stream)
   uint64_t seed = 0;
   int64_t tokens_seen = 0;
+  // A data-parallel run's position instead: examples of the epoch's order consumed (dist::RankStepStream),
+  // which any number of ranks resumes from. Absent in single-process checkpoints (and older ones).
+  std::optional<int64_t> position;
 };
 
 struct TrainingCheckpoint {

@@ -80,6 +80,24 @@ void register_train(CLI::App& app) {
       cmd->add_flag("--dense-dw", tc->sparsity.dense_dw,
                     "Weight gradients from the dense output gradient instead of its MVUE pruning");
   dense_dw->needs(sparse)->group("2:4 sparsity");
+  // Data parallelism (docs/distributed.md): launch one process per rank with mpirun, srun or RANK/WORLD_SIZE.
+  auto backend = std::make_shared<std::string>("auto");
+  cmd->add_option(
+         "--dist-backend", *backend,
+         "auto (one process: local; several: nccl on cuda, mpi on cpu), local, mpi or nccl; naming mpi "
+         "or nccl trains data-parallel even on one rank")
+      ->check(CLI::IsMember({"auto", "local", "mpi", "nccl"}))
+      ->capture_default_str()
+      ->group("Data parallelism");
+  cmd->add_flag("--zero1", tc->dist.zero1, "Shard the AdamW moments across ranks (ZeRO-1)")
+      ->group("Data parallelism");
+  cmd->add_option("--dist-timeout", tc->dist.timeout_s,
+                  "Seconds one collective may wait for the other ranks before the job is aborted")
+      ->capture_default_str()
+      ->group("Data parallelism");
+  cmd->add_option("--bucket-mb", tc->dist.bucket_mb, "Gradient reduction bucket size in MiB")
+      ->capture_default_str()
+      ->group("Data parallelism");
   cmd->callback([=] {
     TrainConfig c = *tc;
     parse_sparse_layers(*sparse_layers, c.sparsity);
@@ -87,6 +105,7 @@ void register_train(CLI::App& app) {
     if (c.packing.examples_per_batch == 0 && c.packing.tokens_per_batch == 0)
       c.packing.examples_per_batch = 16;
     c.resume = !*no_resume;
+    c.dist.backend = dist::parse_backend(*backend);
     ops::set_cpu_threads(*threads);
     train(c);
   });

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <string>
 
 namespace pt {
 
@@ -35,11 +36,17 @@ void MetricsLog::append(const std::string& line) {
 }
 
 void MetricsLog::step(const StepMetrics& m) {
+  const std::string ranks =
+      m.world_size == 1
+          ? std::string()
+          : fmt::format(" | {} ranks {:.0f}-{:.0f} tok/s each | comm {:.3f}s | imbalance {:.3f}",
+                        m.world_size, m.min_rank_tokens_per_s, m.max_rank_tokens_per_s, m.comm_wait_s,
+                        m.token_imbalance);
   log_info(
       "step {:>6}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | pad {:.1f}% | "
-      "MFU {:.1f}% | mem {:.2f} GiB | ETA {}",
+      "MFU {:.1f}% | mem {:.2f} GiB | ETA {}{}",
       m.step, m.total_steps, m.loss, m.lr, m.grad_norm, m.real_tokens_per_s, m.padding_pct, m.mfu_pct,
-      m.peak_memory_gib, eta_str(m.eta_s));
+      m.peak_memory_gib, eta_str(m.eta_s), ranks);
   nlohmann::json j = {{"type", "train"},
                       {"step", m.step},
                       {"loss", m.loss},
@@ -50,7 +57,12 @@ void MetricsLog::step(const StepMetrics& m) {
                       {"mfu_pct", m.mfu_pct},
                       {"peak_memory_gib", m.peak_memory_gib},
                       {"tokens_seen", m.tokens_seen},
-                      {"elapsed_s", m.elapsed_s}};
+                      {"elapsed_s", m.elapsed_s},
+                      {"world_size", m.world_size},
+                      {"min_rank_tokens_per_s", m.min_rank_tokens_per_s},
+                      {"max_rank_tokens_per_s", m.max_rank_tokens_per_s},
+                      {"comm_wait_s", m.comm_wait_s},
+                      {"token_imbalance", m.token_imbalance}};
   append(j.dump());
 }
 

@@ -12,9 +12,14 @@ namespace pt {
 struct StepMetrics {
   int64_t step = 0, total_steps = 0;
   double loss = 0, lr = 0, grad_norm = 0;
-  double real_tokens_per_s = 0, padding_pct = 0, mfu_pct = 0;
+  double real_tokens_per_s = 0, padding_pct = 0, mfu_pct = 0;  // of all ranks together
   double peak_memory_gib = 0, eta_s = 0, elapsed_s = 0;
   int64_t tokens_seen = 0;
+  // Data parallelism (dist::StepStats): the slowest and fastest rank's real tokens/s, the longest time a
+  // rank spent blocked in collectives during the step, and max / mean real tokens per rank.
+  int world_size = 1;
+  double min_rank_tokens_per_s = 0, max_rank_tokens_per_s = 0;
+  double comm_wait_s = 0, token_imbalance = 1;
 };
 
 class MetricsLog {

@@ -8,10 +8,11 @@
 #include "core/host.h"
 #include "core/log.h"
 #include "data/batch_stream.h"
+#include "distributed/data_parallel.h"
+#include "distributed/step_data.h"
 #include "model/flops.h"
 #include "model/init.h"
 #include "model/llama.h"
-#include "ops/grad_norm.h"
 #include "train/evaluate.h"
 #include "train/metrics.h"
 
@@ -28,37 +29,31 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Master weights, gradients and AdamW moments: four flat fp32 buffers in ParameterLayout order, on the
-// training device.
-struct OptimizerState {
+// Master weights and gradients: two flat fp32 buffers in ParameterLayout order on the training device,
+// padded to the ZeRO-1 shards (the padding stays zero); the model reads the first layout.total() elements.
+// The AdamW moments live in the data-parallel optimizer.
+struct FlatBuffers {
   Arena arena;
-  Tensor params, grads, m, v;
-  std::vector<ops::AdamWTensor> per_param;  // views of the four buffers, one entry per named parameter
-  std::vector<Tensor> grad_views;
+  Tensor params, grads;            // flat_size elements
+  Tensor params_view, grads_view;  // layout.total() elements
 
-  OptimizerState(const ParameterLayout& layout, Device device) : arena(device) {
-    const int64_t n = layout.total();
-    int hp = arena.reserve(DType::f32, {n}), hg = arena.reserve(DType::f32, {n});
-    int hm = arena.reserve(DType::f32, {n}), hv = arena.reserve(DType::f32, {n});
+  FlatBuffers(int64_t total, int64_t flat_size, Device device) : arena(device) {
+    const int hp = arena.reserve(DType::f32, {flat_size}), hg = arena.reserve(DType::f32, {flat_size});
     arena.allocate();
-    params = arena.view(hp), grads = arena.view(hg), m = arena.view(hm), v = arena.view(hv);
-    for (const auto& p : layout.params()) {
-      auto at = [&](const Tensor& t) {
-        return Tensor(t.ptr<float>() + p.offset, DType::f32, {p.numel}, device);
-      };
-      per_param.push_back({at(params), at(grads), at(m), at(v), p.weight_decay});
-      grad_views.push_back(at(grads));
-    }
+    params = arena.view(hp), grads = arena.view(hg);
+    zero_bytes(params.data, on_gpu(), static_cast<size_t>(params.bytes()));
+    params_view = Tensor(params.data, DType::f32, {total}, device);
+    grads_view = Tensor(grads.data, DType::f32, {total}, device);
   }
   bool on_gpu() const { return arena.device() == Device::cuda; }
-  std::vector<float> to_host(const Tensor& t) const {
-    std::vector<float> out(static_cast<size_t>(t.numel()));
-    copy_bytes(out.data(), false, t.data, on_gpu(), out.size() * sizeof(float));
+  std::vector<float> params_to_host() const {
+    std::vector<float> out(static_cast<size_t>(params_view.numel()));
+    copy_bytes(out.data(), false, params.data, on_gpu(), out.size() * sizeof(float));
     return out;
   }
-  void from_host(const Tensor& t, std::span<const float> values) const {
-    PT_ASSERT(static_cast<int64_t>(values.size()) == t.numel());
-    copy_bytes(t.data, on_gpu(), values.data(), false, values.size() * sizeof(float));
+  void params_from_host(std::span<const float> values) const {
+    PT_ASSERT(static_cast<int64_t>(values.size()) == params_view.numel());
+    copy_bytes(params.data, on_gpu(), values.data(), false, values.size() * sizeof(float));
   }
   void zero_grads() const { zero_bytes(grads.data, on_gpu(), static_cast<size_t>(grads.bytes())); }
 };
@@ -76,24 +71,68 @@ Device resolve_device(const std::string& name) {
   fail("--device must be auto, cpu or cuda (got \"{}\")", name);
 }
 
-// One optimizer step's micro-batches and the counts the loss normaliser and the log need.
+// One optimizer step's micro-batches (this rank's) and the counts the loss normaliser and the log need.
 struct StepBatches {
   std::vector<Batch> micro;
   int64_t targets = 0, real_tokens = 0, processed_tokens = 0;
+  int64_t global_real_tokens = 0;  // of every rank
   double flops = 0;
 };
 
-StepBatches next_step_batches(BatchStream& stream, int32_t grad_accum, const LlamaConfig& config) {
+StepBatches counted(std::vector<Batch> micro, const LlamaConfig& config) {
   StepBatches s;
-  for (int32_t i = 0; i < grad_accum; ++i) {
-    Batch& b = s.micro.emplace_back(stream.next());
+  s.micro = std::move(micro);
+  for (const Batch& b : s.micro) {
     for (int32_t t : shifted_targets(b)) s.targets += t != kIgnoreLabel;
     s.real_tokens += b.real_tokens;
     s.processed_tokens += b.processed_tokens;
     s.flops += training_flops(config, b);
   }
+  s.global_real_tokens = s.real_tokens;
   return s;
 }
+
+// The steps of a run: a single process's batch stream (grad_accum batches a step), or this rank's share
+// of each global step (data parallel). Either records its position in the trainer state.
+class StepSource {
+ public:
+  StepSource(const DatasetSplit& split, const PackingOptions& packing, int32_t grad_accum,
+             const TrainerState& state, const dist::Communicator* data_parallel)
+      : grad_accum_(grad_accum) {
+    if (data_parallel)
+      steps_.emplace(split, packing, grad_accum, data_parallel->rank(), data_parallel->size(), state.epoch,
+                     state.position.value_or(0));
+    else
+      batches_.emplace(split, packing, state.epoch, state.batches_in_epoch);
+  }
+
+  StepBatches next(const LlamaConfig& config) {
+    if (batches_) {
+      std::vector<Batch> micro;
+      for (int32_t i = 0; i < grad_accum_; ++i) micro.push_back(batches_->next());
+      return counted(std::move(micro), config);
+    }
+    dist::RankStep step = steps_->next();
+    StepBatches s = counted(std::move(step.micro), config);
+    s.global_real_tokens = step.global_real_tokens();
+    return s;
+  }
+
+  void record(TrainerState& state) const {
+    if (batches_) {
+      state.epoch = batches_->epoch();
+      state.batches_in_epoch = batches_->batches_in_epoch();
+    } else {
+      state.epoch = steps_->epoch();
+      state.position = steps_->position();
+    }
+  }
+
+ private:
+  int32_t grad_accum_;
+  std::optional<BatchStream> batches_;
+  std::optional<dist::RankStepStream> steps_;
+};
 
 void check_train_config(const TrainConfig& tc) {
   auto positive = [](const char* flag, int64_t v) {
@@ -108,6 +147,8 @@ void check_train_config(const TrainConfig& tc) {
   not_negative("--eval-every", tc.eval_every);
   not_negative("--save-every", tc.save_every);
   not_negative("--stop-after", tc.stop_after);
+  if (!(tc.dist.timeout_s > 0)) fail("--dist-timeout must be positive seconds (got {})", tc.dist.timeout_s);
+  if (!(tc.dist.bucket_mb > 0)) fail("--bucket-mb must be positive (got {})", tc.dist.bucket_mb);
 }
 
 LlamaConfig resolve_config(const TrainConfig& tc, const PreparedDataset& data) {
@@ -124,13 +165,23 @@ int64_t longest_example(const DatasetSplit& split) {
   return longest;
 }
 
-// The largest micro-batch of the run. Packing is deterministic, so replaying the run's batches (a
-// fraction of a second per million examples) sizes the activation arena exactly, once; a bound over any
-// epoch (the N longest examples together) would cost several times the memory on long-tailed data.
-int64_t largest_batch_tokens(const PackingOptions& p, const DatasetSplit& split, int64_t micro_batches) {
-  BatchStream replay(split, p);
+// The largest micro-batch of this rank's remaining steps. Packing is deterministic, so replaying the
+// batches (a fraction of a second per million examples) sizes the activation arena exactly, once; a bound
+// over any epoch (the N longest examples together) would cost several times the memory on long-tailed data.
+// The single-process stream replays from the run's start, as it always has.
+int64_t largest_batch_tokens(const TrainConfig& tc, const PackingOptions& p, const DatasetSplit& split,
+                             const TrainerState& state, const dist::Communicator* data_parallel) {
   int64_t largest = 0;
-  for (int64_t i = 0; i < micro_batches; ++i) largest = std::max(largest, replay.next().num_tokens());
+  if (!data_parallel) {
+    BatchStream replay(split, p);
+    for (int64_t i = 0; i < tc.steps * tc.grad_accum; ++i)
+      largest = std::max(largest, replay.next().num_tokens());
+    return largest;
+  }
+  dist::RankStepStream replay(split, p, tc.grad_accum, data_parallel->rank(), data_parallel->size(),
+                              state.epoch, state.position.value_or(0));
+  for (int64_t i = state.step; i < tc.steps; ++i)
+    for (const Batch& b : replay.next().micro) largest = std::max(largest, b.num_tokens());
   return largest;
 }
 
@@ -138,6 +189,10 @@ int64_t largest_batch_tokens(const PackingOptions& p, const DatasetSplit& split,
 
 TrainResult train(const TrainConfig& tc) {
   check_train_config(tc);
+  // The communicator first: NCCL picks this rank's GPU before anything is allocated on it.
+  const Device device = resolve_device(tc.device);
+  const auto comm = dist::make_communicator({tc.dist.backend, device, tc.dist.timeout_s});
+  const bool lead = comm->rank() == 0;  // writes metrics, checkpoints and the final model
   auto data = PreparedDataset::open(tc.data_dir);
   const LlamaConfig config = resolve_config(tc, data);
   tc.sparsity.validate(config, tc.steps);
@@ -146,85 +201,116 @@ TrainResult train(const TrainConfig& tc) {
          config.vocab_size, data.vocab_size());
   const std::string tokenizer_json = read_file((fs::path(tc.data_dir) / "tokenizer.json").string());
   const fs::path ckpt_root = fs::path(tc.out_dir) / "checkpoints";
-  fs::create_directories(ckpt_root);
+  if (lead) fs::create_directories(ckpt_root);
 
-  // A resumed run continues from its checkpoint, with the checkpoint's data order.
+  // A resumed run continues from its checkpoint, with the checkpoint's data order. Every rank reads it
+  // (the run directory is shared), before rank 0 can write a newer one.
   std::optional<TrainingCheckpoint> checkpoint;
   if (auto latest = tc.resume ? latest_checkpoint(ckpt_root.string()) : std::nullopt) {
     checkpoint = load_training_checkpoint(*latest);
-    log_info("resuming from {} at step {}", *latest, checkpoint->state.step);
+    if (lead) log_info("resuming from {} at step {}", *latest, checkpoint->state.step);
   }
+  comm->barrier();
   TrainerState state;
   state.seed = tc.seed;
   if (checkpoint) state = checkpoint->state;
   PackingOptions packing = tc.packing;
   packing.seed = state.seed;
 
+  // Data-parallel data (global steps split by tokens) for several ranks, a backend named explicitly, or a
+  // checkpoint of such a run; the single-process batch stream otherwise.
+  const bool data_parallel = comm->size() > 1 || tc.dist.backend == dist::Backend::kMpi ||
+                             tc.dist.backend == dist::Backend::kNccl || state.position.has_value();
+  if (data_parallel && checkpoint && !state.position)
+    fail(
+        "{}: a single-process run wrote this checkpoint, and its data position (batches of its stream) "
+        "means nothing to a data-parallel run; resume it with one process and --dist-backend auto, or start "
+        "afresh with --no-resume",
+        checkpoint->dir);
+  if (data_parallel) state.position = state.position.value_or(0);
+  const dist::Communicator* dp_data = data_parallel ? comm.get() : nullptr;
+
   // Validation packs whole examples into one flattened batch, so the arena also fits the longest of them.
-  const int64_t capacity = std::max(largest_batch_tokens(packing, data.train(), tc.steps * tc.grad_accum),
-                                    longest_example(data.val()));
+  const int64_t capacity =
+      std::max(largest_batch_tokens(tc, packing, data.train(), state, dp_data), longest_example(data.val()));
   // The CPU trains in fp32; a GPU computes in bf16 from fp32 master weights.
-  const Device device = resolve_device(tc.device);
   LlamaModel model(config, capacity, device, device == Device::cuda ? DType::bf16 : DType::f32, tc.sparsity);
-  OptimizerState opt(model.layout(), device);
+  const int64_t total = model.layout().total();
+  FlatBuffers flat(total, dist::DataParallelOptimizer::flat_size(total, comm->size(), tc.dist.zero1), device);
+  dist::DataParallelOptimizer dp(
+      *comm, model.layout(), flat.params, flat.grads,
+      {.zero1 = tc.dist.zero1, .bucket_bytes = static_cast<int64_t>(tc.dist.bucket_mb * (1 << 20))});
   const SparsitySchedule schedule(tc.sparsity, tc.steps);
   std::optional<FfnMasks> masks;
   if (tc.sparsity.enabled) masks.emplace(config, tc.sparsity, device);
   if (checkpoint) {
-    if (checkpoint->weights.params.size() != static_cast<size_t>(model.layout().total()))
+    if (checkpoint->weights.params.size() != static_cast<size_t>(total))
       fail(
           "{}: the checkpoint's model differs from this run's ({} vs {} parameters); use another --out or "
           "--no-resume",
-          checkpoint->dir, checkpoint->weights.params.size(), model.layout().total());
-    opt.from_host(opt.params, checkpoint->weights.params);
-    opt.from_host(opt.m, checkpoint->adam_m);
-    opt.from_host(opt.v, checkpoint->adam_v);
+          checkpoint->dir, checkpoint->weights.params.size(), total);
+    dp.load_state(checkpoint->weights.params, checkpoint->adam_m, checkpoint->adam_v);
     if (masks && !checkpoint->masks.empty()) masks->from_host(checkpoint->masks, checkpoint->dir);
     checkpoint.reset();  // host copies no longer needed
   } else {
+    // Every rank computes the same initial parameters.
     auto init = tc.init_from.empty() ? init_params(config, tc.seed) : load_model_dir(tc.init_from).params;
-    opt.from_host(opt.params, init);
+    flat.params_from_host(init);
   }
-  log_info(
-      "model: {} layers, hidden {}, {} heads ({} kv), vocab {}: {:.2f}M parameters; activations {:.1f} MiB",
-      config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
-      config.vocab_size, static_cast<double>(config.num_parameters()) / 1e6,
-      static_cast<double>(model.activation_bytes()) / (1 << 20));
-  if (masks)
+  if (lead) {
     log_info(
-        "2:4 sparse FFN ({}): sparse for steps {}-{} of {}, masks every {} steps, masked decay {:g}, {} dW",
-        tc.sparsity.layers(), schedule.sparse_begin() + 1, schedule.sparse_end(), tc.steps,
-        tc.sparsity.mask_every, tc.sparsity.masked_decay, tc.sparsity.dense_dw ? "dense" : "MVUE");
+        "model: {} layers, hidden {}, {} heads ({} kv), vocab {}: {:.2f}M parameters; activations {:.1f} MiB",
+        config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
+        config.vocab_size, static_cast<double>(config.num_parameters()) / 1e6,
+        static_cast<double>(model.activation_bytes()) / (1 << 20));
+    if (data_parallel)
+      log_info(
+          "data parallel: {} ranks ({} backend), {} micro-batches' worth of examples a step, {}, {} buckets "
+          "of "
+          "{:g} MiB, collective timeout {:g} s",
+          comm->size(), comm->backend(), comm->size() * tc.grad_accum,
+          tc.dist.zero1 ? "ZeRO-1 (moments sharded)" : "replicated optimizer", dp.reducer().buckets().size(),
+          tc.dist.bucket_mb, tc.dist.timeout_s);
+    if (masks)
+      log_info(
+          "2:4 sparse FFN ({}): sparse for steps {}-{} of {}, masks every {} steps, masked decay {:g}, {} dW",
+          tc.sparsity.layers(), schedule.sparse_begin() + 1, schedule.sparse_end(), tc.steps,
+          tc.sparsity.mask_every, tc.sparsity.masked_decay, tc.sparsity.dense_dw ? "dense" : "MVUE");
+  }
 
-  BatchStream stream(data.train(), packing, state.epoch, state.batches_in_epoch);
-  MetricsLog metrics((fs::path(tc.out_dir) / "metrics.jsonl").string());
+  StepSource source(data.train(), packing, tc.grad_accum, state, dp_data);
+  std::optional<MetricsLog> metrics;
+  if (lead) metrics.emplace((fs::path(tc.out_dir) / "metrics.jsonl").string());
   LrSchedule lr = tc.lr;
   lr.total_steps = tc.steps;
   const double peak_flops = tc.peak_tflops > 0       ? tc.peak_tflops * 1e12
                             : device == Device::cuda ? cuda_peak_bf16_flops()
                                                      : cpu_peak_flops_estimate();
   TrainResult result;
+  // Every rank validates (the same batches, so the same loss; no collective), so no rank waits on the
+  // others' validation in its next collective.
   auto validate = [&] {
-    auto r = evaluate(model, opt.params, data.val(), tc.eval_batches);
-    metrics.validation(state.step, r.loss, r.tokens);
+    auto r = evaluate(model, flat.params_view, data.val(), tc.eval_batches);
+    if (metrics) metrics->validation(state.step, r.loss, r.tokens);
     if (result.first_val_loss == 0) result.first_val_loss = r.loss;
     result.final_val_loss = r.loss;
   };
   // The sparsity of the step that follows `done` steps, before its passes: the masks computed on schedule
-  // from the fp32 masters, kept, or dropped for dense fine-tuning.
+  // from the fp32 masters (the same full masters on every rank, so the same masks), kept, or dropped for
+  // dense fine-tuning.
   auto prepare_sparsity = [&](int64_t done) {
     if (!masks) return;
     if (!schedule.sparse_at(done)) {
       if (masks->computed()) {
         masks->drop();
-        log_info("step {:>6} | dense fine-tuning from here on: 2:4 masks dropped", done + 1);
+        if (lead) log_info("step {:>6} | dense fine-tuning from here on: 2:4 masks dropped", done + 1);
       }
       model.set_masks(nullptr);
       return;
     }
     if (schedule.recompute_at(done)) {
-      const MaskUpdate u = masks->recompute(opt.params);
-      metrics.masks(done + 1, u.flips, u.entries, u.first);
+      const MaskUpdate u = masks->recompute(flat.params_view);
+      if (metrics) metrics->masks(done + 1, u.flips, u.entries, u.first);
     } else if (!masks->computed()) {
       fail(
           "step {} trains 2:4 sparse but the checkpoint it resumed from holds no masks (a run with other "
@@ -233,10 +319,13 @@ TrainResult train(const TrainConfig& tc) {
     }
     model.set_masks(&*masks);
   };
+  // Collective: every rank gathers the (possibly sharded) optimizer state; rank 0 writes it.
   auto save = [&] {
+    const dist::FullState full = dp.gather_state();
+    if (!lead) return;
     auto dir = save_training_checkpoint(
-        ckpt_root.string(), config, opt.to_host(opt.params), opt.to_host(opt.m), opt.to_host(opt.v), state,
-        tokenizer_json, masks && masks->computed() ? masks->to_host() : std::vector<MaskTensor>{});
+        ckpt_root.string(), config, full.params, full.m, full.v, state, tokenizer_json,
+        masks && masks->computed() ? masks->to_host() : std::vector<MaskTensor>{});
     log_info("saved {}", dir);
   };
 
@@ -245,68 +334,90 @@ TrainResult train(const TrainConfig& tc) {
   const int64_t last_step = tc.stop_after > 0 ? std::min(tc.steps, first_step + tc.stop_after) : tc.steps;
   const auto run_start = Clock::now();
   if (state.step == 0) validate();
+  comm->take_stats();  // collectives of the setup do not count in the first step
   while (state.step < last_step) {
     const auto t0 = Clock::now();
-    // 1. Batch: the step's micro-batches; the loss is the mean over all their targets.
-    const StepBatches batches = next_step_batches(stream, tc.grad_accum, config);
-    const double grad_scale = 1.0 / static_cast<double>(std::max<int64_t>(1, batches.targets));
+    // 1. Batch: this rank's micro-batches of the step; the loss is the mean over the targets of all ranks'.
+    const StepBatches batches = source.next(config);
+    const double mine[3] = {static_cast<double>(batches.targets),
+                            static_cast<double>(batches.processed_tokens), batches.flops};
+    const std::vector<double> global = comm->sum_host(mine);
+    const double grad_scale = 1.0 / std::max(1.0, global[0]);
     // 2. Forward and backward; gradients accumulate over the micro-batches (2:4 sparse FFN linears on
-    // masked weights, their output gradients pruned by draws seeded per step and micro-batch).
-    opt.zero_grads();
+    // masked weights, their output gradients pruned by draws seeded per step, micro-batch and rank).
+    flat.zero_grads();
     prepare_sparsity(state.step);
-    model.load_weights(opt.params);
+    model.load_weights(flat.params_view);
     double loss_sum = 0;
     for (size_t i = 0; i < batches.micro.size(); ++i) {
-      model.set_mvue_seed({state.seed, state.step, static_cast<int64_t>(i)});
-      loss_sum += model.forward_backward(batches.micro[i], opt.grads, grad_scale).loss_sum;
+      const auto micro = static_cast<int64_t>(i) * comm->size() + comm->rank();
+      model.set_mvue_seed({state.seed, state.step, micro});
+      loss_sum += model.forward_backward(batches.micro[i], flat.grads_view, grad_scale).loss_sum;
     }
-    // 3. Clip, then masked decay on the sparse linears' pruned weights. The decay is a regulariser of the
-    // weights like AdamW's: it does not count in the gradient norm (which stays comparable with dense
-    // runs), nor does clipping weaken it on the steps it scales down.
-    const double grad_norm = ops::clip_grad_norm(opt.grad_views, tc.max_grad_norm);
+    // 3. Sum the gradients over ranks, clip, then masked decay on the sparse linears' pruned weights. The
+    // decay is a regulariser of the weights like AdamW's: it does not count in the gradient norm (which
+    // stays comparable with dense runs), nor does clipping weaken it on the steps it scales down. (With
+    // ZeRO-1 only this rank's shard of the gradients is summed; the decay and AdamW read only that.)
+    dp.reduce_gradients();
+    const double grad_norm = dp.clip_grad_norm(tc.max_grad_norm);
     if (const double lambda = schedule.decay_at(state.step); model.sparse_active() && lambda > 0)
-      masks->masked_decay(opt.params, lambda, opt.grads);
+      masks->masked_decay(flat.params_view, lambda, flat.grads_view);
     // 4. Step, and advance the state a checkpoint records.
     ++state.step;
     ops::AdamWConfig adamw = tc.adamw;
     adamw.lr = lr.at(state.step);
-    ops::adamw_step(opt.per_param, adamw, state.step);
-    state.epoch = stream.epoch();
-    state.batches_in_epoch = stream.batches_in_epoch();
-    state.tokens_seen += batches.real_tokens;
+    dp.step(adamw, state.step);
+    const double loss = comm->sum_host(std::span<const double>(&loss_sum, 1))[0] * grad_scale;
+    source.record(state);
+    state.tokens_seen += batches.global_real_tokens;
     // 5. Log, validate, save.
+    const double step_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double wait_s = comm->take_stats().wait_s;
     if (state.step % tc.log_every == 0 || state.step == last_step) {
-      const double step_s = std::chrono::duration<double>(Clock::now() - t0).count();
+      const dist::StepStats stats = dist::gather_step_stats(*comm, batches.real_tokens, step_s, wait_s);
       const double elapsed = std::chrono::duration<double>(Clock::now() - run_start).count();
       StepMetrics m;
       m.step = state.step, m.total_steps = tc.steps;
-      m.loss = loss_sum * grad_scale;
+      m.loss = loss;
       m.lr = adamw.lr, m.grad_norm = grad_norm;
-      m.real_tokens_per_s = static_cast<double>(batches.real_tokens) / step_s;
-      m.padding_pct = 100.0 * static_cast<double>(batches.processed_tokens - batches.real_tokens) /
-                      static_cast<double>(std::max<int64_t>(1, batches.processed_tokens));
-      m.mfu_pct = peak_flops > 0 ? 100.0 * batches.flops / step_s / peak_flops : 0;
+      m.real_tokens_per_s = stats.global_tokens_per_s;
+      const double processed = global[1], real = static_cast<double>(batches.global_real_tokens);
+      m.padding_pct = 100.0 * (processed - real) / std::max(1.0, processed);
+      // Every rank's flops over the slowest rank's time, against the peak of all the ranks' devices.
+      const double slowest_s =
+          real > 0 && stats.global_tokens_per_s > 0 ? real / stats.global_tokens_per_s : step_s;
+      m.mfu_pct = peak_flops > 0 ? 100.0 * global[2] / slowest_s / (peak_flops * comm->size()) : 0;
       m.peak_memory_gib = device == Device::cuda ? cuda_memory_used_gib() : peak_host_memory_gib();
       m.elapsed_s = elapsed;
       m.eta_s =
           elapsed / static_cast<double>(state.step - first_step) * static_cast<double>(tc.steps - state.step);
       m.tokens_seen = state.tokens_seen;
-      metrics.step(m);
+      m.world_size = comm->size();
+      m.min_rank_tokens_per_s = stats.min_rank_tokens_per_s;
+      m.max_rank_tokens_per_s = stats.max_rank_tokens_per_s;
+      m.comm_wait_s = stats.max_wait_s;
+      m.token_imbalance = stats.token_imbalance;
+      if (metrics) metrics->step(m);
     }
     const bool run_done = state.step == tc.steps;
     if (run_done || (tc.eval_every > 0 && state.step % tc.eval_every == 0)) validate();
     if (state.step == last_step || (tc.save_every > 0 && state.step % tc.save_every == 0)) save();
   }
   if (state.step < tc.steps) {
-    log_info("stopped at step {} of {}; run again with the same --out to resume", state.step, tc.steps);
+    if (lead)
+      log_info("stopped at step {} of {}; run again with the same --out to resume", state.step, tc.steps);
     return result;
   }
   result.final_dir = (fs::path(tc.out_dir) / "final").string();
-  // The model as trained: masked while the run ended sparse (zeros where pruned), else dense.
-  std::vector<float> final_params = opt.to_host(opt.params);
-  if (model.sparse_active()) masks->apply_on_host(final_params);
-  save_model_dir(result.final_dir, config, final_params, tokenizer_json);
-  log_info("final model (Hugging Face format) in {}", result.final_dir);
+  if (lead) {
+    // The model as trained (every rank holds the full parameters): masked while the run ended sparse (zeros
+    // where pruned), else dense.
+    std::vector<float> final_params = flat.params_to_host();
+    if (model.sparse_active()) masks->apply_on_host(final_params);
+    save_model_dir(result.final_dir, config, final_params, tokenizer_json);
+    log_info("final model (Hugging Face format) in {}", result.final_dir);
+  }
+  comm->barrier();  // the final model is written when any rank returns
   return result;
 }
 

@@ -1,8 +1,17 @@
 // The training loop: batches -> forward/backward over micro-batches -> clip -> AdamW -> log, with periodic
 // validation and atomic checkpoints. Deterministic for a seed; a resumed run continues bit for bit.
+//
+// Data parallelism (docs/distributed.md): launched as several ranks (mpirun, srun, RANK/WORLD_SIZE), every
+// rank trains on its token-balanced share of each global step (dist::RankStepStream), the gradients are
+// summed across ranks (dist::DataParallelOptimizer, optionally ZeRO-1), and rank 0 alone writes metrics,
+// checkpoints and the final model. A step is world_size * grad_accum micro-batches' worth of examples, so
+// W ranks with grad_accum g train as one data-parallel process with grad_accum W * g. A single process with
+// the auto or local backend keeps the single-process batch stream (and its checkpoints); naming mpi or
+// nccl runs the data-parallel path even on one rank, which is the reference multi-rank runs reproduce.
 #pragma once
 
 #include "data/packing/packer.h"
+#include "distributed/communicator.h"
 #include "model/config.h"
 #include "model/sparsity.h"
 #include "ops/adamw.h"
@@ -12,6 +21,13 @@
 #include <string>
 
 namespace pt {
+
+struct DistConfig {
+  dist::Backend backend = dist::Backend::kAuto;  // auto: local for one process, nccl on cuda, mpi on cpu
+  bool zero1 = false;                            // shard the AdamW moments across ranks
+  double timeout_s = 300;                        // longest wait in one collective before the job aborts
+  double bucket_mb = 25;                         // gradient reduction bucket size, MiB
+};
 
 struct TrainConfig {
   std::string data_dir;        // prepared dataset
@@ -34,6 +50,7 @@ struct TrainConfig {
   double peak_tflops = 0;       // for MFU; 0: estimated for the device
   int64_t stop_after = 0;       // stop (with a checkpoint) after this many steps of this invocation; 0: never
   SparsityConfig sparsity;      // 2:4 sparse FFN training; off by default
+  DistConfig dist;
 };
 
 // Validation losses of this invocation (0 when it ran no validation): the first is at step 0 unless the

@@ -47,7 +47,11 @@ struct StepValues {
   }
 };
 
-TrainerState state_at(int64_t step) { return {step, step / 10, step % 10, 42, step * 1000}; }
+// Odd steps carry a data-parallel run's data position, even ones a single-process run's (none).
+TrainerState state_at(int64_t step) {
+  return {step, step / 10,   step % 10,
+          42,   step * 1000, step % 2 ? std::optional<int64_t>(step * 3) : std::nullopt};
+}
 
 std::string save_step(const fs::path& root, const LlamaConfig& c, int64_t step) {
   const StepValues s(step, ParameterLayout(c).total());
@@ -62,6 +66,7 @@ void expect_checkpoint_of_step(const std::string& dir, const LlamaConfig& c, int
   EXPECT_TRUE(ck.adam_m == s.m) << dir;
   EXPECT_TRUE(ck.adam_v == s.v) << dir;
   EXPECT_EQ(ck.state.tokens_seen, step * 1000);
+  EXPECT_EQ(ck.state.position, state_at(step).position);
   EXPECT_EQ(config_to_json(ck.weights.config), config_to_json(c));
 }
 

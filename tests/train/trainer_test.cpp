@@ -4,6 +4,7 @@
 #include "train/trainer.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "data/prepare/prepare.h"
@@ -198,6 +199,79 @@ TEST_F(TrainingRun, BadSettingsAreErrorsNamingTheFlag) {
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--log-every"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(TrainingRun, BadDataParallelSettingsAreErrorsNamingTheFlagOrBackend) {
+  auto expect_error = [&](TrainConfig c, const std::string& needle) {
+    try {
+      train(c);
+      FAIL() << "no error for " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  auto c = run_config("run", 4);
+  c.dist.timeout_s = 0;
+  expect_error(c, "--dist-timeout");
+  c = run_config("run", 4);
+  c.dist.bucket_mb = -1;
+  expect_error(c, "--bucket-mb");
+  c = run_config("run", 4);
+  c.dist.backend = dist::Backend::kNccl;  // on the cpu
+  expect_error(c, "the nccl backend moves cuda tensors");
+}
+
+TEST_F(TrainingRun, ZeroOneOnOneLocalProcessIsBitwiseEqualToTheReplicatedOptimizer) {
+  auto plain = run_config("plain", 6), zero1 = run_config("zero1", 6);
+  zero1.dist.zero1 = true;
+  train(plain);
+  train(zero1);
+  EXPECT_EQ(printed_train_numbers(plain.out_dir), printed_train_numbers(zero1.out_dir));
+}
+
+// The data-parallel path on one GPU through NCCL (a world of one: every collective is NCCL's, with the
+// ranks' data split, ZeRO-1 sharding and gathered checkpoints of size one), against itself: a run stopped
+// and resumed continues as the uninterrupted one, ZeRO-1 trains as the replicated optimizer (to bf16
+// reduction noise), and the loss goes down.
+TEST_F(TrainingRun, NcclOneRankDataParallelRunTrainsAndResumesOnTheGpu) {
+  if (cuda_device_count() == 0 || !dist::backend_available(dist::Backend::kNccl))
+    GTEST_SKIP() << "needs a GPU and NCCL";
+  const auto config = dir_ / "config_gpu.json";  // head_dim 64, as the CUDA attention needs
+  write_file_atomic(config.string(), R"({"model_type": "llama", "hidden_size": 128, "num_hidden_layers": 2,
+      "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 256, "vocab_size": 260})");
+  auto gpu = [&](const std::string& name, bool zero1) {
+    auto c = run_config(name, 12);
+    c.model = config.string();
+    c.device = "cuda";
+    c.dist.backend = dist::Backend::kNccl;
+    c.dist.zero1 = zero1;
+    c.grad_accum = 2;
+    return c;
+  };
+  const auto full = gpu("nccl", false), zero1 = gpu("nccl_zero1", true);
+  auto stopped = gpu("nccl_zero1_stopped", true);
+  const auto r = train(full);
+  EXPECT_LT(r.final_val_loss, r.first_val_loss - 0.1);
+  train(zero1);
+  stopped.stop_after = 5;
+  train(stopped);
+  const auto state = nlohmann::json::parse(
+      read_file((fs::path(stopped.out_dir) / "checkpoints/step-00000005/trainer_state.json").string()));
+  EXPECT_TRUE(state.contains("position")) << state.dump();
+  train(stopped);
+  const auto losses = [](const fs::path& dir) {
+    std::vector<double> out;
+    for (const auto& line : records(dir, "train")) out.push_back(nlohmann::json::parse(line).at("loss"));
+    return out;
+  };
+  const auto a = losses(full.out_dir), b = losses(zero1.out_dir), c = losses(stopped.out_dir);
+  ASSERT_EQ(a.size(), 12u);
+  ASSERT_EQ(b.size(), 12u);
+  ASSERT_EQ(c.size(), 12u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(b[i], a[i], 2e-3 * a[i]) << "step " << i + 1 << ": ZeRO-1 against replicated";
+    EXPECT_NEAR(c[i], b[i], 2e-3 * b[i]) << "step " << i + 1 << ": resumed against uninterrupted";
   }
 }
 

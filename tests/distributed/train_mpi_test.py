@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""Data-parallel `packtrain train` end to end under mpirun (CTest runs one case per test; see CMakeLists.txt).
+
+  equivalence: 2 and 3 ranks, with and without --zero1, reproduce the one-rank data-parallel run with the same
+               global batch (ranks * grad_accum = 6 micro-batches' worth of examples) up to the order of fp32
+               sums: losses within LOSS_RTOL, gradient norms within NORM_RTOL (relative).
+  resume:      a ZeRO-1 checkpoint written by 2 ranks resumes on 3 ranks (ZeRO-1) and on one plain process,
+               and both continue with the losses of the uninterrupted 2-rank run.
+  hang:        a rank stopped (SIGSTOP) in the middle of training makes the others abort within the collective
+               timeout, naming the rank that does not answer.
+
+usage: train_mpi_test.py CASE --packtrain BIN --tokenizer tokenizer.json --mpirun MPIEXEC [MPIEXEC ARGS...]
+"""
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+# fp32 sums in another order: the measured differences are ~1e-9 (loss) and ~3e-8 (grad norm) over 8 steps.
+LOSS_RTOL = 2e-5
+NORM_RTOL = 2e-4
+GLOBAL_MICRO = 6  # micro-batches' worth of examples per step: 1 x 6, 2 x 3, 3 x 2
+
+RECORDS_TEXT = "the {a} sat on the {p} {n}. the {a} is happy."
+
+
+def records_jsonl():
+    animals = ["cat", "dog", "bird", "fox", "owl", "bee"]
+    places = ["mat", "log", "tree", "den", "barn", "hive"]
+    lines = []
+    for i in range(300):
+        text = RECORDS_TEXT.format(a=animals[i % 6], p=places[i * 7 // 3 % 6], n=i % 10)
+        if i % 3 == 1:  # some prompts without loss, so ranks' loss-token counts differ from their tokens
+            lines.append(json.dumps({"prompt": f"where is the {animals[i % 6]}? ", "completion": text}))
+        else:
+            lines.append(json.dumps({"text": text}))
+    return "\n".join(lines) + "\n"
+
+
+class Fixture:
+    def __init__(self, args):
+        self.args = args
+        self.dir = pathlib.Path(tempfile.mkdtemp(prefix="packtrain-dist-train-"))
+        (self.dir / "records.jsonl").write_text(records_jsonl())
+        (self.dir / "config.json").write_text(json.dumps({
+            "model_type": "llama", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+            "num_key_value_heads": 1, "intermediate_size": 64, "vocab_size": 260}))
+        subprocess.run([args.packtrain, "prepare", "--input", str(self.dir / "records.jsonl"), "--tokenizer",
+                        args.tokenizer, "--output", str(self.dir / "data"), "--max-len", "96",
+                        "--val-fraction", "0.1"], check=True, capture_output=True)
+
+    def train_cmd(self, ranks, out, *extra, steps=8, grad_accum=None, backend="mpi"):
+        cmd = [] if ranks == 0 else self.args.mpirun + ["-np", str(ranks)]
+        return cmd + [
+            self.args.packtrain, "train", "--data", str(self.dir / "data"), "--model", str(self.dir / "config.json"),
+            "--out", str(self.dir / out), "--device", "cpu", "--threads", "1", "--strategy", "flatten",
+            "--examples", "4", "--grad-accum", str(grad_accum or GLOBAL_MICRO // max(ranks, 1)),
+            "--steps", str(steps), "--lr", "3e-3", "--eval-every", "0", "--save-every", "0",
+            "--dist-backend", backend, *extra]
+
+    def train(self, ranks, out, *extra, **kw):
+        """ranks 0: one plain process (no mpirun)."""
+        r = subprocess.run(self.train_cmd(ranks, out, *extra, **kw), capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            sys.exit(f"FAILED: {' '.join(r.args)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
+        return r.stderr
+
+    def steps(self, out):
+        """step -> (loss, grad_norm) of the train records in metrics.jsonl."""
+        steps = {}
+        for line in (self.dir / out / "metrics.jsonl").read_text().splitlines():
+            r = json.loads(line)
+            if r["type"] == "train":
+                steps[r["step"]] = (r["loss"], r["grad_norm"])
+        return steps
+
+    def records(self, out):
+        return [json.loads(line) for line in (self.dir / out / "metrics.jsonl").read_text().splitlines()]
+
+
+failures = []
+
+
+def expect_close(what, ref, got, steps):
+    if sorted(got) != list(steps):
+        failures.append(f"{what}: logged steps {sorted(got)}, expected {list(steps)}")
+        return
+    worst_loss = max(abs(got[s][0] - ref[s][0]) / abs(ref[s][0]) for s in steps)
+    worst_norm = max(abs(got[s][1] - ref[s][1]) / abs(ref[s][1]) for s in steps)
+    ok = worst_loss <= LOSS_RTOL and worst_norm <= NORM_RTOL
+    print(f"{'ok  ' if ok else 'FAIL'} {what}: max relative difference loss {worst_loss:.2e} (<= {LOSS_RTOL:g}), "
+          f"grad norm {worst_norm:.2e} (<= {NORM_RTOL:g})")
+    if not ok:
+        failures.append(f"{what}: {json.dumps(ref)} vs {json.dumps(got)}")
+
+
+def expect(what, condition, detail=""):
+    print(f"{'ok  ' if condition else 'FAIL'} {what}")
+    if not condition:
+        failures.append(f"{what} {detail}")
+
+
+def case_equivalence(f):
+    f.train(1, "w1")
+    ref = f.steps("w1")
+    for ranks in (2, 3):
+        for zero1 in (False, True):
+            out = f"w{ranks}{'z' if zero1 else ''}"
+            log = f.train(ranks, out, *(["--zero1"] if zero1 else []))
+            expect_close(f"{ranks} ranks{' ZeRO-1' if zero1 else ''} vs 1 rank", ref, f.steps(out), range(1, 9))
+            last = [r for r in f.records(out) if r["type"] == "train"][-1]
+            expect(f"{out}: metrics name the world size and the token imbalance",
+                   last["world_size"] == ranks and 1 <= last["token_imbalance"] < 1.5 and last["comm_wait_s"] >= 0
+                   and last["min_rank_tokens_per_s"] > 0, json.dumps(last))
+            expect(f"{out}: only rank 0 logs", log.count("final model") == 1, log)
+    # The same global step on every rank count: the final weights agree to fp32 noise, not bit for bit.
+    expect("the 1-rank run's final model exists", (f.dir / "w1/final/model.safetensors").exists())
+
+
+def case_resume(f):
+    f.train(2, "full", "--zero1")
+    ref = f.steps("full")
+    f.train(2, "stopped", "--zero1", "--stop-after", "3")
+    state = json.loads((f.dir / "stopped/checkpoints/step-00000003/trainer_state.json").read_text())
+    expect("the checkpoint records the data position in examples", state.get("position", -1) > 0, str(state))
+    for ranks, extra, backend in ((3, ["--zero1"], "mpi"), (0, [], "auto")):
+        out = f"resumed{ranks}"
+        shutil.copytree(f.dir / "stopped", f.dir / out)
+        log = f.train(ranks, out, *extra, backend=backend, grad_accum=GLOBAL_MICRO // max(ranks, 1))
+        expect(f"{out} resumed from step 3", "at step 3" in log, log)
+        expect_close(f"2-rank ZeRO-1 checkpoint resumed on {ranks or 'one process'}", ref, f.steps(out),
+                     range(1, 9))
+    # A single-process checkpoint cannot continue data-parallel: a clear error, not a silent data change.
+    f.train(0, "single", "--stop-after", "2", backend="auto")
+    r = subprocess.run(f.train_cmd(2, "single"), capture_output=True, text=True, timeout=120)
+    expect("a single-process checkpoint on 2 ranks is refused", r.returncode != 0 and
+           "a single-process run wrote this checkpoint" in r.stderr, r.stderr[-2000:])
+
+
+def rank_pid(out_dir, rank):
+    """The pid of this test's training process of `rank` (its command line names out_dir)."""
+    for proc in pathlib.Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if len(cmdline) > 1 and cmdline[0].endswith(b"packtrain") and cmdline[1] == b"train" and \
+                str(out_dir).encode() in cmdline and f"OMPI_COMM_WORLD_RANK={rank}".encode() in environ:
+            return int(proc.name)
+    return None
+
+
+def case_hang(f):
+    out = f.dir / "hang"
+    cmd = f.train_cmd(3, "hang", "--dist-timeout", "2", steps=100000)
+    job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output, stopped = [], None
+    try:
+        for line in job.stdout:  # wait until training is under way
+            output.append(line)
+            if line.startswith("step") and "/100000" in line and int(line.split()[1].split("/")[0]) >= 3:
+                break
+        stopped = rank_pid(out, 1)
+        expect("found rank 1's process", stopped is not None, "".join(output))
+        if stopped is None:
+            return
+        os.kill(stopped, signal.SIGSTOP)
+        t0 = time.monotonic()
+        rest, _ = job.communicate(timeout=60)
+        elapsed = time.monotonic() - t0
+        text = "".join(output) + rest
+        expect(f"the job ended {elapsed:.1f} s after rank 1 stopped (timeout 2 s)", job.returncode != 0 and
+               elapsed < 30, f"exit {job.returncode}")
+        expect("the others name the collective and the rank that does not answer",
+               "did not complete within 2 s" in text and "rank 1: no answer" in text, text[-3000:])
+    finally:
+        if job.poll() is None:
+            job.kill()
+        if stopped is not None:
+            try:
+                os.kill(stopped, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("case", choices=["equivalence", "resume", "hang"])
+    p.add_argument("--packtrain", required=True)
+    p.add_argument("--tokenizer", required=True)
+    p.add_argument("--mpirun", nargs=argparse.REMAINDER, required=True)
+    args = p.parse_args()
+    f = Fixture(args)
+    try:
+        {"equivalence": case_equivalence, "resume": case_resume, "hang": case_hang}[args.case](f)
+    finally:
+        shutil.rmtree(f.dir, ignore_errors=True)
+    if failures:
+        print("FAILED:\n" + "\n".join(failures))
+        return 1
+    print("PASSED")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
