@@ -259,6 +259,7 @@ TEST_F(TrainingRun, NcclOneRankDataParallelRunTrainsAndResumesOnTheGpu) {
   const auto state = nlohmann::json::parse(
       read_file((fs::path(stopped.out_dir) / "checkpoints/step-00000005/trainer_state.json").string()));
   EXPECT_TRUE(state.contains("position")) << state.dump();
+  stopped.stop_after = 0;  // the resumed invocation runs to the end
   train(stopped);
   const auto losses = [](const fs::path& dir) {
     std::vector<double> out;

@@ -28,9 +28,9 @@
 
 #include "core/device.h"
 #include "core/device_buffer.h"
-#include "core/log.h"
 #endif
 
+#include "core/log.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/stream.h"
@@ -611,7 +611,12 @@ SparseGemmMode sparse_gemm_mode() {
   if (g_mode_override) return *g_mode_override;
   static const SparseGemmMode from_env = [] {
     const char* v = std::getenv("PACKTRAIN_SPARSE_GEMM");
-    if (!v || !*v) return SparseGemmMode::automatic;
+    if (!v || !*v) {
+      log_info(
+          "sparse GEMMs: dense cuBLASLt on the masked weights (cuSPARSELt 0.8.0 crashed in "
+          "cusparseLtMatmulPlanInit on the H200; PACKTRAIN_SPARSE_GEMM=auto tries it)");
+      return SparseGemmMode::dense;
+    }
     try {
       return parse_sparse_gemm_mode(v);
     } catch (const Error& e) {
