@@ -15,8 +15,8 @@
 //     auto comm = dist::make_communicator({backend, device, timeout_s});  // first: NCCL picks the GPU here
 //     dist::RankStepStream data(data.train(), packing, grad_accum, comm->rank(), comm->size(),
 //                               state.epoch, state.position);   // replaces BatchStream + next_step_batches
-//     arena capacity: replay a second RankStepStream for the run's steps, max Batch::num_tokens() of its micro
-//     const int64_t n = dist::DataParallelOptimizer::flat_size(layout.total(), comm->size(), zero1);
+//     arena capacity: replay a second RankStepStream for the run's steps, max Batch::num_tokens() of its
+//     micro const int64_t n = dist::DataParallelOptimizer::flat_size(layout.total(), comm->size(), zero1);
 //     allocate params and grads with n f32 elements (was layout.total()); drop OptimizerState's m and v
 //     the model takes views of the first layout.total() elements: Tensor(params.data, f32, {total}, device)
 //     dist::DataParallelOptimizer dp(*comm, layout, params, grads, {.zero1 = zero1, .bucket_bytes = ...});
@@ -29,8 +29,8 @@
 //     const double grad_scale = 1.0 / std::max(1.0, targets);   // global mean: the reduction only sums
 //     zero the grads (all n elements); model.load_weights(params_view)
 //     loss_sum = sum over s.micro of model.forward_backward(b, grads_view, grad_scale).loss_sum
-//       (overlap, once the model reports progress: during the last micro-batch call dp.ready_from(offset of
-//        the layer whose backward just finished); until then the reduction runs after backward)
+//       (overlap, for more than one rank: during the last micro-batch, model.set_backward_progress calls
+//        dp.ready_from(offset) as each layer's backward finishes)
 //     dp.reduce_gradients();
 //     const double grad_norm = dp.clip_grad_norm(max_grad_norm);
 //     dp.step(adamw, state.step);                      // AdamW on the owned range, ZeRO-1 all-gather

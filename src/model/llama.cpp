@@ -307,6 +307,13 @@ LossSum LlamaModel::forward_backward(const Batch& batch, const Tensor& grads, do
   ops::rmsnorm_backward(dxn, arena_.view(final_in_, {T, C}), weight(layout_.final_norm(), {C}),
                         arena_.view(rstd_f_, {T}), dx, param(grads, layout_.final_norm(), {C}),
                         Write::accumulate);
+  // Backward runs through the layout (embedding, layers, final norm, untied LM head) from its end. What
+  // is still to come lies before the part reported final: the layers below the current one and the
+  // embedding, which a tied LM head shares, so its gradient is final only after embedding_backward.
+  auto report = [&](int64_t first_final) {
+    if (backward_progress_) backward_progress_(first_final);
+  };
+  report(layout_.final_norm());
   for (size_t l = layers_.size(); l-- > 0;) {
     const LayerActs& a = layers_[l];
     const LayerParams& w = layout_.layer(static_cast<int>(l));
@@ -358,9 +365,11 @@ LossSum LlamaModel::forward_backward(const Batch& batch, const Tensor& grads, do
     ops::rmsnorm_backward(dxn, arena_.view(a.resid_in, {T, C}), weight(w.attn_norm, {C}),
                           arena_.view(a.rstd1, {T}), dtmp, param(grads, w.attn_norm, {C}), Write::accumulate);
     ops::add(dtmp, dx);
+    report(w.attn_norm);
   }
   ops::embedding_backward(arena_.view(ids_, {T}), dx, param(grads, layout_.embedding(), {V, C}),
                           Write::accumulate);
+  report(0);
   return {ce.loss_sum, ce.tokens};
 }
 

@@ -23,8 +23,10 @@
 #include "ops/sparse_linear.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace pt {
@@ -72,6 +74,14 @@ class LlamaModel {
   // grad_scale is 1 / (targets of the whole optimizer step).
   LossSum forward_backward(const Batch& batch, const Tensor& grads, double grad_scale);
   LossSum forward(const Batch& batch);
+  // Progress of the backward passes that follow (empty: none reported): called after the LM head and final
+  // norm, after each decoder layer (last to first) and after the embedding with the smallest flat offset
+  // from which this pass writes no more gradients, so that data-parallel reduction of the gradients at or
+  // after it can start (queued after the pass's work on the device's current stream). Non-increasing,
+  // ending at 0.
+  void set_backward_progress(std::function<void(int64_t first_final_offset)> fn) {
+    backward_progress_ = std::move(fn);
+  }
   // Shorthands for load_weights(params) and then the pass.
   LossSum forward_backward(const Batch& batch, const Tensor& params, const Tensor& grads, double grad_scale);
   LossSum forward(const Batch& batch, const Tensor& params);
@@ -115,6 +125,7 @@ class LlamaModel {
   std::vector<SparseFfn> sparse_;  // per layer, when sparsity is configured
   const FfnMasks* masks_ = nullptr;
   MvueSeed mvue_seed_;
+  std::function<void(int64_t)> backward_progress_;
   bool dense_dw_ = false;
   std::vector<LayerActs> layers_;
   int ids_, positions_, targets_, cu_seqlens_, valid_lens_, final_in_, rstd_f_, xn_f_, logits_;

@@ -240,6 +240,7 @@ TrainResult train(const TrainConfig& tc) {
   dist::DataParallelOptimizer dp(
       *comm, model.layout(), flat.params, flat.grads,
       {.zero1 = tc.dist.zero1, .bucket_bytes = static_cast<int64_t>(tc.dist.bucket_mb * (1 << 20))});
+  const bool overlap = data_parallel && comm->size() > 1;
   const SparsitySchedule schedule(tc.sparsity, tc.steps);
   std::optional<FfnMasks> masks;
   if (tc.sparsity.enabled) masks.emplace(config, tc.sparsity, device);
@@ -352,13 +353,21 @@ TrainResult train(const TrainConfig& tc) {
     for (size_t i = 0; i < batches.micro.size(); ++i) {
       const auto micro = static_cast<int64_t>(i) * comm->size() + comm->rank();
       model.set_mvue_seed({state.seed, state.step, micro});
+      // The last micro-batch's backward starts the reduction of each bucket as soon as its gradients
+      // are final (one process has nothing to reduce).
+      if (overlap && i + 1 == batches.micro.size())
+        model.set_backward_progress([&](int64_t offset) { dp.ready_from(offset); });
       loss_sum += model.forward_backward(batches.micro[i], flat.grads_view, grad_scale).loss_sum;
     }
+    model.set_backward_progress({});
     // 3. Sum the gradients over ranks, clip, then masked decay on the sparse linears' pruned weights. The
     // decay is a regulariser of the weights like AdamW's: it does not count in the gradient norm (which
     // stays comparable with dense runs), nor does clipping weaken it on the steps it scales down. (With
     // ZeRO-1 only this rank's shard of the gradients is summed; the decay and AdamW read only that.)
     dp.reduce_gradients();
+    if (lead && overlap && state.step == first_step)
+      log_info("gradient reduction: {} of {} buckets started during the backward pass",
+               dp.reducer().started_early(), dp.reducer().buckets().size());
     const double grad_norm = dp.clip_grad_norm(tc.max_grad_norm);
     if (const double lambda = schedule.decay_at(state.step); model.sparse_active() && lambda > 0)
       masks->masked_decay(flat.params_view, lambda, flat.grads_view);

@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import pathlib
+import re
 import shutil
 import signal
 import subprocess
@@ -112,13 +113,17 @@ def case_equivalence(f):
     for ranks in (2, 3):
         for zero1 in (False, True):
             out = f"w{ranks}{'z' if zero1 else ''}"
-            log = f.train(ranks, out, *(["--zero1"] if zero1 else []))
+            # Small buckets, so that backward starts several of them before it ends.
+            log = f.train(ranks, out, "--bucket-mb", "0.01", *(["--zero1"] if zero1 else []))
             expect_close(f"{ranks} ranks{' ZeRO-1' if zero1 else ''} vs 1 rank", ref, f.steps(out), range(1, 9))
             last = [r for r in f.records(out) if r["type"] == "train"][-1]
             expect(f"{out}: metrics name the world size and the token imbalance",
                    last["world_size"] == ranks and 1 <= last["token_imbalance"] < 1.5 and last["comm_wait_s"] >= 0
                    and last["min_rank_tokens_per_s"] > 0, json.dumps(last))
             expect(f"{out}: only rank 0 logs", log.count("final model") == 1, log)
+            overlap = re.search(r"gradient reduction: (\d+) of (\d+) buckets started during the backward pass", log)
+            expect(f"{out}: every bucket's reduction started during backward (none left to the end)",
+                   overlap is not None and int(overlap[2]) > 2 and overlap[1] == overlap[2], log[-2000:])
     # The same global step on every rank count: the final weights agree to fp32 noise, not bit for bit.
     expect("the 1-rank run's final model exists", (f.dir / "w1/final/model.safetensors").exists())
 

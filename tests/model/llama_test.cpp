@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 namespace pt {
 namespace {
@@ -61,6 +64,51 @@ TEST(LlamaModel, GradientsMatchFiniteDifferencesInFloat64) {
       }
     }
     EXPECT_GT(worst, 0.0);
+  }
+}
+
+// The backward progress hook (data-parallel overlap): offsets never increase, end at 0, and every
+// gradient at or after a reported offset already holds its final value for the pass (accumulated onto an
+// earlier micro-batch's, tied LM head included), while the tensor just before it is still to change.
+TEST(LlamaModel, BackwardProgressReportsOnlyFinalGradients) {
+  for (bool tied : {false, true}) {
+    const LlamaConfig c = small_config(tied);
+    auto split = random_split({4, 9, 3, 7, 6, 2}, c.vocab_size, 5);
+    const auto batches = packed_batches(split, Strategy::kFlatten, 64, 3);
+    ASSERT_EQ(batches.size(), 2u);
+    LlamaModel model(c, max_batch_tokens(batches), Device::cpu, DType::f64);
+    auto init = init_params(c, 7, 0.5);
+    std::vector<double> params(init.begin(), init.end()), grads(params.size(), 0.0);
+    const auto n = static_cast<int64_t>(params.size());
+    Tensor p = Tensor::of(params.data(), {n}), g = Tensor::of(grads.data(), {n});
+    model.forward_backward(batches[0], p, g, 0.5);
+    std::vector<std::pair<int64_t, std::vector<double>>> reports;
+    model.set_backward_progress([&](int64_t offset) { reports.emplace_back(offset, grads); });
+    model.forward_backward(batches[1], g, 0.5);
+    model.set_backward_progress({});
+    model.forward(batches[1]);
+    ASSERT_EQ(reports.size(), static_cast<size_t>(c.num_hidden_layers) + 2) << "tied=" << tied;
+    EXPECT_EQ(reports.back().first, 0);
+    const auto& layout = model.layout();
+    for (size_t r = 0; r < reports.size(); ++r) {
+      const auto& [offset, snapshot] = reports[r];
+      ASSERT_TRUE(offset >= 0 && offset < n) << offset;
+      if (r > 0) {
+        EXPECT_LE(offset, reports[r - 1].first) << "report " << r;
+      }
+      for (int64_t i = offset; i < n; ++i)
+        ASSERT_EQ(snapshot[size_t(i)], grads[size_t(i)]) << "tied=" << tied << " report " << r << " offset "
+                                                         << offset << ": gradient " << i << " changed later";
+      if (offset == 0) continue;
+      // Not more conservative than needed: the tensor ending at the offset is not final yet.
+      const auto before =
+          std::find_if(layout.params().begin(), layout.params().end(),
+                       [&](const ParamInfo& info) { return info.offset + info.numel == offset; });
+      ASSERT_NE(before, layout.params().end());
+      bool changes = false;
+      for (int64_t i = before->offset; i < offset; ++i) changes |= snapshot[size_t(i)] != grads[size_t(i)];
+      EXPECT_TRUE(changes) << "tied=" << tied << ": " << before->name << " was final before report " << r;
+    }
   }
 }
 

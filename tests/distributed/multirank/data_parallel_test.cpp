@@ -196,8 +196,25 @@ TrainLog train(Communicator& c, bool zero1, int32_t grad_accum, Strategy strateg
     zero_bytes(grads.t().data, device == Device::cuda, size_t(size) * sizeof(float));
     model.load_weights(model_params);
     double loss_sum = 0;
-    for (const Batch& b : s.micro) loss_sum += model.forward_backward(b, model_grads, grad_scale).loss_sum;
+    // As the trainer: the last micro-batch's backward starts the buckets whose gradients are final. Some
+    // must be in flight before the embedding's backward (the last report) comes.
+    bool in_flight_before_embedding = false;
+    for (size_t i = 0; i < s.micro.size(); ++i) {
+      if (c.size() > 1 && i + 1 == s.micro.size())
+        model.set_backward_progress([&](int64_t offset) {
+          if (offset == 0) in_flight_before_embedding = c.pending();
+          dp.ready_from(offset);
+        });
+      loss_sum += model.forward_backward(s.micro[i], model_grads, grad_scale).loss_sum;
+    }
+    model.set_backward_progress({});
     dp.reduce_gradients();
+    if (c.size() > 1 && !s.micro.empty()) {
+      EXPECT_GT(dp.reducer().buckets().size(), 2u);
+      EXPECT_EQ(dp.reducer().started_early(), static_cast<int>(dp.reducer().buckets().size()))
+          << "step " << step << ": buckets left to reduce_gradients()";
+      EXPECT_TRUE(in_flight_before_embedding) << "step " << step;
+    }
     log.norms.push_back(dp.clip_grad_norm(1.0));
     dp.step({3e-3, 0.9, 0.95, 1e-8, 0.1}, step);
     log.losses.push_back(c.sum_host(std::span<const double>(&loss_sum, 1))[0] * grad_scale);
