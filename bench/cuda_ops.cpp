@@ -13,6 +13,7 @@
 
 #include "core/device.h"
 #include "core/device_buffer.h"
+#include "gpu_timer.h"
 #include "ops/adamw.h"
 #include "ops/cross_entropy.h"
 #include "ops/embedding.h"
@@ -29,15 +30,7 @@ using namespace pt::ops;
 
 int iters = 20;
 
-// Mean milliseconds per call after one warm-up call.
-double time_ms(const std::function<void()>& fn) {
-  fn();
-  cuda_synchronize();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) fn();
-  cuda_synchronize();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters;
-}
+double time_ms(const std::function<void()>& fn) { return bench::gpu_time_ms(fn, iters); }
 
 // amount is bytes for "GB/s" and floating-point operations for "TFLOP/s".
 void report(const std::string& op, const std::string& shape, double ms, double amount,

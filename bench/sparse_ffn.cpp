@@ -26,6 +26,7 @@
 #include "core/device.h"
 #include "core/device_buffer.h"
 #include "core/float16.h"
+#include "gpu_timer.h"
 #include "ops/linear.h"
 #include "ops/sparse24.h"
 #include "ops/sparse_linear.h"
@@ -51,15 +52,7 @@ void record(nlohmann::json j) {
   if (json.is_open()) json << j.dump() << "\n" << std::flush;
 }
 
-// Mean milliseconds per call after one warm-up call.
-double time_ms(const std::function<void()>& fn) {
-  fn();
-  cuda_synchronize();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) fn();
-  cuda_synchronize();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters;
-}
+double time_ms(const std::function<void()>& fn) { return bench::gpu_time_ms(fn, iters); }
 
 double tflops(double flops, double ms) { return flops / (ms * 1e9); }
 

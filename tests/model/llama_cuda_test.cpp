@@ -22,6 +22,7 @@
 namespace pt {
 namespace {
 
+using testing::bf16_rounded;
 using testing::max_batch_tokens;
 using testing::packed_batches;
 using testing::random_split;
@@ -155,11 +156,6 @@ class WideHeads {
   LlamaConfig wide_config_;
   ParameterLayout wide_;
 };
-
-std::vector<float> bf16_rounded(std::vector<float> v) {
-  for (float& x : v) x = bf16_to_float(float_to_bf16(x));
-  return v;
-}
 
 // How far the model on `device` (on the head_dim-64 embedding) is from HF's float64 loss and gradients.
 struct OracleErrors {

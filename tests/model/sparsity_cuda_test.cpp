@@ -24,6 +24,7 @@
 namespace pt {
 namespace {
 
+using testing::bf16_rounded;
 using testing::max_batch_tokens;
 using testing::packed_batches;
 using testing::random_split;
@@ -43,11 +44,6 @@ SparsityConfig sparse24(bool dense_dw) {
   s.enabled = true;
   s.dense_dw = dense_dw;
   return s;
-}
-
-std::vector<float> bf16_rounded(std::vector<float> v) {
-  for (float& x : v) x = bf16_to_float(float_to_bf16(x));
-  return v;
 }
 
 struct Totals {

@@ -33,6 +33,12 @@ inline std::vector<double> rounded(std::vector<double> v, DType dtype) {
   return v;
 }
 
+// f32 values as bf16 stores them (weights a bf16 model reads, for a cpu reference on the same values).
+inline std::vector<float> bf16_rounded(std::vector<float> v) {
+  for (float& x : v) x = bf16_to_float(float_to_bf16(x));
+  return v;
+}
+
 // A device tensor and the buffer that owns its memory.
 struct DeviceTensor {
   DeviceBuffer buffer;
