@@ -27,6 +27,30 @@ std::vector<int32_t> shifted_targets(const Batch& batch) {
 
 namespace {
 
+// The batch's segment table as attention reads it, checked on the host once per batch (so the attention
+// kernels need not report it back); a packer bug surfaces here as an error, not as wrong attention.
+void check_segments(const Batch& batch) {
+  const auto& cu = batch.cu_seqlens;
+  const int64_t T = batch.num_tokens();
+  if (cu.size() < 2 || cu.front() != 0 || cu.back() != T)
+    fail("batch: cu_seqlens must run from 0 to the batch's {} tokens in at least one segment (it has {} "
+         "entries, {} .. {}); the packer that built it is at fault",
+         T, cu.size(), cu.empty() ? 0 : cu.front(), cu.empty() ? 0 : cu.back());
+  for (size_t s = 1; s < cu.size(); ++s)
+    if (cu[s] < cu[s - 1])
+      fail("batch: cu_seqlens decreases at segment {} ({} after {}); the packer that built it is at fault",
+           s - 1, cu[s], cu[s - 1]);
+  // Rows that are exactly one segment each give attention their real lengths (LlamaModel::upload).
+  if (cu.size() - 1 != static_cast<size_t>(batch.rows)) return;
+  if (batch.row_real_len.size() != cu.size() - 1)
+    fail("batch: {} row lengths for {} rows; the packer that built it is at fault", batch.row_real_len.size(),
+         batch.rows);
+  for (size_t s = 0; s + 1 < cu.size(); ++s)
+    if (batch.row_real_len[s] < 0 || batch.row_real_len[s] > cu[s + 1] - cu[s])
+      fail("batch: row {} has {} real tokens, outside [0, {}]; the packer that built it is at fault", s,
+           batch.row_real_len[s], cu[s + 1] - cu[s]);
+}
+
 // The cpu backend computes in f32 or f64; the cuda one in bf16, with attention kernels for two head dims.
 void check_precision(const LlamaConfig& config, Device device, DType dtype) {
   if (device == Device::cpu && dtype != DType::f32 && dtype != DType::f64)
@@ -207,6 +231,7 @@ void LlamaModel::upload(const Batch& batch) {
     fail("a batch of {} tokens exceeds the model's activation arena ({} tokens); lower the batch size", T,
          max_tokens_);
   if (T == 0) fail("empty batch");
+  check_segments(batch);
   tokens_ = T;
   segments_ = static_cast<int64_t>(batch.cu_seqlens.size()) - 1;
   // When every row is exactly one attention segment (padding, concat), its pad tail is skipped by
@@ -223,6 +248,19 @@ void LlamaModel::upload(const Batch& batch) {
   if (use_valid_lens_) put(valid_lens_, batch.row_real_len);
 }
 
+ops::AttentionParams LlamaModel::attention_params(const LayerActs& a, int64_t T) const {
+  const int64_t H = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim;
+  ops::AttentionParams p{arena_.view(a.q, {T, H, D}),
+                         arena_.view(a.k, {T, Hkv, D}),
+                         arena_.view(a.v, {T, Hkv, D}),
+                         arena_.view(cu_seqlens_, {segments_ + 1}),
+                         use_valid_lens_ ? arena_.view(valid_lens_, {segments_}) : Tensor(),
+                         arena_.view(a.attn, {T, H, D}),
+                         arena_.view(a.lse, {H, T})};
+  p.segments_checked = true;  // by upload
+  return p;
+}
+
 void LlamaModel::run_forward(int64_t T) {
   const auto& c = config_;
   const int64_t C = c.hidden_size, F = c.intermediate_size, D = c.head_dim, V = c.vocab_size;
@@ -236,18 +274,15 @@ void LlamaModel::run_forward(int64_t T) {
     const LayerActs& a = layers_[l];
     const LayerParams& w = layout_.layer(static_cast<int>(l));
     Tensor x = arena_.view(a.resid_in, {T, C}), xn1 = arena_.view(a.xn1, {T, C});
-    Tensor q = arena_.view(a.q, {T, H, D}), k = arena_.view(a.k, {T, Hkv, D}),
-           v = arena_.view(a.v, {T, Hkv, D});
-    Tensor attn = arena_.view(a.attn, {T, H, D}), mid = arena_.view(a.mid, {T, C});
+    Tensor q = arena_.view(a.q, {T, H, D}), k = arena_.view(a.k, {T, Hkv, D});
+    Tensor mid = arena_.view(a.mid, {T, C});
     ops::rmsnorm_forward(x, weight(w.attn_norm, {C}), c.rms_norm_eps, xn1, arena_.view(a.rstd1, {T}));
     ops::linear_forward(xn1, weight(w.wq, {H * D, C}), arena_.view(a.q, {T, H * D}));
     ops::linear_forward(xn1, weight(w.wk, {Hkv * D, C}), arena_.view(a.k, {T, Hkv * D}));
     ops::linear_forward(xn1, weight(w.wv, {Hkv * D, C}), arena_.view(a.v, {T, Hkv * D}));
     ops::rope_forward(q, pos, c.rope_theta, q);
     ops::rope_forward(k, pos, c.rope_theta, k);
-    ops::attention_forward({q, k, v, arena_.view(cu_seqlens_, {segments_ + 1}),
-                            use_valid_lens_ ? arena_.view(valid_lens_, {segments_}) : Tensor(), attn,
-                            arena_.view(a.lse, {H, T})});
+    ops::attention_forward(attention_params(a, T));
     ops::copy(x, mid);
     ops::linear_forward(arena_.view(a.attn, {T, H * D}), weight(w.wo, {C, H * D}), mid, Write::accumulate);
     Tensor xn2 = arena_.view(a.xn2, {T, C}), h = arena_.view(a.h, {T, 2 * F}),
@@ -345,14 +380,7 @@ LossSum LlamaModel::forward_backward(const Batch& batch, const Tensor& grads, do
     ops::linear_backward(dx, arena_.view(a.attn, {T, H * D}), weight(w.wo, {C, H * D}),
                          arena_.view(dattn_, {T, H * D}), Write::overwrite, param(grads, w.wo, {C, H * D}),
                          Write::accumulate);
-    ops::AttentionParams ap{arena_.view(a.q, {T, H, D}),
-                            arena_.view(a.k, {T, Hkv, D}),
-                            arena_.view(a.v, {T, Hkv, D}),
-                            arena_.view(cu_seqlens_, {segments_ + 1}),
-                            use_valid_lens_ ? arena_.view(valid_lens_, {segments_}) : Tensor(),
-                            arena_.view(a.attn, {T, H, D}),
-                            arena_.view(a.lse, {H, T})};
-    ops::attention_backward(ap, {arena_.view(dattn_, {T, H, D}), dq, dk, dv});
+    ops::attention_backward(attention_params(a, T), {arena_.view(dattn_, {T, H, D}), dq, dk, dv});
     ops::rope_backward(dq, pos, c.rope_theta, dq);
     ops::rope_backward(dk, pos, c.rope_theta, dk);
     Tensor xn1 = arena_.view(a.xn1, {T, C});

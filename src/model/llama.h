@@ -20,6 +20,7 @@
 #include "model/config.h"
 #include "model/parameters.h"
 #include "model/sparsity.h"
+#include "ops/attention.h"
 #include "ops/sparse_linear.h"
 
 #include <cstdint>
@@ -106,6 +107,8 @@ class LlamaModel {
   // The layer's linear as it runs now: sparse while masks are set, else nullptr (dense).
   const ops::SparseLinear* sparse(size_t layer, FfnLinear which) const;
   void upload(const Batch& batch);
+  // The attention inputs of one layer for the uploaded batch of T tokens.
+  ops::AttentionParams attention_params(const LayerActs& a, int64_t T) const;
   void run_forward(int64_t T);
   void check_master(const char* what, const Tensor& t) const;
   // A parameter tensor inside a flat buffer (weights or gradients) at an element offset.

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -175,6 +176,37 @@ TEST(LlamaModel, GradientAccumulationEqualsOneLargeBatch) {
   EXPECT_EQ(micro.targets, big.targets);
   EXPECT_NEAR(micro.loss_sum, big.loss_sum, 1e-5 * big.loss_sum);
   EXPECT_LE(max_relative_difference(micro.grads, big.grads), 1e-5);
+}
+
+// The model checks the segment table on the host, since the cuda attention no longer reads its own check
+// back: a table that does not cover the batch, runs backwards, or gives a row more real tokens than its
+// segment is an error naming the problem, never a pass.
+TEST(LlamaModel, BrokenSegmentTablesAreRejectedAtUpload) {
+  const LlamaConfig c = small_config(false);
+  auto split = random_split({3, 8, 1, 12}, c.vocab_size, 9);
+  auto params = init_params(c, 4, 0.2);
+  LlamaModel model(c, 256, Device::cpu, DType::f32);
+  const Tensor weights = Tensor::of(params.data(), {model.layout().total()});
+  const Batch flat = one_batch(split, Strategy::kFlatten, 64);
+  EXPECT_NO_THROW(model.forward(flat, weights));
+  auto expect_rejected = [&](Batch b, const char* what) {
+    try {
+      model.forward(b, weights);
+      ADD_FAILURE() << what << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  Batch short_table = flat;
+  short_table.cu_seqlens.back() -= 1;
+  expect_rejected(short_table, "must run from 0");
+  Batch backwards = flat;
+  std::swap(backwards.cu_seqlens[1], backwards.cu_seqlens[2]);
+  expect_rejected(backwards, "decreases at segment");
+  Batch padded = packed_batches(split, Strategy::kPadding, 16, 4).at(0);
+  EXPECT_NO_THROW(model.forward(padded, weights));
+  padded.row_real_len[1] = padded.row_len + 1;
+  expect_rejected(padded, "real tokens, outside");
 }
 
 TEST(LlamaModel, ShiftedTargetsStayInsideRows) {
