@@ -3,7 +3,7 @@
 // batches (lognormal lengths around 330 tokens, up to 2048; vocab 32000), packed by padding and by
 // flatten. Reports real (non-pad) tokens per second, the device memory the step's arenas hold, the
 // flatten/padding throughput ratio, and MFU on real tokens against the H200's dense bf16 peak.
-// Usage: bench_train_gpu [--steps 6] [--skip-1b] [--sparse24] [--json FILE] [--dump-batches FILE]
+// Usage: bench_train_gpu [--steps 6] [--examples 16,64] [--skip-1b] [--sparse24] [--json FILE] [--dump-batches FILE]
 // --sparse24 compares dense FFNs against 2:4 sparse ones (both flatten) on 110m and 1b instead.
 // --json writes one JSON object per configuration (median step too, for bench/report.py); --dump-batches
 // writes the model config and the flatten batches of every configuration (batch 0 warms up, the others are
@@ -247,6 +247,10 @@ int main(int argc, char** argv) {
   std::string json_path, dump_path;
   app.add_option("--steps", steps, "timed optimizer steps per configuration")->check(CLI::PositiveNumber);
   app.add_flag("--skip-1b", skip_1b, "only the 110m preset");
+  std::vector<int32_t> examples = {16, 64};
+  app.add_option("--examples", examples, "examples per step of the 110m configurations")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
   bool sparse = false;
   app.add_flag("--sparse24", sparse,
                "compare dense against 2:4 sparse FFNs (flatten packing) instead of padding against flatten");
@@ -269,8 +273,7 @@ int main(int argc, char** argv) {
       if (!skip_1b) compare_sparse("1b", 16, steps, out);
       return 0;
     }
-    compare("110m", 16, steps, out);
-    compare("110m", 64, steps, out);
+    for (int32_t n : examples) compare("110m", n, steps, out);
   } catch (const pt::Error& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;

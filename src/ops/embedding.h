@@ -11,7 +11,7 @@ namespace pt::ops {
 void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out);
 
 // dtable[V,C] (overwritten or added to) receives dout[t] in row ids[t] for every t. Deterministic: each
-// thread owns a slice of columns and adds tokens in order, so there are no races and no thread-count effects.
+// (row, column) sums its tokens in a fixed order without atomics, the same on every run.
 void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dtable, Write mode);
 
 }  // namespace pt::ops

@@ -15,6 +15,23 @@ __device__ __forceinline__ float load(const __nv_bfloat16* p) { return __bfloat1
 __device__ __forceinline__ void store(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
 
+// kSize consecutive elements moved as one aligned vector access (kSize * sizeof(T) of 4, 8 or 16 bytes).
+template <class T, int kSize>
+struct alignas(sizeof(T) * kSize) Pack {
+  T v[kSize];
+};
+template <int kSize, class T>
+__device__ __forceinline__ Pack<T, kSize> load_pack(const T* p) {
+  return *reinterpret_cast<const Pack<T, kSize>*>(p);
+}
+template <int kSize, class T>
+__device__ __forceinline__ void store_pack(T* p, const Pack<T, kSize>& x) {
+  *reinterpret_cast<Pack<T, kSize>*>(p) = x;
+}
+// Elements per 16-byte access of T.
+template <class T>
+inline constexpr int kPack16 = static_cast<int>(16 / sizeof(T));
+
 // Calls fn(T{}) with T = float or __nv_bfloat16; any other type is an error naming the op and the argument.
 template <class Fn>
 void dispatch_float(const char* op, const char* name, DType dtype, Fn&& fn) {

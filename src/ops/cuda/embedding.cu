@@ -43,20 +43,57 @@ __global__ void sort_input_kernel(const int32_t* __restrict__ ids, int64_t T_, i
   tokens[t] = static_cast<int32_t>(t);
 }
 
-// Block (i, column tile): if sorted position i starts a bucket of equal ids, one thread per column sums
-// the bucket's dout rows in token order (the sort is stable) and adds the sum to the id's table row. Each
-// (id, column) has exactly one owner: no atomics, no races, the same result every run.
+// The backward sums, per id, the dout rows of its tokens. The sorted tokens are cut into chunks of
+// kChunk positions; a bucket of equal ids can span many chunks (a frequent token, the pad id of a padded
+// batch), so no single thread may walk a whole bucket. Phase 1, block (chunk, column tile): sums each
+// bucket piece inside the chunk in token order; a bucket wholly inside the chunk goes straight into the
+// table, a piece that continues the previous chunk's bucket is stored as the chunk's head, and the piece
+// that starts a bucket running on into the next chunk as its tail. Phase 2, same grid: the chunk where
+// such a bucket starts adds its tail and the following chunks' heads in order. Every (id, column) has one
+// owner and a fixed summation order: no atomics, the same result every run.
+constexpr int kChunk = 32;
+
 template <class G, class D>
-__global__ void accumulate_kernel(const int32_t* __restrict__ keys, const int32_t* __restrict__ tokens,
-                                  const G* __restrict__ dout, D* __restrict__ dtable, int64_t T_, int64_t V,
-                                  int64_t C) {
-  const int64_t i = blockIdx.x, c = int64_t{blockIdx.y} * blockDim.x + threadIdx.x;
-  const int32_t id = keys[i];
-  if (c >= C || id == V || (i > 0 && keys[i - 1] == id)) return;
+__global__ void chunk_sums_kernel(const int32_t* __restrict__ keys, const int32_t* __restrict__ tokens,
+                                  const G* __restrict__ dout, D* __restrict__ dtable, float* __restrict__ heads,
+                                  float* __restrict__ tails, int64_t T_, int64_t V, int64_t C) {
+  const int64_t chunk = blockIdx.x, c = int64_t{blockIdx.y} * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  const int64_t begin = chunk * kChunk, end = min(T_, begin + kChunk);
+  int64_t piece = begin;
   float sum = 0;
-  for (int64_t j = i; j < T_ && keys[j] == id; ++j) sum += load(dout + int64_t{tokens[j]} * C + c);
-  D* row = dtable + int64_t{id} * C;
-  store(row + c, load(row + c) + sum);
+  for (int64_t j = begin; j < end; ++j) {
+    const int32_t id = keys[j];
+    sum += load(dout + int64_t{tokens[j]} * C + c);
+    if (j + 1 < end && keys[j + 1] == id) continue;
+    const bool starts = piece == 0 || keys[piece - 1] != id;
+    const bool continues = j + 1 < T_ && keys[j + 1] == id;
+    if (!starts)
+      heads[chunk * C + c] = sum;
+    else if (continues)
+      tails[chunk * C + c] = sum;
+    else if (id != V)
+      store(dtable + int64_t{id} * C + c, load(dtable + int64_t{id} * C + c) + sum);
+    sum = 0;
+    piece = j + 1;
+  }
+}
+
+template <class D>
+__global__ void spanning_sums_kernel(const int32_t* __restrict__ keys, D* __restrict__ dtable,
+                                     const float* __restrict__ heads, const float* __restrict__ tails,
+                                     int64_t T_, int64_t V, int64_t C) {
+  const int64_t chunk = blockIdx.x, c = int64_t{blockIdx.y} * blockDim.x + threadIdx.x;
+  const int64_t last = min(T_, (chunk + 1) * kChunk) - 1;
+  if (c >= C || last + 1 >= T_) return;
+  const int32_t id = keys[last];
+  if (keys[last + 1] != id) return;  // the chunk's last bucket ends with it
+  // The bucket starts in this chunk unless it fills it from a run before.
+  if (keys[chunk * kChunk] == id && chunk > 0 && keys[chunk * kChunk - 1] == id) return;
+  float sum = tails[chunk * C + c];
+  for (int64_t next = chunk + 1; next * kChunk < T_ && keys[next * kChunk] == id; ++next)
+    sum += heads[next * C + c];
+  if (id != V) store(dtable + int64_t{id} * C + c, load(dtable + int64_t{id} * C + c) + sum);
 }
 
 // Brings the first bad token index back to the host and throws if there is one.
@@ -109,31 +146,38 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dta
   PT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
       nullptr, sort_bytes, static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
       static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), n, 0, end_bit, stream));
+  const int64_t chunks = (T + kChunk - 1) / kChunk;
   ScratchPlan plan;
   const size_t bad_at = plan.reserve<int>(1), keys_at = plan.reserve<int32_t>(T),
                tokens_at = plan.reserve<int32_t>(T), sorted_keys_at = plan.reserve<int32_t>(T),
-               sorted_tokens_at = plan.reserve<int32_t>(T), sort_at = plan.reserve<char>(int64_t(sort_bytes));
+               sorted_tokens_at = plan.reserve<int32_t>(T), sort_at = plan.reserve<char>(int64_t(sort_bytes)),
+               heads_at = plan.reserve<float>(chunks * C), tails_at = plan.reserve<float>(chunks * C);
   plan.allocate();
   int* first_bad = plan.at<int>(bad_at);
   int32_t *keys = plan.at<int32_t>(keys_at), *tokens = plan.at<int32_t>(tokens_at);
   int32_t *sorted_keys = plan.at<int32_t>(sorted_keys_at),
           *sorted_tokens = plan.at<int32_t>(sorted_tokens_at);
+  float *heads = plan.at<float>(heads_at), *tails = plan.at<float>(tails_at);
   PT_CUDA_CHECK(cudaMemsetAsync(first_bad, kNoBadToken, sizeof(int), stream));
   sort_input_kernel<<<blocks_for(T, kThreads), kThreads, 0, stream>>>(data<int32_t>(ids), T, V, keys, tokens,
                                                                       first_bad);
   PT_CUDA_CHECK_LAUNCH();
   PT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(plan.at<char>(sort_at), sort_bytes, keys, sorted_keys, tokens,
                                                 sorted_tokens, n, 0, end_bit, stream));
+  const dim3 grid(static_cast<unsigned>(chunks), blocks_for(C, kThreads));
   dispatch_float("embedding_backward", "dout", dout.dtype, [&](auto tag) {
     using G = decltype(tag);
-    const dim3 grid(static_cast<unsigned>(T), blocks_for(C, kThreads));
+    auto launch = [&](auto* table) {
+      chunk_sums_kernel<<<grid, kThreads, 0, stream>>>(sorted_keys, sorted_tokens, data<G>(dout), table, heads,
+                                                       tails, T, V, C);
+      PT_CUDA_CHECK_LAUNCH();
+      spanning_sums_kernel<<<grid, kThreads, 0, stream>>>(sorted_keys, table, heads, tails, T, V, C);
+      PT_CUDA_CHECK_LAUNCH();
+    };
     if (dtable.dtype == DType::f32)
-      accumulate_kernel<<<grid, kThreads, 0, stream>>>(sorted_keys, sorted_tokens, data<G>(dout),
-                                                       data<float>(dtable), T, V, C);
+      launch(data<float>(dtable));
     else
-      accumulate_kernel<<<grid, kThreads, 0, stream>>>(sorted_keys, sorted_tokens, data<G>(dout),
-                                                       data<G>(dtable), T, V, C);
-    PT_CUDA_CHECK_LAUNCH();
+      launch(data<G>(dtable));
   });
   throw_if_bad("embedding_backward", first_bad, V);
 }

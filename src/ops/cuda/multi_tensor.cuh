@@ -43,6 +43,16 @@ __device__ __forceinline__ int table_entry(const TensorTable<kPointers>& table, 
   return lo;
 }
 
+// Whether every array's part [begin, end) of tensor i can move as float4: 16-byte aligned, whole vectors.
+template <int kPointers>
+__device__ __forceinline__ bool float4_range(const TensorTable<kPointers>& table, int i, int64_t begin,
+                                             int64_t end) {
+  if ((end - begin) % 4 != 0) return false;
+  for (int p = 0; p < kPointers; ++p)
+    if (reinterpret_cast<uintptr_t>(table.ptr[p][i] + begin) % 16 != 0) return false;
+  return true;
+}
+
 // Splits `count` tensors into tables of at most kTableTensors and calls launch(table, first_global_block)
 // for each; fill(i, table, slot) writes tensor i's pointers, numel and flag into slot `slot`.
 template <int kPointers, class Fill, class Launch>

@@ -1,5 +1,6 @@
 // CUDA embedding against the cpu backend in f64: lookup in f32 and bf16, and the deterministic backward
-// (tokens grouped by a stable sort) with heavily repeated ids, f32 and bf16 gradients into an f32 table.
+// (tokens grouped by a stable sort, long buckets summed in chunks) with heavily repeated ids, f32 and bf16
+// gradients into an f32 table.
 #include "ops/embedding.h"
 
 #include <random>
@@ -22,10 +23,11 @@ std::vector<int32_t> skewed_ids(int64_t T, int64_t V, uint32_t seed) {
   return ids;
 }
 
-void check_embedding(DType dtype, DType dtable_type, int64_t T, int64_t V, int64_t C, Write mode) {
+void check_embedding(DType dtype, DType dtable_type, const std::vector<int32_t>& ids, int64_t V, int64_t C,
+                     Write mode) {
+  const auto T = static_cast<int64_t>(ids.size());
   SCOPED_TRACE(
       fmt::format("{} (dtable {}) T={} V={} C={}", dtype_name(dtype), dtype_name(dtable_type), T, V, C));
-  const std::vector<int32_t> ids = skewed_ids(T, V, 1);
   std::vector<int32_t> host_ids = ids;
   std::vector<double> table = rounded(random_values(V * C, 2), dtype), out(T * C);
   std::vector<double> dout = rounded(random_values(T * C, 3), dtype);
@@ -44,6 +46,10 @@ void check_embedding(DType dtype, DType dtable_type, int64_t T, int64_t V, int64
   EXPECT_CLOSE(d_dtable.t, dtable, tolerance(dtable_type == DType::bf16 ? DType::bf16 : dtype, true));
 }
 
+void check_embedding(DType dtype, DType dtable_type, int64_t T, int64_t V, int64_t C, Write mode) {
+  check_embedding(dtype, dtable_type, skewed_ids(T, V, 1), V, C, mode);
+}
+
 TEST(CudaEmbedding, F32MatchesCpu) {
   SKIP_WITHOUT_GPU();
   check_embedding(DType::f32, DType::f32, 1, 1, 1, Write::overwrite);
@@ -57,6 +63,19 @@ TEST(CudaEmbedding, Bf16IntoF32TableGradientMatchesCpu) {
   check_embedding(DType::bf16, DType::f32, 513, 1000, 768, Write::overwrite);
   check_embedding(DType::bf16, DType::f32, 4096, 4000, 2048, Write::accumulate);
   check_embedding(DType::bf16, DType::bf16, 100, 50, 64, Write::overwrite);
+}
+
+// Buckets of one id across many of the backward's 32-token chunks: the pad id of a padded batch fills
+// most of it; buckets ending exactly at, just before and just after chunk boundaries.
+TEST(CudaEmbedding, LongBucketsAcrossChunksMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  check_embedding(DType::bf16, DType::f32, std::vector<int32_t>(4101, 7), 50, 768, Write::accumulate);
+  for (int64_t first : {31, 32, 33, 64, 95}) {
+    std::vector<int32_t> ids(200, 3);
+    std::fill(ids.begin(), ids.begin() + first, 9);
+    ids[150] = 1;
+    check_embedding(DType::f32, DType::f32, ids, 10, 300, Write::overwrite);
+  }
 }
 
 TEST(CudaEmbedding, BackwardIsBitwiseReproducible) {
