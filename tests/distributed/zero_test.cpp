@@ -10,7 +10,10 @@
 #include "core/error.h"
 #include "core/float16.h"
 #include "distributed/data_parallel.h"
+#include "model/batches.h"
 #include "model/config.h"
+#include "model/init.h"
+#include "model/llama.h"
 #include "model/sparsity.h"
 #include "ops/elementwise.h"
 #include "ops/sparse24.h"
@@ -305,6 +308,112 @@ TEST(ZeroOneState, EachOfNRanksHoldsAboutOneNthOfTheReplicatedMastersAndMoments)
     }
     EXPECT_EQ(owned, n);
   }
+}
+
+// --- A model reading a caller's working copy (as ZeRO-1 gathers it: the masked cast of the masters) runs
+// the passes a model that loads the masters runs, with masks, after the copy moved, and dense.
+
+// A flat buffer on the cpu or the GPU, filled from and read back to the host.
+class Flat {
+ public:
+  Flat(Device device, DType dtype, int64_t n)
+      : bytes_(static_cast<size_t>(n * dtype_size(dtype))),
+        host_(device == Device::cpu ? bytes_ : 0),
+        device_(device == Device::cuda ? bytes_ : 0),
+        t_(device == Device::cuda ? device_.data() : static_cast<void*>(host_.data()), dtype, {n}, device) {}
+  const Tensor& t() const { return t_; }
+  Tensor first(int64_t n) const { return Tensor(t_.data, t_.dtype, {n}, t_.device); }
+  void set(const void* values) const { copy_bytes(t_.data, t_.device == Device::cuda, values, false, bytes_); }
+  void zero() const { zero_bytes(t_.data, t_.device == Device::cuda, bytes_); }
+  std::vector<float> floats() const {
+    std::vector<float> out(bytes_ / 4);
+    copy_bytes(out.data(), false, t_.data, t_.device == Device::cuda, bytes_);
+    return out;
+  }
+
+ private:
+  size_t bytes_;
+  std::vector<uint8_t> host_;
+  DeviceBuffer device_;
+  Tensor t_;
+};
+
+void expect_working_weights_run_as_loaded_masters(Device device) {
+  LlamaConfig c;
+  c.vocab_size = 300, c.hidden_size = 128, c.intermediate_size = 256, c.num_hidden_layers = 2;
+  c.num_attention_heads = 2, c.num_key_value_heads = 1, c.head_dim = 64;  // what the CUDA attention runs
+  const bool gpu = device == Device::cuda;
+  const DType dtype = gpu ? DType::bf16 : DType::f32;
+  const SparsityConfig sparsity = sparse_ffn();
+  const std::vector<Batch> batches =
+      pt::testing::packed_batches(pt::testing::random_split({9, 64, 17, 130, 33, 70}, c.vocab_size, 9),
+                                  Strategy::kFlatten, 128, 3);  // two micro-batches accumulate
+  const ParameterLayout layout(c);
+  const int64_t n = layout.total();
+  std::vector<float> masters0 = init_params(c, 4, 0.05), masters1 = masters0;
+  std::mt19937 rng(6);
+  std::normal_distribution<float> noise(0.0f, 0.01f);
+  for (float& x : masters1) x += noise(rng);  // an optimizer step
+  const Flat masters(device, DType::f32, n), grads(device, DType::f32, n);
+  // Two working copies, padded past the layout as the gathered one is.
+  const Flat copy_a(device, dtype, n + kShardAlign), copy_b(device, dtype, n + 3 * kShardAlign);
+  FfnMasks masks(c, sparsity, device);
+  LlamaModel loading(c, pt::testing::max_batch_tokens(batches), device, dtype, sparsity),
+      reading(c, pt::testing::max_batch_tokens(batches), device, dtype, sparsity);
+  struct Pass {
+    double loss = 0;
+    std::vector<float> grads;
+  };
+  auto pass = [&](LlamaModel& model) {
+    Pass p;
+    grads.zero();
+    for (size_t i = 0; i < batches.size(); ++i) {
+      model.set_mvue_seed({1, 0, static_cast<int64_t>(i)});
+      p.loss += model.forward_backward(batches[i], grads.t(), 1.0).loss_sum;
+    }
+    p.grads = grads.floats();
+    return p;
+  };
+  for (int phase = 0; phase < 3; ++phase) {
+    SCOPED_TRACE(phase == 0 ? "masked" : phase == 1 ? "masked, updated, copy moved" : "dense");
+    masters.set(phase == 0 ? masters0.data() : masters1.data());
+    if (phase == 0) masks.recompute(masters.t());
+    const FfnMasks* active = phase < 2 ? &masks : nullptr;
+    loading.set_masks(active);
+    reading.set_masks(active);
+    loading.load_weights(masters.t());
+    const Flat& copy = phase == 1 ? copy_b : copy_a;
+    if (active)
+      masks.masked_cast_range(masters.t(), 0, copy.first(n));
+    else
+      ops::cast(masters.t(), copy.first(n));
+    reading.use_working_weights(copy.t());
+    const Pass want = pass(loading), got = pass(reading);
+    // The same weights through the same kernels: equal, but for the order of the GPU attention backward's
+    // fp32 atomic sums.
+    if (!gpu) {
+      EXPECT_EQ(got.loss, want.loss);
+      EXPECT_EQ(got.grads, want.grads);
+      continue;
+    }
+    EXPECT_NEAR(got.loss, want.loss, 1e-6 * std::abs(want.loss));
+    double diff = 0, norm = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      diff += std::pow(double(got.grads[i]) - want.grads[i], 2);
+      norm += std::pow(double(want.grads[i]), 2);
+    }
+    EXPECT_LT(std::sqrt(diff / norm), 1e-4);
+  }
+  const Flat wrong_dtype(device, gpu ? DType::f32 : DType::bf16, n), short_copy(device, dtype, n - 1);
+  EXPECT_THROW(reading.use_working_weights(wrong_dtype.t()), Error);
+  EXPECT_THROW(reading.use_working_weights(short_copy.t()), Error);
+}
+
+TEST(LlamaWorkingWeights, RunAsLoadedMastersOnTheCpu) { expect_working_weights_run_as_loaded_masters(Device::cpu); }
+
+TEST(LlamaWorkingWeights, RunAsLoadedMastersOnTheGpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  expect_working_weights_run_as_loaded_masters(Device::cuda);
 }
 
 }  // namespace
