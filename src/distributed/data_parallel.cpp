@@ -55,7 +55,8 @@ const Tensor& checked_grads(const Tensor& t, int64_t n, Device device) {
 }
 
 Tensor slice(const Tensor& flat, int64_t offset, int64_t n) {
-  return Tensor(static_cast<char*>(flat.data) + offset * dtype_size(flat.dtype), flat.dtype, {n}, flat.device);
+  return Tensor(static_cast<char*>(flat.data) + offset * dtype_size(flat.dtype), flat.dtype, {n},
+                flat.device);
 }
 
 }  // namespace
@@ -154,7 +155,9 @@ void DataParallelOptimizer::from_host(const Tensor& t, std::span<const float> va
   copy_bytes(t.data, t.device == Device::cuda, values.data(), false, values.size() * sizeof(float));
 }
 
-std::vector<float> DataParallelOptimizer::params_to_host() { return to_host(gather_masters(), layout_.total()); }
+std::vector<float> DataParallelOptimizer::params_to_host() {
+  return to_host(gather_masters(), layout_.total());
+}
 
 FullState DataParallelOptimizer::gather_state() {
   FullState s;

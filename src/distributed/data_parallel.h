@@ -145,9 +145,9 @@ class DataParallelOptimizer {
   ShardLayout shards_;
   Tensor grads_;
   int64_t begin_ = 0, end_ = 0;
-  Arena state_;               // the owned range's masters and moments
+  Arena state_;  // the owned range's masters and moments
   Tensor masters_, m_, v_;
-  Arena working_;             // ZeRO-1: the working copy of every weight, flat_size elements
+  Arena working_;  // ZeRO-1: the working copy of every weight, flat_size elements
   Tensor working_weights_;
   std::vector<ops::AdamWTensor> adamw_;
   std::vector<Tensor> owned_grads_;

@@ -109,8 +109,8 @@ void LlamaModel::build_sparse(const SparsityConfig& sparsity) {
   sparse_.resize(layers_.size());
   if (!own_copies) return;
   sparse_copy_.allocate();
-  for (const SparsePlan& w : sparse_plan_) sparse_[w.layer].at(w.which).emplace(
-      sparse_copy_.view(w.slot), max_tokens_, sparse_name(w));
+  for (const SparsePlan& w : sparse_plan_)
+    sparse_[w.layer].at(w.which).emplace(sparse_copy_.view(w.slot), max_tokens_, sparse_name(w));
 }
 
 std::string LlamaModel::sparse_name(const SparsePlan& w) {
@@ -122,7 +122,8 @@ void LlamaModel::bind_sparse(const Tensor& flat) {
   // Rebuilt on a new buffer: cheap, as a SparseLinear compresses its weight only when first used after a
   // refresh.
   for (const SparsePlan& w : sparse_plan_)
-    sparse_[w.layer].at(w.which).emplace(param(flat, w.offset, {w.rows, w.cols}), max_tokens_, sparse_name(w));
+    sparse_[w.layer].at(w.which).emplace(param(flat, w.offset, {w.rows, w.cols}), max_tokens_,
+                                         sparse_name(w));
   sparse_bound_ = flat.data;
 }
 
@@ -196,9 +197,9 @@ void LlamaModel::refresh_sparse(const Tensor& source) {
     ops::SparseLinear& linear = *sparse_[w.layer].at(w.which);
     // A bf16 model's linear views its part of the caller's working copy, masked there already; other
     // linears get source * mask (masters, or a working copy whose masking this only repeats).
-    if (linear.weight().data != param(source, w.offset, {w.rows, w.cols}).data)
-      ops::apply_mask(param(source, w.offset, {w.rows, w.cols}), *masks_->find(static_cast<int>(w.layer), w.which),
-                      linear.weight());
+    const Tensor part = param(source, w.offset, {w.rows, w.cols});
+    if (linear.weight().data != part.data)
+      ops::apply_mask(part, *masks_->find(static_cast<int>(w.layer), w.which), linear.weight());
     linear.refresh();
   }
 }

@@ -9,9 +9,10 @@
 // log-sum-exp, f32), every op accumulates in fp32, and parameter gradients are written in f32.
 //
 // 2:4 sparsity (model/sparsity.h): the FFN linears a SparsityConfig names run through ops::SparseLinear
-// on a masked working copy W * mask (in the bf16 working copy on cuda, the model's or a caller's; in a copy
-// of their own where the model reads the masters in place) while masks are set; their weight gradient is that of the masked
-// weight, added to the dense master's (straight-through). Without masks they are ordinary dense linears.
+// on a masked working copy W * mask (in the bf16 working copy on cuda, the model's or a caller's; in a
+// copy of their own where the model reads the masters in place) while masks are set; their weight gradient
+// is that of the masked weight, added to the dense master's (straight-through). Without masks they are
+// ordinary dense linears.
 #pragma once
 
 #include "core/arena.h"
@@ -148,7 +149,7 @@ class LlamaModel {
   Tensor weights_;     // what the ops read: the masters in place, the own working copy or the caller's
   Arena sparse_copy_;  // masked copies of the sparse weights (models that read the masters in place)
   std::vector<SparsePlan> sparse_plan_;
-  std::vector<SparseFfn> sparse_;    // per layer, when sparsity is configured
+  std::vector<SparseFfn> sparse_;       // per layer, when sparsity is configured
   const void* sparse_bound_ = nullptr;  // the flat buffer the bf16 sparse linears view
   const FfnMasks* masks_ = nullptr;
   MvueSeed mvue_seed_;

@@ -156,9 +156,9 @@ std::vector<FfnMasks::Piece> FfnMasks::pieces_in(int64_t begin, int64_t n) const
   for (const Linear& l : linears_) {
     const int64_t b = std::max(begin, l.offset), e = std::min(begin + n, l.offset + l.mask.numel());
     if (b >= e) continue;
-    out.push_back({b, e - b,
-                   Tensor(static_cast<uint8_t*>(l.mask.data) + (b - l.offset), DType::u8, {1, e - b},
-                          l.mask.device)});
+    out.push_back(
+        {b, e - b,
+         Tensor(static_cast<uint8_t*>(l.mask.data) + (b - l.offset), DType::u8, {1, e - b}, l.mask.device)});
   }
   // The linears are listed by layer, gate|up before down, which is their order in the flat layout.
   PT_ASSERT(std::is_sorted(out.begin(), out.end(),

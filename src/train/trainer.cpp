@@ -43,7 +43,9 @@ struct Gradients {
     flat = arena.view(h);
     view = Tensor(flat.data, DType::f32, {total}, device);
   }
-  void zero() const { zero_bytes(flat.data, arena.device() == Device::cuda, static_cast<size_t>(flat.bytes())); }
+  void zero() const {
+    zero_bytes(flat.data, arena.device() == Device::cuda, static_cast<size_t>(flat.bytes()));
+  }
 };
 
 double mib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
@@ -264,7 +266,8 @@ TrainResult train(const TrainConfig& tc) {
           tc.dist.zero1 ? "ZeRO-1 (masters and moments sharded)" : "replicated optimizer",
           dp.reducer().buckets().size(), tc.dist.bucket_mb, tc.dist.timeout_s);
     // Every rank's shard has the same size, so rank 0's figure is every rank's.
-    log_info("optimizer state: {:.2f} MiB of fp32 masters and AdamW moments per rank{}", mib(dp.state_bytes()),
+    log_info("optimizer state: {:.2f} MiB of fp32 masters and AdamW moments per rank{}",
+             mib(dp.state_bytes()),
              tc.dist.zero1 ? fmt::format(" ({:.2f} MiB replicated)", mib(3 * total * int64_t{sizeof(float)}))
                            : std::string());
     if (masks)

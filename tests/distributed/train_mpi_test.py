@@ -151,8 +151,8 @@ def case_equivalence(f):
         expect(f"{out}: the masks are computed at the same steps with the same flips", f.masks(out) == ref_masks,
                f"{json.dumps(f.masks(out))} vs {json.dumps(ref_masks)}")
         expect(f"{out}: the log names the sharded masters and gives the optimizer state per rank",
-               "ZeRO-1 (masters and moments sharded)" in log and "MiB of fp32 masters and AdamW moments per rank" in log,
-               log[-2000:])
+               "ZeRO-1 (masters and moments sharded)" in log and
+               "MiB of fp32 masters and AdamW moments per rank" in log, log[-2000:])
 
 
 def case_resume(f):

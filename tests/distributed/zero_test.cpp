@@ -190,7 +190,8 @@ TEST(ZeroRanges, MaskedCastOfARangeIsTheFullMaskedCastRestrictedToIt) {
     masks.masked_cast_range(in, b, Tensor(bf16.data(), DType::bf16, {n}));
     for (int64_t i = 0; i < n; ++i) {
       ASSERT_EQ(f32[i], want[b + i]) << "f32, range [" << b << ", " << e << "), element " << b + i;
-      ASSERT_EQ(bf16[i], float_to_bf16(want[b + i])) << "bf16, range [" << b << ", " << e << "), element " << b + i;
+      ASSERT_EQ(bf16[i], float_to_bf16(want[b + i]))
+          << "bf16, range [" << b << ", " << e << "), element " << b + i;
     }
   }
   // Two flat ranges of one length on the masks' device, nothing else.
@@ -217,7 +218,8 @@ TEST(ZeroRanges, MaskedDecayOfARangeIsTheFullOneRestrictedToIt) {
     masks.masked_decay_range(Tensor::of(const_cast<float*>(m.masters.data()) + b, {e - b}), b, lambda,
                              Tensor::of(got.data() + b, {e - b}));
     for (int64_t i = 0; i < m.padded; ++i)
-      ASSERT_EQ(got[i], i >= b && i < e ? want[i] : grads[i]) << "range [" << b << ", " << e << "), element " << i;
+      ASSERT_EQ(got[i], i >= b && i < e ? want[i] : grads[i])
+          << "range [" << b << ", " << e << "), element " << i;
   }
 }
 
@@ -246,8 +248,11 @@ TEST(ZeroRanges, RangesMatchTheFullOpsOnTheGpu) {
     DeviceBuffer full(size_t(total) * 2);
     ops::cast(full_masters, full.view(DType::bf16, {total}));
     for (const FfnMasks::Linear& l : cm.linears())
-      ops::apply_mask(Tensor(static_cast<float*>(masters.data()) + l.offset, DType::f32, {l.rows, l.cols}, Device::cuda),
-                      l.mask, Tensor(static_cast<uint16_t*>(full.data()) + l.offset, DType::bf16, {l.rows, l.cols}, Device::cuda));
+      ops::apply_mask(
+          Tensor(static_cast<float*>(masters.data()) + l.offset, DType::f32, {l.rows, l.cols}, Device::cuda),
+          l.mask,
+          Tensor(static_cast<uint16_t*>(full.data()) + l.offset, DType::bf16, {l.rows, l.cols},
+                 Device::cuda));
     std::memcpy(want_cast.data(), download(full, size_t(total) * 2).data(), size_t(total) * 2);
   }
   const std::vector<float> host_grads = random_values(padded, 2);
@@ -263,13 +268,15 @@ TEST(ZeroRanges, RangesMatchTheFullOpsOnTheGpu) {
     std::vector<uint16_t> cast(static_cast<size_t>(n));
     std::memcpy(cast.data(), download(out, size_t(n) * 2).data(), size_t(n) * 2);
     for (int64_t i = 0; i < n; ++i)
-      ASSERT_EQ(cast[i], b + i < total ? want_cast[b + i] : uint16_t{0}) << "cast, range [" << b << ", " << e << ")";
+      ASSERT_EQ(cast[i], b + i < total ? want_cast[b + i] : uint16_t{0})
+          << "cast, range [" << b << ", " << e << ")";
     grads.upload(host_grads.data(), size_t(padded) * 4);
     masks.masked_decay_range(at(masters, DType::f32, b, n), b, 0.25, at(grads, DType::f32, b, n));
     std::vector<float> decay(static_cast<size_t>(padded));
     std::memcpy(decay.data(), download(grads, size_t(padded) * 4).data(), size_t(padded) * 4);
     for (int64_t i = 0; i < padded; ++i)
-      ASSERT_EQ(decay[i], i >= b && i < e ? want_decay[i] : host_grads[i]) << "decay, range [" << b << ", " << e << ")";
+      ASSERT_EQ(decay[i], i >= b && i < e ? want_decay[i] : host_grads[i])
+          << "decay, range [" << b << ", " << e << ")";
   }
 }
 
@@ -323,7 +330,9 @@ class Flat {
         t_(device == Device::cuda ? device_.data() : static_cast<void*>(host_.data()), dtype, {n}, device) {}
   const Tensor& t() const { return t_; }
   Tensor first(int64_t n) const { return Tensor(t_.data, t_.dtype, {n}, t_.device); }
-  void set(const void* values) const { copy_bytes(t_.data, t_.device == Device::cuda, values, false, bytes_); }
+  void set(const void* values) const {
+    copy_bytes(t_.data, t_.device == Device::cuda, values, false, bytes_);
+  }
   void zero() const { zero_bytes(t_.data, t_.device == Device::cuda, bytes_); }
   std::vector<float> floats() const {
     std::vector<float> out(bytes_ / 4);
@@ -409,7 +418,9 @@ void expect_working_weights_run_as_loaded_masters(Device device) {
   EXPECT_THROW(reading.use_working_weights(short_copy.t()), Error);
 }
 
-TEST(LlamaWorkingWeights, RunAsLoadedMastersOnTheCpu) { expect_working_weights_run_as_loaded_masters(Device::cpu); }
+TEST(LlamaWorkingWeights, RunAsLoadedMastersOnTheCpu) {
+  expect_working_weights_run_as_loaded_masters(Device::cpu);
+}
 
 TEST(LlamaWorkingWeights, RunAsLoadedMastersOnTheGpu) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";

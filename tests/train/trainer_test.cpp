@@ -314,7 +314,8 @@ TEST_F(TrainingRun, NcclOneRankMatchesTheSingleProcessRunOnTheGpu) {
   };
   const std::vector<Case> cases = {
       {gpu("local", dist::Backend::kLocal, false, false), gpu("nccl", dist::Backend::kNccl, false, false)},
-      {gpu("local", dist::Backend::kLocal, false, false), gpu("nccl_zero1", dist::Backend::kNccl, true, false)},
+      {gpu("local", dist::Backend::kLocal, false, false),
+       gpu("nccl_zero1", dist::Backend::kNccl, true, false)},
       {gpu("local_sparse", dist::Backend::kLocal, false, true),
        gpu("nccl_zero1_sparse", dist::Backend::kNccl, true, true)}};
   train(cases[0].reference);
@@ -328,7 +329,8 @@ TEST_F(TrainingRun, NcclOneRankMatchesTheSingleProcessRunOnTheGpu) {
     SCOPED_TRACE(c.nccl.out_dir);
     const auto r = train(c.nccl);
     EXPECT_LT(r.final_val_loss, r.first_val_loss - 0.1);
-    const auto want = field(c.reference.out_dir, "train", "loss"), got = field(c.nccl.out_dir, "train", "loss");
+    const auto want = field(c.reference.out_dir, "train", "loss"),
+               got = field(c.nccl.out_dir, "train", "loss");
     ASSERT_EQ(want.size(), 8u);
     ASSERT_EQ(got.size(), 8u);
     EXPECT_NEAR(got[0], want[0], 1e-6 * want[0]) << "step 1";
@@ -338,7 +340,8 @@ TEST_F(TrainingRun, NcclOneRankMatchesTheSingleProcessRunOnTheGpu) {
     ASSERT_EQ(got_norm.size(), want_norm.size());
     for (size_t i = 0; i < want_norm.size(); ++i)
       EXPECT_NEAR(got_norm[i], want_norm[i], 3e-3 * want_norm[i]) << "step " << i + 1;
-    const auto want_val = field(c.reference.out_dir, "val", "loss"), got_val = field(c.nccl.out_dir, "val", "loss");
+    const auto want_val = field(c.reference.out_dir, "val", "loss"),
+               got_val = field(c.nccl.out_dir, "val", "loss");
     ASSERT_EQ(want_val.size(), 3u);  // steps 0, 4 and 8
     ASSERT_EQ(got_val.size(), want_val.size());
     for (size_t i = 0; i < want_val.size(); ++i)

@@ -217,7 +217,8 @@ TrainLog train(Communicator& c, bool zero1, int32_t grad_accum, Strategy strateg
     // As the trainer: masks from the full masters (gathered through the gradients), then the weights.
     if (masks && schedule.recompute_at(step - 1)) {
       masks->recompute(dp.gather_masters());
-      for (const MaskTensor& m : masks->to_host()) log.masks.insert(log.masks.end(), m.values.begin(), m.values.end());
+      for (const MaskTensor& m : masks->to_host())
+        log.masks.insert(log.masks.end(), m.values.begin(), m.values.end());
     }
     model.set_masks(masks && schedule.sparse_at(step - 1) ? &*masks : nullptr);
     if (zero1)
@@ -317,7 +318,8 @@ TEST(ZeroOne, OptimizerStateIsShardedAcrossRanks) {
   // each buffer's start aligned to 256 bytes.
   EXPECT_GE(replicated.state_bytes(), 3 * 4 * n);
   EXPECT_GE(sharded.state_bytes(), 3 * 4 * n / W());
-  EXPECT_LE(sharded.state_bytes(), 3 * (4 * (n / W() + kShardAlign) + 256)) << "a rank holds more than its shard";
+  EXPECT_LE(sharded.state_bytes(), 3 * (4 * (n / W() + kShardAlign) + 256))
+      << "a rank holds more than its shard";
   EXPECT_EQ(sharded.masters().numel(), sharded.shards().shard);
 }
 
