@@ -272,12 +272,13 @@ void expect_reproduces_one_process(bool zero1, Strategy strategy, const Sparsity
   for (size_t i = 0; i < want.params.size(); ++i)
     max_diff = std::max(max_diff, double(std::abs(got.params[i] - want.params[i])));
   EXPECT_LT(max_diff, on_gpu() ? 1e-2 : 1e-4);
-  // The masks come from masters that differ from the reference's by summation noise: a near-tie of two
-  // patterns may go the other way, nothing more.
+  // The masks come from masters that differ from the reference's by summation noise (bf16 noise on the
+  // GPU): a near-tie of two patterns may go the other way. Masks of other masters (a rank's stale view)
+  // differ in most entries.
   ASSERT_EQ(got.masks.size(), want.masks.size());
   int64_t flips = 0;
   for (size_t i = 0; i < want.masks.size(); ++i) flips += got.masks[i] != want.masks[i];
-  EXPECT_LE(double(flips), (on_gpu() ? 1e-2 : 1e-3) * double(want.masks.size())) << flips << " flips";
+  EXPECT_LE(double(flips), (on_gpu() ? 3e-2 : 1e-3) * double(want.masks.size())) << flips << " flips";
   // Every rank holds the same parameters and masks.
   double checksum = 0;
   for (size_t i = 0; i < got.params.size(); ++i) checksum += double(got.params[i]) * double(i % 1013 + 1);
