@@ -3,6 +3,7 @@
 #include "core/device.h"
 #include "core/error.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/elementwise.h"
 #include "ops/grad_norm.h"
 #ifdef PACKTRAIN_CUDA
 #include "ops/cuda/cuda_ops.h"
@@ -45,37 +46,60 @@ int64_t DataParallelOptimizer::flat_size(int64_t total, int world_size, bool zer
 
 namespace {
 
-// The caller's flat buffers, checked before anything (the reducer) is built on them.
-const Tensor& checked(const char* what, const Tensor& t, int64_t n, Device device) {
+// The caller's flat buffer, checked before anything (the reducer) is built on it.
+const Tensor& checked_grads(const Tensor& t, int64_t n, Device device) {
   if (t.dtype != DType::f32 || t.device != device || t.numel() != n || t.empty())
-    fail("data-parallel optimizer: the {} must be f32[{}] on {} (flat_size elements), got {}", what, n,
+    fail("data-parallel optimizer: the gradients must be f32[{}] on {} (flat_size elements), got {}", n,
          device_name(device), t.str());
   return t;
+}
+
+Tensor slice(const Tensor& flat, int64_t offset, int64_t n) {
+  return Tensor(static_cast<char*>(flat.data) + offset * dtype_size(flat.dtype), flat.dtype, {n},
+                flat.device);
 }
 
 }  // namespace
 
 DataParallelOptimizer::DataParallelOptimizer(Communicator& comm, const ParameterLayout& layout,
-                                             const Tensor& params, const Tensor& grads,
-                                             const DataParallelOptions& options)
+                                             const Tensor& grads, const DataParallelOptions& options)
     : comm_(comm),
       layout_(layout),
       zero1_(options.zero1),
       shards_(make_shard_layout(layout.total(), comm.size())),
-      params_(checked("parameters", params, flat_size(layout.total(), comm.size(), zero1_), comm.device())),
-      grads_(checked("gradients", grads, flat_size(layout.total(), comm.size(), zero1_), comm.device())),
-      moments_(comm.device()),
+      grads_(checked_grads(grads, flat_size(layout.total(), comm.size(), zero1_), comm.device())),
+      state_(comm.device()),
+      working_(comm.device()),
       reducer_(comm, grads, make_buckets(layout.params(), std::max<int64_t>(1, options.bucket_bytes / 4)),
                options.zero1 ? GradientReducer::Mode::kReduceScatter : GradientReducer::Mode::kAllReduce,
                shards_) {
   begin_ = zero1_ ? shards_.begin(comm.rank()) : 0;
   end_ = zero1_ ? begin_ + shards_.real_count(comm.rank()) : layout.total();
-  const int64_t moments = zero1_ ? shards_.shard : layout.total();
-  const int hm = moments_.reserve(DType::f32, {moments}), hv = moments_.reserve(DType::f32, {moments});
-  moments_.allocate();
-  m_ = moments_.view(hm), v_ = moments_.view(hv);
-  adamw_ = adamw_range(layout.params(), begin_, end_, params_, grads_, m_, v_);
+  const int64_t owned = zero1_ ? shards_.shard : layout.total();
+  const int hp = state_.reserve(DType::f32, {owned}), hm = state_.reserve(DType::f32, {owned}),
+            hv = state_.reserve(DType::f32, {owned});
+  state_.allocate();
+  masters_ = state_.view(hp), m_ = state_.view(hm), v_ = state_.view(hv);
+  if (zero1_) {
+    if (options.compute_dtype != DType::f32 && options.compute_dtype != DType::bf16)
+      fail("data-parallel optimizer: ZeRO-1 gathers the weights in f32 or bf16, not {}",
+           dtype_name(options.compute_dtype));
+    const int hw = working_.reserve(options.compute_dtype, {shards_.padded_total()});
+    working_.allocate();
+    working_weights_ = working_.view(hw);
+  }
+  adamw_ = adamw_range(layout.params(), begin_, end_, masters_, grads_, m_, v_);
   for (const auto& a : adamw_) owned_grads_.push_back(a.grad);
+}
+
+void DataParallelOptimizer::set_params(std::span<const float> params) {
+  if (std::ssize(params) != layout_.total())
+    fail("parameters of {} elements for a model of {}; they belong to another model", params.size(),
+         layout_.total());
+  if (zero1_)
+    from_host(masters_, slice_shard(params, shards_, comm_.rank()));
+  else
+    from_host(masters_, params);
 }
 
 double DataParallelOptimizer::clip_grad_norm(double max_norm) {
@@ -88,38 +112,58 @@ double DataParallelOptimizer::clip_grad_norm(double max_norm) {
   return norm;
 }
 
-void DataParallelOptimizer::step(const ops::AdamWConfig& config, int64_t step) {
-  ops::adamw_step(adamw_, config, step);
-  if (zero1_) comm_.all_gather(params_);
+void DataParallelOptimizer::masked_decay(const FfnMasks& masks, double lambda) {
+  const int64_t n = end_ - begin_;
+  masks.masked_decay_range(slice(masters_, 0, n), begin_, lambda, slice(grads_, begin_, n));
 }
 
-std::vector<float> DataParallelOptimizer::to_host(const Tensor& t, int64_t offset, int64_t n) const {
+void DataParallelOptimizer::step(const ops::AdamWConfig& config, int64_t step) {
+  ops::adamw_step(adamw_, config, step);
+}
+
+Tensor DataParallelOptimizer::gather_weights(const FfnMasks* masks) {
+  if (!zero1_)
+    fail("gather_weights: the replicated optimizer gathers no weights; the model loads its masters");
+  const Tensor mine = slice(working_weights_, begin_, shards_.shard);
+  if (masks)
+    masks->masked_cast_range(masters_, begin_, mine);
+  else
+    ops::cast(masters_, mine);
+  comm_.all_gather(working_weights_);
+  return slice(working_weights_, 0, layout_.total());
+}
+
+Tensor DataParallelOptimizer::gather_through_grads(const Tensor& mine) {
+  PT_ASSERT(zero1_ && mine.numel() == shards_.shard);
+  const bool gpu = comm_.device() == Device::cuda;
+  copy_bytes(grads_.ptr<float>() + begin_, gpu, mine.data, gpu, static_cast<size_t>(mine.bytes()));
+  comm_.all_gather(grads_);
+  return slice(grads_, 0, layout_.total());
+}
+
+Tensor DataParallelOptimizer::gather_masters() { return zero1_ ? gather_through_grads(masters_) : masters_; }
+
+std::vector<float> DataParallelOptimizer::to_host(const Tensor& t, int64_t n) const {
+  PT_ASSERT(n <= t.numel());
   std::vector<float> out(static_cast<size_t>(n));
-  copy_bytes(out.data(), false, t.ptr<float>() + offset, t.device == Device::cuda,
-             out.size() * sizeof(float));
+  copy_bytes(out.data(), false, t.data, t.device == Device::cuda, out.size() * sizeof(float));
   return out;
 }
 
-void DataParallelOptimizer::from_host(const Tensor& t, int64_t offset, std::span<const float> values) const {
-  PT_ASSERT(offset + std::ssize(values) <= t.numel());
-  copy_bytes(t.ptr<float>() + offset, t.device == Device::cuda, values.data(), false,
-             values.size() * sizeof(float));
+void DataParallelOptimizer::from_host(const Tensor& t, std::span<const float> values) const {
+  PT_ASSERT(std::ssize(values) <= t.numel());
+  copy_bytes(t.data, t.device == Device::cuda, values.data(), false, values.size() * sizeof(float));
+}
+
+std::vector<float> DataParallelOptimizer::params_to_host() {
+  return to_host(gather_masters(), layout_.total());
 }
 
 FullState DataParallelOptimizer::gather_state() {
   FullState s;
-  s.params = to_host(params_, 0, layout_.total());
-  if (!zero1_) {
-    s.m = to_host(m_, 0, layout_.total());
-    s.v = to_host(v_, 0, layout_.total());
-    return s;
-  }
-  const bool gpu = comm_.device() == Device::cuda;
-  for (auto [moment, out] : {std::pair{&m_, &s.m}, {&v_, &s.v}}) {
-    copy_bytes(grads_.ptr<float>() + begin_, gpu, moment->data, gpu, static_cast<size_t>(moment->bytes()));
-    comm_.all_gather(grads_);
-    *out = to_host(grads_, 0, layout_.total());
-  }
+  s.params = params_to_host();
+  for (auto [moment, out] : {std::pair{&m_, &s.m}, {&v_, &s.v}})
+    *out = to_host(zero1_ ? gather_through_grads(*moment) : *moment, layout_.total());
   return s;
 }
 
@@ -130,14 +174,9 @@ void DataParallelOptimizer::load_state(std::span<const float> params, std::span<
     if (std::ssize(x) != total)
       fail("checkpoint {} have {} elements but the model has {} parameters; it belongs to another model",
            what, x.size(), total);
-  from_host(params_, 0, params);
-  if (!zero1_) {
-    from_host(m_, 0, m);
-    from_host(v_, 0, v);
-    return;
-  }
-  from_host(m_, 0, slice_shard(m, shards_, comm_.rank()));
-  from_host(v_, 0, slice_shard(v, shards_, comm_.rank()));
+  set_params(params);
+  from_host(m_, zero1_ ? std::span<const float>(slice_shard(m, shards_, comm_.rank())) : m);
+  from_host(v_, zero1_ ? std::span<const float>(slice_shard(v, shards_, comm_.rank())) : v);
 }
 
 StepStats gather_step_stats(Communicator& comm, int64_t rank_real_tokens, double step_s, double wait_s) {

@@ -1,47 +1,53 @@
 // Data-parallel optimizer step for the trainer: gradient reduction in buckets, the global gradient-norm
-// clip, AdamW on the parameters this rank owns, and (ZeRO-1) the all-gather of the updated parameters.
+// clip, AdamW on the parameters this rank owns, and (ZeRO-1) the all-gather of the weights the model computes
+// with.
 //
-// Modes. Replicated (default): gradients are all-reduced and every rank runs the full AdamW with full
-// moments; the replicas stay identical because every rank gets the same sums. ZeRO-1: gradients are
-// reduce-scattered, each rank keeps the AdamW moments of its shard only (zero.h), updates the fp32 master
-// weights of its shard, and the parameter buffer is all-gathered. (The full fp32 parameter buffer still
-// exists on every rank, because the model reads its weights from it; sharding the masters themselves
-// needs the model to take its bf16 working copy by all-gather, a later step.)
+// Modes. Replicated (default): gradients are all-reduced and every rank runs the full AdamW on full fp32
+// masters with full moments; the replicas stay identical because every rank gets the same sums, and the
+// model takes its weights from the masters (LlamaModel::load_weights). ZeRO-1: gradients are
+// reduce-scattered, and each rank keeps the fp32 masters and the AdamW moments of its shard only (zero.h):
+// 12 bytes a parameter of optimizer state become 12 / world_size. After AdamW a rank casts its shard of
+// the masters to the model's compute dtype (masking the 2:4 sparse FFN weights while masks are set, as
+// load_weights would) into a padded working copy, which is all-gathered (bf16 on a GPU: half the bytes of
+// an fp32 all-gather) and read in place by the model (LlamaModel::use_working_weights). What needs the full
+// masters (checkpoints, the exported model, 2:4 mask computation) gathers them through the gradient buffer
+// when the gradients are not needed.
 //
-// How the trainer uses it (train/trainer.cpp; suggested flags --dist-backend auto|local|mpi|nccl, --zero1,
+// How the trainer uses it (train/trainer.cpp; flags --dist-backend auto|local|mpi|nccl, --zero1,
 // --dist-timeout SECONDS, --bucket-mb 25):
 //
 //   setup
 //     auto comm = dist::make_communicator({backend, device, timeout_s});  // first: NCCL picks the GPU here
 //     dist::RankStepStream data(data.train(), packing, grad_accum, comm->rank(), comm->size(),
-//                               state.epoch, state.position);   // replaces BatchStream + next_step_batches
-//     arena capacity: replay a second RankStepStream for the run's steps, max Batch::num_tokens() of its
-//     micro const int64_t n = dist::DataParallelOptimizer::flat_size(layout.total(), comm->size(), zero1);
-//     allocate params and grads with n f32 elements (was layout.total()); drop OptimizerState's m and v
-//     the model takes views of the first layout.total() elements: Tensor(params.data, f32, {total}, device)
-//     dist::DataParallelOptimizer dp(*comm, layout, params, grads, {.zero1 = zero1, .bucket_bytes = ...});
+//                               state.epoch, state.position);
+//     grads: flat f32 of dist::DataParallelOptimizer::flat_size(layout.total(), comm->size(), zero1)
+//       elements; the model takes a view of the first layout.total()
+//     dist::DataParallelOptimizer dp(*comm, layout, grads, {.zero1 = zero1, .bucket_bytes = ...,
+//                                                          .compute_dtype = model.dtype()});
 //     resume: every rank reads the checkpoint, then dp.load_state(ckpt.params, ckpt.adam_m, ckpt.adam_v)
-//     fresh: every rank computes the same init_params(seed) and writes it into params[0, total)
+//     fresh: every rank computes the same init_params(seed), then dp.set_params(init)
 //   each step
 //     const dist::RankStep s = data.next();           // this rank's micro-batches (none is possible)
-//     local = {targets over s.micro, loss_sum later}; the counts, real and processed tokens, flops as now
 //     const double targets = comm->sum_host({local_targets})[0];
 //     const double grad_scale = 1.0 / std::max(1.0, targets);   // global mean: the reduction only sums
-//     zero the grads (all n elements); model.load_weights(params_view)
+//     masks due: masks.recompute(dp.gather_masters())  // before the gradients are zeroed (ZeRO-1 uses them)
+//     weights: replicated model.load_weights(dp.masters()); ZeRO-1
+//       model.use_working_weights(dp.gather_weights(sparse ? &masks : nullptr)), after set_masks
+//     zero the grads (all flat_size elements)
 //     loss_sum = sum over s.micro of model.forward_backward(b, grads_view, grad_scale).loss_sum
 //       (overlap, for more than one rank: during the last micro-batch, model.set_backward_progress calls
 //        dp.ready_from(offset) as each layer's backward finishes)
 //     dp.reduce_gradients();
 //     const double grad_norm = dp.clip_grad_norm(max_grad_norm);
-//     dp.step(adamw, state.step);                      // AdamW on the owned range, ZeRO-1 all-gather
+//     sparse: dp.masked_decay(masks, lambda)
+//     dp.step(adamw, state.step);                      // AdamW on the owned masters
 //     const double loss = comm->sum_host({loss_sum})[0] * grad_scale;   // the same on every rank
-//     state.epoch = data.epoch(), state.position = data.position() (a new TrainerState field replacing
-//       batches_in_epoch for these runs), state.tokens_seen += s.global_real_tokens()
 //     log (every rank calls, rank 0 writes): dist::gather_step_stats(*comm, s.real_tokens(), step_s,
 //       comm->take_stats().wait_s): global and per-rank real tokens/s, time in collectives, token imbalance
 //   checkpoint: every rank calls dp.gather_state() (collective); rank 0 saves its params, m and v
-//   Only rank 0 writes metrics, checkpoints and the final model. Validation issues no collective: run it on
-//   rank 0 alone or on every rank.
+//   final model: every rank calls dp.params_to_host() (collective); rank 0 saves it
+//   Only rank 0 writes metrics, checkpoints and the final model. Validation issues no collective once the
+//   model holds the step's weights: run it on rank 0 alone or on every rank.
 #pragma once
 
 #include "core/arena.h"
@@ -49,6 +55,7 @@
 #include "distributed/grad_reducer.h"
 #include "distributed/zero.h"
 #include "model/parameters.h"
+#include "model/sparsity.h"
 #include "ops/adamw.h"
 
 #include <cstdint>
@@ -60,6 +67,7 @@ namespace pt::dist {
 struct DataParallelOptions {
   bool zero1 = false;
   int64_t bucket_bytes = int64_t{25} << 20;  // gradient bucket size, as torch DDP
+  DType compute_dtype = DType::f32;          // ZeRO-1: of the gathered working weights (the model's dtype)
 };
 
 struct FullState {  // host copies of unpadded flat buffers (layout.total() elements), as checkpoints hold
@@ -68,20 +76,31 @@ struct FullState {  // host copies of unpadded flat buffers (layout.total() elem
 
 class DataParallelOptimizer {
  public:
-  // Elements of the flat params and grads buffers the trainer allocates: the layout's total, padded to
-  // the shards with ZeRO-1.
+  // Elements of the flat gradient buffer the trainer allocates (and of the ZeRO-1 working copy): the
+  // layout's total, padded to the shards with ZeRO-1.
   static int64_t flat_size(int64_t total, int world_size, bool zero1);
 
-  // params and grads: flat f32 buffers of flat_size() elements on comm.device(), zero in the padding, the
-  // same parameters on every rank. The optimizer allocates the moments and keeps references to all.
-  DataParallelOptimizer(Communicator& comm, const ParameterLayout& layout, const Tensor& params,
-                        const Tensor& grads, const DataParallelOptions& options);
+  // grads: flat f32 buffer of flat_size() elements on comm.device(), zero in the padding. The optimizer
+  // allocates the fp32 masters and the moments of the range it owns (zero until set_params or
+  // load_state), with ZeRO-1 the working copy too, and keeps a reference to grads.
+  DataParallelOptimizer(Communicator& comm, const ParameterLayout& layout, const Tensor& grads,
+                        const DataParallelOptions& options);
 
   bool zero1() const { return zero1_; }
   const ShardLayout& shards() const { return shards_; }
   int64_t owned_begin() const { return begin_; }  // the flat range this rank updates
   int64_t owned_end() const { return end_; }
   const GradientReducer& reducer() const { return reducer_; }
+  // The fp32 masters this rank holds: element 0 is flat offset owned_begin(). Replicated, all of them
+  // (layout.total() elements, what load_weights takes); ZeRO-1, its shard (shards().shard elements, zero
+  // past owned_end()).
+  const Tensor& masters() const { return masters_; }
+  // This rank's optimizer state on its device: the fp32 masters and the two AdamW moments.
+  int64_t state_bytes() const { return state_.bytes(); }
+
+  // Sets the parameters from a full host buffer of layout.total() elements, the same on every rank (each
+  // keeps what it owns); the moments are left as they are.
+  void set_params(std::span<const float> params);
 
   // Backward has finished every gradient at flat offset >= offset (last micro-batch): start those buckets.
   void ready_from(int64_t offset) { reducer_.ready_from(offset); }
@@ -90,27 +109,46 @@ class DataParallelOptimizer {
   // The global L2 norm of the summed gradients; scales them by min(1, max_norm / (norm + 1e-6)) as
   // ops::clip_grad_norm does. Returns the norm before clipping, the same on every rank.
   double clip_grad_norm(double max_norm);
-  // AdamW (step counts from 1) on the owned parameters, then (ZeRO-1) the all-gather of the parameters.
+  // grads += lambda (1 - mask) W on the owned range of the sparse linears (FfnMasks::masked_decay): the
+  // gradients outside it are not summed here and AdamW does not read them.
+  void masked_decay(const FfnMasks& masks, double lambda);
+  // AdamW (step counts from 1) on the owned masters.
   void step(const ops::AdamWConfig& config, int64_t step);
 
-  // Full host buffers for a checkpoint, on every rank (collective: every rank calls). With ZeRO-1 the
-  // moments are gathered through the gradient buffer, whose contents are lost (the next step zeroes it).
+  // ZeRO-1 (collective): the weights of the following passes. This rank's masters are cast to the compute
+  // dtype with `masks` applied where they cover sparse linears (nullptr: none), then the working copy is
+  // all-gathered. Flat, layout.total() elements in layout order, valid until the next call: what
+  // LlamaModel::use_working_weights reads, and the values load_weights makes of the full masters with the
+  // same masks set.
+  Tensor gather_weights(const FfnMasks* masks);
+  // The full fp32 masters on the device (layout.total() elements). Replicated, the masters themselves;
+  // ZeRO-1 all-gathers them into the gradient buffer (collective), whose gradients are lost: call it
+  // before they are zeroed for the next step, and use the result before they are written.
+  Tensor gather_masters();
+  // Full host copies (collective with ZeRO-1, through the gradient buffer as gather_masters): the
+  // parameters, and everything a checkpoint holds.
+  std::vector<float> params_to_host();
   FullState gather_state();
   // Restores from full buffers of layout.total() elements (a checkpoint of any rank count).
   void load_state(std::span<const float> params, std::span<const float> m, std::span<const float> v);
 
  private:
-  std::vector<float> to_host(const Tensor& t, int64_t offset, int64_t n) const;
-  void from_host(const Tensor& t, int64_t offset, std::span<const float> values) const;
+  std::vector<float> to_host(const Tensor& t, int64_t n) const;
+  void from_host(const Tensor& t, std::span<const float> values) const;
+  // ZeRO-1: every rank's `mine` (shard elements) gathered into the gradient buffer; its first
+  // layout.total() elements.
+  Tensor gather_through_grads(const Tensor& mine);
 
   Communicator& comm_;
   const ParameterLayout& layout_;
   bool zero1_;
   ShardLayout shards_;
-  Tensor params_, grads_;
+  Tensor grads_;
   int64_t begin_ = 0, end_ = 0;
-  Arena moments_;
-  Tensor m_, v_;  // owned range only
+  Arena state_;  // the owned range's masters and moments
+  Tensor masters_, m_, v_;
+  Arena working_;  // ZeRO-1: the working copy of every weight, flat_size elements
+  Tensor working_weights_;
   std::vector<ops::AdamWTensor> adamw_;
   std::vector<Tensor> owned_grads_;
   GradientReducer reducer_;

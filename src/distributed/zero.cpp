@@ -25,11 +25,11 @@ ShardLayout make_shard_layout(int64_t total, int world_size) {
 }
 
 std::vector<ops::AdamWTensor> adamw_range(std::span<const ParamInfo> params, int64_t begin, int64_t end,
-                                          const Tensor& flat_params, const Tensor& flat_grads,
-                                          const Tensor& m, const Tensor& v) {
-  if (m.numel() < end - begin || v.numel() < end - begin)
-    fail("adamw_range: moments of {} and {} elements cannot hold the range [{}, {})", m.numel(), v.numel(),
-         begin, end);
+                                          const Tensor& masters, const Tensor& flat_grads, const Tensor& m,
+                                          const Tensor& v) {
+  if (masters.numel() < end - begin || m.numel() < end - begin || v.numel() < end - begin)
+    fail("adamw_range: masters and moments of {}, {} and {} elements cannot hold the range [{}, {})",
+         masters.numel(), m.numel(), v.numel(), begin, end);
   auto at = [](const Tensor& t, int64_t offset, int64_t n) {
     return Tensor(t.ptr<float>() + offset, DType::f32, {n}, t.device);
   };
@@ -37,10 +37,9 @@ std::vector<ops::AdamWTensor> adamw_range(std::span<const ParamInfo> params, int
   for (const ParamInfo& p : params) {
     const int64_t b = std::max(begin, p.offset), e = std::min(end, p.offset + p.numel);
     if (b >= e) continue;
-    if (e > flat_params.numel() || e > flat_grads.numel())
-      fail("adamw_range: parameter {} ends at {}, past the flat buffers {} and {}", p.name, e,
-           flat_params.str(), flat_grads.str());
-    out.push_back({at(flat_params, b, e - b), at(flat_grads, b, e - b), at(m, b - begin, e - b),
+    if (e > flat_grads.numel())
+      fail("adamw_range: parameter {} ends at {}, past the flat gradients {}", p.name, e, flat_grads.str());
+    out.push_back({at(masters, b - begin, e - b), at(flat_grads, b, e - b), at(m, b - begin, e - b),
                    at(v, b - begin, e - b), p.weight_decay});
   }
   return out;

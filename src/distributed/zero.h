@@ -1,8 +1,9 @@
 // ZeRO-1 shard math. The flat fp32 buffers in ParameterLayout order are cut into world_size contiguous
 // shards of equal size (the last padded; the size a multiple of kShardAlign elements so every shard starts
-// aligned): rank r owns [r * shard, (r + 1) * shard) and keeps the AdamW moments of that range only. The
-// parameter and gradient buffers are allocated padded to world_size * shard elements (the padding stays
-// zero), which is what reduce-scatter and all-gather need. A shard cuts tensors anywhere, so the per-shard
+// aligned): rank r owns [r * shard, (r + 1) * shard) and keeps the fp32 master weights and the AdamW
+// moments of that range only. The gradient buffer and the working copy of the weights in the compute dtype
+// are allocated padded to world_size * shard elements (the padding stays zero), which is what
+// reduce-scatter and all-gather need. A shard cuts tensors anywhere, so the per-shard
 // AdamW entries are the parameters' pieces inside it, each with its tensor's decay flag.
 //
 // Checkpoints hold full, unpadded buffers, so any number of ranks can load them: each rank slices its
@@ -37,11 +38,11 @@ struct ShardLayout {
 ShardLayout make_shard_layout(int64_t total, int world_size);
 
 // AdamW entries for the flat range [begin, end) of the parameters: every tensor's piece inside it, with its
-// decay flag. params and grads are flat buffers indexed by layout offset; m and v hold the range only
-// (element 0 is flat offset `begin`). All on one device, f32.
+// decay flag. masters, m and v hold the range only (element 0 is flat offset `begin`); grads is the flat
+// buffer indexed by layout offset. All on one device, f32.
 std::vector<ops::AdamWTensor> adamw_range(std::span<const ParamInfo> params, int64_t begin, int64_t end,
-                                          const Tensor& flat_params, const Tensor& flat_grads,
-                                          const Tensor& m, const Tensor& v);
+                                          const Tensor& masters, const Tensor& flat_grads, const Tensor& m,
+                                          const Tensor& v);
 
 // Host-side resharding for checkpoints: rank's shard (shard elements, zero padding) out of a full buffer of
 // `total` elements, and the full buffer back from every rank's shard.

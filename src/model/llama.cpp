@@ -111,42 +111,44 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device dev
   dv_ = real({T, Hkv, D});
   dattn_ = real({T, H, D});
   arena_.allocate();
-  if (dtype_ != master_dtype()) {
-    weight_copy_slot_ = weight_copy_.reserve(dtype_, {layout_.total()});
-    weight_copy_.allocate();
-  }
   if (sparsity.enabled) build_sparse(sparsity);
 }
 
 void LlamaModel::build_sparse(const SparsityConfig& sparsity) {
   const int64_t C = config_.hidden_size, F = config_.intermediate_size;
-  struct Planned {
-    size_t layer;
-    FfnLinear which;
-    int64_t offset, rows, cols;
-    int slot;
-  };
-  // The masked weights overwrite their part of the bf16 working copy; a model reading the masters in
-  // place gets a copy of just these.
-  std::vector<Planned> planned;
+  // A bf16 model's sparse linears view their masked part of the working copy the passes read (bound with
+  // it, bind_sparse); a model reading the masters in place gives them copies of their own, as the masters
+  // stay dense.
+  const bool own_copies = dtype_ == master_dtype();
   for (size_t l = 0; l < layers_.size(); ++l) {
     const LayerParams& p = layout_.layer(static_cast<int>(l));
     for (FfnLinear which : {FfnLinear::gate_up, FfnLinear::down}) {
       if (!sparsity.sparse(which)) continue;
       const bool gate_up = which == FfnLinear::gate_up;
-      Planned w{l, which, gate_up ? p.w_gate_up : p.w_down, gate_up ? 2 * F : C, gate_up ? C : F, -1};
-      if (weight_copy_slot_ < 0) w.slot = sparse_copy_.reserve(dtype_, {w.rows, w.cols});
-      planned.push_back(w);
+      SparsePlan w{l, which, gate_up ? p.w_gate_up : p.w_down, gate_up ? 2 * F : C, gate_up ? C : F, -1};
+      if (own_copies) w.slot = sparse_copy_.reserve(dtype_, {w.rows, w.cols});
+      sparse_plan_.push_back(w);
     }
   }
-  if (weight_copy_slot_ < 0) sparse_copy_.allocate();
   sparse_.resize(layers_.size());
-  for (const Planned& w : planned) {
-    const Tensor t = w.slot < 0 ? param(weight_copy_.view(weight_copy_slot_), w.offset, {w.rows, w.cols})
-                                : sparse_copy_.view(w.slot);
-    const std::string name = fmt::format("layers.{}.mlp.{}_proj", w.layer, ffn_linear_name(w.which));
-    sparse_[w.layer].at(w.which).emplace(t, max_tokens_, name);
-  }
+  if (!own_copies) return;
+  sparse_copy_.allocate();
+  for (const SparsePlan& w : sparse_plan_)
+    sparse_[w.layer].at(w.which).emplace(sparse_copy_.view(w.slot), max_tokens_, sparse_name(w));
+}
+
+std::string LlamaModel::sparse_name(const SparsePlan& w) {
+  return fmt::format("layers.{}.mlp.{}_proj", w.layer, ffn_linear_name(w.which));
+}
+
+void LlamaModel::bind_sparse(const Tensor& flat) {
+  if (dtype_ == master_dtype() || flat.data == sparse_bound_) return;
+  // Rebuilt on a new buffer: cheap, as a SparseLinear compresses its weight only when first used after a
+  // refresh.
+  for (const SparsePlan& w : sparse_plan_)
+    sparse_[w.layer].at(w.which).emplace(param(flat, w.offset, {w.rows, w.cols}), max_tokens_,
+                                         sparse_name(w));
+  sparse_bound_ = flat.data;
 }
 
 void LlamaModel::set_masks(const FfnMasks* masks) {
@@ -157,7 +159,10 @@ void LlamaModel::set_masks(const FfnMasks* masks) {
     for (size_t l = 0; l < sparse_.size(); ++l)
       for (FfnLinear which : {FfnLinear::gate_up, FfnLinear::down}) {
         const Tensor* mask = masks->find(static_cast<int>(l), which);
-        if (sparse_[l].at(which).has_value() != (mask != nullptr) || (mask && mask->device != device()))
+        const bool planned = std::any_of(sparse_plan_.begin(), sparse_plan_.end(), [&](const SparsePlan& w) {
+          return w.layer == l && w.which == which;
+        });
+        if (planned != (mask != nullptr) || (mask && mask->device != device()))
           fail("set_masks: the masks are not those of this model's sparse linears on {} (layer {}, {})",
                device_name(device()), l, ffn_linear_name(which));
       }
@@ -185,24 +190,42 @@ void LlamaModel::check_master(const char* what, const Tensor& t) const {
 
 void LlamaModel::load_weights(const Tensor& master_params) {
   check_master("master params", master_params);
-  if (weight_copy_slot_ < 0) {
+  if (dtype_ == master_dtype()) {
     weights_ = master_params;
   } else {
-    weights_ = weight_copy_.view(weight_copy_slot_);
-    ops::cast(master_params, weights_);
-  }
-  if (!masks_) return;
-  for (size_t l = 0; l < sparse_.size(); ++l)
-    for (FfnLinear which : {FfnLinear::gate_up, FfnLinear::down}) {
-      auto& linear = sparse_[l].at(which);
-      if (!linear) continue;
-      const Tensor& w = linear->weight();
-      const LayerParams& p = layout_.layer(static_cast<int>(l));
-      const int64_t offset = which == FfnLinear::gate_up ? p.w_gate_up : p.w_down;
-      ops::apply_mask(param(master_params, offset, {w.size(0), w.size(1)}),
-                      *masks_->find(static_cast<int>(l), which), w);
-      linear->refresh();
+    if (own_copy_.empty()) {  // the first load: a model given working weights only never allocates it
+      const int slot = weight_copy_.reserve(dtype_, {layout_.total()});
+      weight_copy_.allocate();
+      own_copy_ = weight_copy_.view(slot);
     }
+    weights_ = own_copy_;
+    ops::cast(master_params, weights_);
+    bind_sparse(weights_);
+  }
+  refresh_sparse(master_params);
+}
+
+void LlamaModel::use_working_weights(const Tensor& weights) {
+  if (weights.ndim != 1 || weights.numel() < layout_.total() || weights.dtype != dtype_ ||
+      weights.device != device() || weights.empty())
+    fail("working weights {} do not fit this model: it reads {}[{}]@{} (flat, in parameter layout order)",
+         weights.str(), dtype_name(dtype_), layout_.total(), device_name(device()));
+  weights_ = Tensor(weights.data, dtype_, {layout_.total()}, device());
+  bind_sparse(weights_);
+  refresh_sparse(weights_);
+}
+
+void LlamaModel::refresh_sparse(const Tensor& source) {
+  if (!masks_) return;
+  for (const SparsePlan& w : sparse_plan_) {
+    ops::SparseLinear& linear = *sparse_[w.layer].at(w.which);
+    // A bf16 model's linear views its part of the caller's working copy, masked there already; other
+    // linears get source * mask (masters, or a working copy whose masking this only repeats).
+    const Tensor part = param(source, w.offset, {w.rows, w.cols});
+    if (linear.weight().data != part.data)
+      ops::apply_mask(part, *masks_->find(static_cast<int>(w.layer), w.which), linear.weight());
+    linear.refresh();
+  }
 }
 
 Tensor LlamaModel::logits() const { return arena_.view(logits_, {tokens_, config_.vocab_size}); }
@@ -225,7 +248,8 @@ void LlamaModel::copy_logits_row(int64_t t, std::span<float> out) const {
 }
 
 void LlamaModel::upload(const Batch& batch) {
-  if (weights_.empty()) fail("the model has no weights: call load_weights(master_params) before a pass");
+  if (weights_.empty())
+    fail("the model has no weights: call load_weights(master_params) or use_working_weights before a pass");
   const int64_t T = batch.num_tokens();
   if (T > max_tokens_)
     fail("a batch of {} tokens exceeds the model's activation arena ({} tokens); lower the batch size", T,

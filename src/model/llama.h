@@ -9,9 +9,10 @@
 // log-sum-exp, f32), every op accumulates in fp32, and parameter gradients are written in f32.
 //
 // 2:4 sparsity (model/sparsity.h): the FFN linears a SparsityConfig names run through ops::SparseLinear
-// on a masked working copy W * mask (in the bf16 working copy on cuda; in a copy of their own where the
-// model reads the masters in place) while masks are set; their weight gradient is that of the masked
-// weight, added to the dense master's (straight-through). Without masks they are ordinary dense linears.
+// on a masked working copy W * mask (in the bf16 working copy on cuda, the model's or a caller's; in a
+// copy of their own where the model reads the masters in place) while masks are set; their weight gradient
+// is that of the masked weight, added to the dense master's (straight-through). Without masks they are
+// ordinary dense linears.
 #pragma once
 
 #include "core/arena.h"
@@ -27,6 +28,7 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -60,11 +62,23 @@ class LlamaModel {
 
   // The weights of the following passes, from the flat master params (layout order). A model computing in
   // the master dtype reads them in place (keep them alive and at this address); a bf16 model casts them
-  // into its working copy, so call this again after every optimizer step.
+  // into its working copy (allocated by the first call), so call this again after every optimizer step.
   void load_weights(const Tensor& master_params);
+  // The weights of the following passes read in place from a caller's flat working copy in the compute
+  // dtype (layout order, at least layout().total() elements; keep it alive), as ZeRO-1 gathers it
+  // (distributed/data_parallel.h): what load_weights would make of the masters, so masked where the sparse
+  // linears are while masks are set. A bf16 model then holds no working copy of its own. Call it again
+  // after the values change (every optimizer step) and after the masks do.
+  //
+  // What the passes derive from the weights stays right because this redoes what load_weights does after
+  // its cast: the bf16 sparse linears are (re)bound to views of this buffer, so they read its masked
+  // values, and refreshed, so their cuSPARSELt compressed forms are made again from them; a cpu model's
+  // sparse linears refill their own masked copies from it. The masks themselves are set_masks'; the
+  // caller must have masked the copy with the same ones.
+  void use_working_weights(const Tensor& weights);
 
   // The masks of the sparse FFN linears (on the model's device, computed), or nullptr to run them dense.
-  // load_weights applies them: set them before it, and load again after they change.
+  // load_weights / use_working_weights apply them: set them before, and load again after they change.
   void set_masks(const FfnMasks* masks);
   bool sparse_active() const { return masks_ != nullptr; }
   // The MVUE draws that prune the sparse linears' output gradients in the following forward_backward.
@@ -103,7 +117,18 @@ class LlamaModel {
       return which == FfnLinear::gate_up ? gate_up : down;
     }
   };
+  struct SparsePlan {  // one sparse linear: where its weight lies in the flat layout
+    size_t layer;
+    FfnLinear which;
+    int64_t offset, rows, cols;
+    int slot;  // of its own masked copy in sparse_copy_ (models reading the masters in place), else -1
+  };
   void build_sparse(const SparsityConfig& sparsity);
+  static std::string sparse_name(const SparsePlan& w);
+  // bf16 models: the sparse linears view their weights in `flat`, the working copy the passes read.
+  void bind_sparse(const Tensor& flat);
+  // With masks set: the sparse linears' weights masked from `source` (flat, layout order) and refreshed.
+  void refresh_sparse(const Tensor& source);
   // The layer's linear as it runs now: sparse while masks are set, else nullptr (dense).
   const ops::SparseLinear* sparse(size_t layer, FfnLinear which) const;
   void upload(const Batch& batch);
@@ -122,10 +147,13 @@ class LlamaModel {
   int64_t max_tokens_;
   DType dtype_;
   Arena arena_;        // activations and batch tables
-  Arena weight_copy_;  // the bf16 working copy of the weights (bf16 models only)
-  Tensor weights_;     // what the ops read: the master params in place, or the working copy
+  Arena weight_copy_;  // the bf16 working copy load_weights casts into (bf16 models that load masters)
+  Tensor own_copy_;    // its view, once allocated
+  Tensor weights_;     // what the ops read: the masters in place, the own working copy or the caller's
   Arena sparse_copy_;  // masked copies of the sparse weights (models that read the masters in place)
-  std::vector<SparseFfn> sparse_;  // per layer, when sparsity is configured
+  std::vector<SparsePlan> sparse_plan_;
+  std::vector<SparseFfn> sparse_;       // per layer, when sparsity is configured
+  const void* sparse_bound_ = nullptr;  // the flat buffer the bf16 sparse linears view
   const FfnMasks* masks_ = nullptr;
   MvueSeed mvue_seed_;
   std::function<void(int64_t)> backward_progress_;
@@ -133,7 +161,6 @@ class LlamaModel {
   std::vector<LayerActs> layers_;
   int ids_, positions_, targets_, cu_seqlens_, valid_lens_, final_in_, rstd_f_, xn_f_, logits_;
   int dx_, dtmp_, dxn_, dact_, dh_, dq_, dk_, dv_, dattn_;
-  int weight_copy_slot_ = -1;
   int64_t segments_ = 0, tokens_ = 0;
   bool use_valid_lens_ = false;
 };

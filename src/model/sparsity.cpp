@@ -151,6 +151,64 @@ void FfnMasks::masked_decay(const Tensor& master_params, double lambda, const Te
     ops::masked_decay(weight(master_params, l), l.mask, lambda, weight(grads, l));
 }
 
+std::vector<FfnMasks::Piece> FfnMasks::pieces_in(int64_t begin, int64_t n) const {
+  std::vector<Piece> out;
+  for (const Linear& l : linears_) {
+    const int64_t b = std::max(begin, l.offset), e = std::min(begin + n, l.offset + l.mask.numel());
+    if (b >= e) continue;
+    out.push_back(
+        {b, e - b,
+         Tensor(static_cast<uint8_t*>(l.mask.data) + (b - l.offset), DType::u8, {1, e - b}, l.mask.device)});
+  }
+  // The linears are listed by layer, gate|up before down, which is their order in the flat layout.
+  PT_ASSERT(std::is_sorted(out.begin(), out.end(),
+                           [](const Piece& a, const Piece& b) { return a.offset < b.offset; }));
+  return out;
+}
+
+namespace {
+
+// Elements [at, at + n) of a range tensor as a [1, n] view (the element-wise ops take 2-D tensors).
+Tensor row_of(const Tensor& range, int64_t at, int64_t n) {
+  return Tensor(static_cast<char*>(range.data) + at * dtype_size(range.dtype), range.dtype, {1, n},
+                range.device);
+}
+
+void check_range(const char* op, const Tensor& master_range, const Tensor& other, Device device) {
+  if (master_range.ndim != 1 || other.ndim != 1 || master_range.numel() != other.numel() ||
+      master_range.device != device || other.device != device)
+    fail("2:4 masks: {} takes two flat ranges of one length on {}, got {} and {}", op, device_name(device),
+         master_range.str(), other.str());
+}
+
+}  // namespace
+
+void FfnMasks::masked_decay_range(const Tensor& master_range, int64_t begin, double lambda,
+                                  const Tensor& grad_range) const {
+  PT_ASSERT(computed_);
+  check_range("masked_decay_range", master_range, grad_range, arena_.device());
+  for (const Piece& p : pieces_in(begin, master_range.numel()))
+    ops::masked_decay(row_of(master_range, p.offset - begin, p.length), p.mask, lambda,
+                      row_of(grad_range, p.offset - begin, p.length));
+}
+
+void FfnMasks::masked_cast_range(const Tensor& master_range, int64_t begin, const Tensor& out_range) const {
+  PT_ASSERT(computed_);
+  check_range("masked_cast_range", master_range, out_range, arena_.device());
+  // Dense stretches are cast, sparse ones cast through their masks, each element written once.
+  int64_t at = 0;
+  auto dense_to = [&](int64_t end) {
+    if (end > at) ops::cast(row_of(master_range, at, end - at), row_of(out_range, at, end - at));
+  };
+  for (const Piece& p : pieces_in(begin, master_range.numel())) {
+    dense_to(p.offset - begin);
+    ops::apply_mask(row_of(master_range, p.offset - begin, p.length), p.mask,
+                    row_of(out_range, p.offset - begin, p.length));
+    at = p.offset - begin + p.length;
+  }
+  dense_to(master_range.numel());
+}
+
 void FfnMasks::apply_on_host(std::span<float> params) const {
   PT_ASSERT(computed_ && static_cast<int64_t>(params.size()) == layout_.total());
   const Tensor flat = Tensor::of(params.data(), {layout_.total()});

@@ -109,6 +109,18 @@ class FfnMasks {
 
   // grads += lambda (1 - mask) W for every sparse linear (flat master weights and gradients).
   void masked_decay(const Tensor& master_params, double lambda, const Tensor& grads) const;
+
+  // The same restricted to the flat range [begin, begin + n) (a ZeRO-1 shard; it may cut linears
+  // anywhere, and run past the layout into padding, which no linear covers): master_range and grad_range
+  // hold that range only (element 0 is flat offset begin), n elements, f32 or f64, one device. Element-wise,
+  // so it equals masked_decay restricted to the range.
+  void masked_decay_range(const Tensor& master_range, int64_t begin, double lambda,
+                          const Tensor& grad_range) const;
+  // out_range = master_range in out_range's dtype (a cast, or a copy), with the masks applied where the
+  // range covers sparse linears: the range of the working copy LlamaModel::load_weights builds from the
+  // full masters while these masks are set (ranges as in masked_decay_range; out_range is bf16 beside f32
+  // masters, or the masters' dtype).
+  void masked_cast_range(const Tensor& master_range, int64_t begin, const Tensor& out_range) const;
   // The masks applied to flat host weights (for exporting the masked model).
   void apply_on_host(std::span<float> params) const;
 
@@ -118,6 +130,13 @@ class FfnMasks {
 
  private:
   Tensor weight(const Tensor& flat, const Linear& l) const;
+  // The pieces of the sparse linears inside [begin, begin + n): per piece, its flat offset, length and
+  // mask (a [1, length] view), in flat order.
+  struct Piece {
+    int64_t offset, length;
+    Tensor mask;
+  };
+  std::vector<Piece> pieces_in(int64_t begin, int64_t n) const;
   // The HF tensors one linear's mask is stored as: (name, first row, rows).
   struct Part {
     std::string name;

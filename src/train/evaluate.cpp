@@ -5,12 +5,16 @@
 namespace pt {
 
 EvalResult evaluate(LlamaModel& model, const Tensor& params, const DatasetSplit& split, int64_t max_batches) {
+  model.load_weights(params);  // once: a bf16 model casts them, and they do not change during evaluation
+  return evaluate(model, split, max_batches);
+}
+
+EvalResult evaluate(LlamaModel& model, const DatasetSplit& split, int64_t max_batches) {
   PackingOptions options;
   options.strategy = Strategy::kFlatten;
   options.tokens_per_batch = model.max_tokens();
   options.shuffle = false;
   auto packer = make_packer(split, options, 0);
-  model.load_weights(params);  // once: a bf16 model casts them, and they do not change during evaluation
   double loss = 0;
   int64_t tokens = 0, batches = 0;
   while (auto batch = packer->next()) {

@@ -15,8 +15,10 @@ struct EvalResult {
   int64_t tokens = 0;
 };
 
-// max_batches <= 0: the whole split.
+// max_batches <= 0: the whole split. With the flat master params (loaded into the model once), or with
+// the weights the model holds already (a ZeRO-1 trainer's gathered working copy).
 EvalResult evaluate(LlamaModel& model, const Tensor& params, const DatasetSplit& split,
                     int64_t max_batches = 0);
+EvalResult evaluate(LlamaModel& model, const DatasetSplit& split, int64_t max_batches = 0);
 
 }  // namespace pt

@@ -29,34 +29,26 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Master weights and gradients: two flat fp32 buffers in ParameterLayout order on the training device,
-// padded to the ZeRO-1 shards (the padding stays zero); the model reads the first layout.total() elements.
-// The AdamW moments live in the data-parallel optimizer.
-struct FlatBuffers {
+// The gradients: a flat f32 buffer in ParameterLayout order on the training device, padded to the ZeRO-1
+// shards (the padding stays zero); the model writes the first layout.total() elements. The fp32 master
+// weights and the AdamW moments live in the data-parallel optimizer.
+struct Gradients {
   Arena arena;
-  Tensor params, grads;            // flat_size elements
-  Tensor params_view, grads_view;  // layout.total() elements
+  Tensor flat;  // flat_size elements
+  Tensor view;  // layout.total() elements
 
-  FlatBuffers(int64_t total, int64_t flat_size, Device device) : arena(device) {
-    const int hp = arena.reserve(DType::f32, {flat_size}), hg = arena.reserve(DType::f32, {flat_size});
+  Gradients(int64_t total, int64_t flat_size, Device device) : arena(device) {
+    const int h = arena.reserve(DType::f32, {flat_size});
     arena.allocate();
-    params = arena.view(hp), grads = arena.view(hg);
-    zero_bytes(params.data, on_gpu(), static_cast<size_t>(params.bytes()));
-    params_view = Tensor(params.data, DType::f32, {total}, device);
-    grads_view = Tensor(grads.data, DType::f32, {total}, device);
+    flat = arena.view(h);
+    view = Tensor(flat.data, DType::f32, {total}, device);
   }
-  bool on_gpu() const { return arena.device() == Device::cuda; }
-  std::vector<float> params_to_host() const {
-    std::vector<float> out(static_cast<size_t>(params_view.numel()));
-    copy_bytes(out.data(), false, params.data, on_gpu(), out.size() * sizeof(float));
-    return out;
+  void zero() const {
+    zero_bytes(flat.data, arena.device() == Device::cuda, static_cast<size_t>(flat.bytes()));
   }
-  void params_from_host(std::span<const float> values) const {
-    PT_ASSERT(static_cast<int64_t>(values.size()) == params_view.numel());
-    copy_bytes(params.data, on_gpu(), values.data(), false, values.size() * sizeof(float));
-  }
-  void zero_grads() const { zero_bytes(grads.data, on_gpu(), static_cast<size_t>(grads.bytes())); }
 };
+
+double mib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
 Device resolve_device(const std::string& name) {
   if (name == "cpu") return Device::cpu;
@@ -236,10 +228,12 @@ TrainResult train(const TrainConfig& tc) {
   // The CPU trains in fp32; a GPU computes in bf16 from fp32 master weights.
   LlamaModel model(config, capacity, device, device == Device::cuda ? DType::bf16 : DType::f32, tc.sparsity);
   const int64_t total = model.layout().total();
-  FlatBuffers flat(total, dist::DataParallelOptimizer::flat_size(total, comm->size(), tc.dist.zero1), device);
-  dist::DataParallelOptimizer dp(
-      *comm, model.layout(), flat.params, flat.grads,
-      {.zero1 = tc.dist.zero1, .bucket_bytes = static_cast<int64_t>(tc.dist.bucket_mb * (1 << 20))});
+  const Gradients grads(total, dist::DataParallelOptimizer::flat_size(total, comm->size(), tc.dist.zero1),
+                        device);
+  dist::DataParallelOptimizer dp(*comm, model.layout(), grads.flat,
+                                 {.zero1 = tc.dist.zero1,
+                                  .bucket_bytes = static_cast<int64_t>(tc.dist.bucket_mb * (1 << 20)),
+                                  .compute_dtype = model.dtype()});
   const bool overlap = data_parallel && comm->size() > 1;
   const SparsitySchedule schedule(tc.sparsity, tc.steps);
   std::optional<FfnMasks> masks;
@@ -254,9 +248,8 @@ TrainResult train(const TrainConfig& tc) {
     if (masks && !checkpoint->masks.empty()) masks->from_host(checkpoint->masks, checkpoint->dir);
     checkpoint.reset();  // host copies no longer needed
   } else {
-    // Every rank computes the same initial parameters.
-    auto init = tc.init_from.empty() ? init_params(config, tc.seed) : load_model_dir(tc.init_from).params;
-    flat.params_from_host(init);
+    // Every rank computes the same initial parameters (and keeps what it owns).
+    dp.set_params(tc.init_from.empty() ? init_params(config, tc.seed) : load_model_dir(tc.init_from).params);
   }
   if (lead) {
     log_info(
@@ -270,8 +263,13 @@ TrainResult train(const TrainConfig& tc) {
           "of "
           "{:g} MiB, collective timeout {:g} s",
           comm->size(), comm->backend(), comm->size() * tc.grad_accum,
-          tc.dist.zero1 ? "ZeRO-1 (moments sharded)" : "replicated optimizer", dp.reducer().buckets().size(),
-          tc.dist.bucket_mb, tc.dist.timeout_s);
+          tc.dist.zero1 ? "ZeRO-1 (masters and moments sharded)" : "replicated optimizer",
+          dp.reducer().buckets().size(), tc.dist.bucket_mb, tc.dist.timeout_s);
+    // Every rank's shard has the same size, so rank 0's figure is every rank's.
+    log_info("optimizer state: {:.2f} MiB of fp32 masters and AdamW moments per rank{}",
+             mib(dp.state_bytes()),
+             tc.dist.zero1 ? fmt::format(" ({:.2f} MiB replicated)", mib(3 * total * int64_t{sizeof(float)}))
+                           : std::string());
     if (masks)
       log_info(
           "2:4 sparse FFN ({}): sparse for steps {}-{} of {}, masks every {} steps, masked decay {:g}, {} dW",
@@ -288,37 +286,53 @@ TrainResult train(const TrainConfig& tc) {
                             : device == Device::cuda ? cuda_peak_bf16_flops()
                                                      : cpu_peak_flops_estimate();
   TrainResult result;
-  // Every rank validates (the same batches, so the same loss; no collective), so no rank waits on the
-  // others' validation in its next collective.
+  // The weights the model computes with: loaded from the replicated masters, or (ZeRO-1, collective) the
+  // working copy gathered from every rank's masters with the model's masks. Stale after every optimizer
+  // step and mask change.
+  bool weights_current = false;
+  auto refresh_weights = [&] {
+    if (weights_current) return;
+    if (dp.zero1())
+      model.use_working_weights(dp.gather_weights(model.sparse_active() ? &*masks : nullptr));
+    else
+      model.load_weights(dp.masters());
+    weights_current = true;
+  };
+  // Every rank validates (the same batches, so the same loss; no collective past the weights' gather), so
+  // no rank waits on the others' validation in its next collective.
   auto validate = [&] {
-    auto r = evaluate(model, flat.params_view, data.val(), tc.eval_batches);
+    refresh_weights();
+    auto r = evaluate(model, data.val(), tc.eval_batches);
     if (metrics) metrics->validation(state.step, r.loss, r.tokens);
     if (result.first_val_loss == 0) result.first_val_loss = r.loss;
     result.final_val_loss = r.loss;
   };
-  // The sparsity of the step that follows `done` steps, before its passes: the masks computed on schedule
-  // from the fp32 masters (the same full masters on every rank, so the same masks), kept, or dropped for
-  // dense fine-tuning.
+  // The sparsity of the step that follows `done` steps, before its passes and before the gradients are
+  // zeroed: the masks computed on schedule from the full fp32 masters (gathered with ZeRO-1; the same on
+  // every rank, so the same masks), kept, or dropped for dense fine-tuning.
   auto prepare_sparsity = [&](int64_t done) {
     if (!masks) return;
+    const bool was_sparse = model.sparse_active();
     if (!schedule.sparse_at(done)) {
       if (masks->computed()) {
         masks->drop();
         if (lead) log_info("step {:>6} | dense fine-tuning from here on: 2:4 masks dropped", done + 1);
       }
       model.set_masks(nullptr);
-      return;
+    } else {
+      if (schedule.recompute_at(done)) {
+        const MaskUpdate u = masks->recompute(dp.gather_masters());
+        weights_current = false;
+        if (metrics) metrics->masks(done + 1, u.flips, u.entries, u.first);
+      } else if (!masks->computed()) {
+        fail(
+            "step {} trains 2:4 sparse but the checkpoint it resumed from holds no masks (a run with other "
+            "sparsity flags saved it); resume with the same flags or start afresh with --no-resume",
+            done + 1);
+      }
+      model.set_masks(&*masks);
     }
-    if (schedule.recompute_at(done)) {
-      const MaskUpdate u = masks->recompute(flat.params_view);
-      if (metrics) metrics->masks(done + 1, u.flips, u.entries, u.first);
-    } else if (!masks->computed()) {
-      fail(
-          "step {} trains 2:4 sparse but the checkpoint it resumed from holds no masks (a run with other "
-          "sparsity flags saved it); resume with the same flags or start afresh with --no-resume",
-          done + 1);
-    }
-    model.set_masks(&*masks);
+    if (model.sparse_active() != was_sparse) weights_current = false;
   };
   // Collective: every rank gathers the (possibly sharded) optimizer state; rank 0 writes it.
   auto save = [&] {
@@ -346,9 +360,9 @@ TrainResult train(const TrainConfig& tc) {
     const double grad_scale = 1.0 / std::max(1.0, global[0]);
     // 2. Forward and backward; gradients accumulate over the micro-batches (2:4 sparse FFN linears on
     // masked weights, their output gradients pruned by draws seeded per step, micro-batch and rank).
-    flat.zero_grads();
     prepare_sparsity(state.step);
-    model.load_weights(flat.params_view);
+    refresh_weights();
+    grads.zero();
     double loss_sum = 0;
     for (size_t i = 0; i < batches.micro.size(); ++i) {
       const auto micro = static_cast<int64_t>(i) * comm->size() + comm->rank();
@@ -357,7 +371,7 @@ TrainResult train(const TrainConfig& tc) {
       // are final (one process has nothing to reduce).
       if (overlap && i + 1 == batches.micro.size())
         model.set_backward_progress([&](int64_t offset) { dp.ready_from(offset); });
-      loss_sum += model.forward_backward(batches.micro[i], flat.grads_view, grad_scale).loss_sum;
+      loss_sum += model.forward_backward(batches.micro[i], grads.view, grad_scale).loss_sum;
     }
     model.set_backward_progress({});
     // 3. Sum the gradients over ranks, clip, then masked decay on the sparse linears' pruned weights. The
@@ -370,12 +384,13 @@ TrainResult train(const TrainConfig& tc) {
                dp.reducer().started_early(), dp.reducer().buckets().size());
     const double grad_norm = dp.clip_grad_norm(tc.max_grad_norm);
     if (const double lambda = schedule.decay_at(state.step); model.sparse_active() && lambda > 0)
-      masks->masked_decay(flat.params_view, lambda, flat.grads_view);
+      dp.masked_decay(*masks, lambda);
     // 4. Step, and advance the state a checkpoint records.
     ++state.step;
     ops::AdamWConfig adamw = tc.adamw;
     adamw.lr = lr.at(state.step);
     dp.step(adamw, state.step);
+    weights_current = false;
     const double loss = comm->sum_host(std::span<const double>(&loss_sum, 1))[0] * grad_scale;
     source.record(state);
     state.tokens_seen += batches.global_real_tokens;
@@ -418,10 +433,10 @@ TrainResult train(const TrainConfig& tc) {
     return result;
   }
   result.final_dir = (fs::path(tc.out_dir) / "final").string();
+  // The model as trained, masked while the run ended sparse (zeros where pruned), else dense: the full
+  // masters (gathered from every rank with ZeRO-1, a collective).
+  std::vector<float> final_params = lead || dp.zero1() ? dp.params_to_host() : std::vector<float>{};
   if (lead) {
-    // The model as trained (every rank holds the full parameters): masked while the run ended sparse (zeros
-    // where pruned), else dense.
-    std::vector<float> final_params = flat.params_to_host();
     if (model.sparse_active()) masks->apply_on_host(final_params);
     save_model_dir(result.final_dir, config, final_params, tokenizer_json);
     log_info("final model (Hugging Face format) in {}", result.final_dir);

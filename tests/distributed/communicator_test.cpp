@@ -93,12 +93,11 @@ TEST(DataParallelOptimizer, WorldOfOneIsThePlainStep) {
   auto comm = make_local_communicator(Device::cpu);
   for (bool zero1 : {false, true}) {
     const int64_t size = DataParallelOptimizer::flat_size(n, 1, zero1);
-    std::vector<float> params = init_params(config, 1), grads(static_cast<size_t>(size), 0.0f);
+    std::vector<float> grads(static_cast<size_t>(size), 0.0f);
     std::vector<float> m(static_cast<size_t>(n), 0.0f), v(static_cast<size_t>(n), 0.0f);
-    params.resize(size_t(size));
-    std::vector<float> ref_params = params, ref_grads = grads;
-    DataParallelOptimizer dp(*comm, layout, Tensor::of(params.data(), {size}),
-                             Tensor::of(grads.data(), {size}), {.zero1 = zero1});
+    std::vector<float> ref_params = init_params(config, 1), ref_grads = grads;
+    DataParallelOptimizer dp(*comm, layout, Tensor::of(grads.data(), {size}), {.zero1 = zero1});
+    dp.set_params(ref_params);
     std::vector<ops::AdamWTensor> ref;
     std::vector<Tensor> ref_grad_views;
     for (const ParamInfo& p : layout.params()) {
@@ -115,17 +114,24 @@ TEST(DataParallelOptimizer, WorldOfOneIsThePlainStep) {
       EXPECT_EQ(dp.clip_grad_norm(0.5), ops::clip_grad_norm(ref_grad_views, 0.5));
       dp.step(adamw, step);
       ops::adamw_step(ref, adamw, step);
+      const std::vector<float> params = dp.params_to_host();
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(params[i], ref_params[i]) << i;
     }
     const FullState s = dp.gather_state();
     EXPECT_EQ(s.m, m);
     EXPECT_EQ(s.v, v);
-    EXPECT_EQ(std::vector<float>(params.begin(), params.begin() + n), s.params);
+    EXPECT_EQ(ref_params, s.params);
+    if (zero1) {  // the working weights of a world of one: every master, cast (f32 here: copied)
+      const Tensor w = dp.gather_weights(nullptr);
+      ASSERT_EQ(w.numel(), n);
+      EXPECT_EQ(std::vector<float>(w.ptr<float>(), w.ptr<float>() + n), ref_params);
+    } else {
+      EXPECT_NE(error_of([&] { dp.gather_weights(nullptr); }).find("replicated"), std::string::npos);
+    }
   }
   std::vector<float> wrong(10);
   EXPECT_NE(error_of([&] {
-              DataParallelOptimizer(*comm, layout, Tensor::of(wrong.data(), {10}),
-                                    Tensor::of(wrong.data(), {10}), {});
+              DataParallelOptimizer(*comm, layout, Tensor::of(wrong.data(), {10}), {});
             }).find("flat_size"),
             std::string::npos);
 }

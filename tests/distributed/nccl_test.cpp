@@ -5,6 +5,7 @@
 
 #include "core/device.h"
 #include "core/device_buffer.h"
+#include "core/float16.h"
 #include "distributed/data_parallel.h"
 #include "model/init.h"
 
@@ -64,15 +65,15 @@ TEST(NcclCommunicator, ZeroOneStepMatchesTheLocalCommunicator) {
   config.num_attention_heads = 2, config.num_key_value_heads = 1, config.head_dim = 32;
   const ParameterLayout layout(config);
   const int64_t n = layout.total(), size = DataParallelOptimizer::flat_size(n, 1, true);
-  std::vector<float> init = init_params(config, 2);
-  init.resize(size_t(size));
+  const std::vector<float> init = init_params(config, 2);
   std::vector<std::vector<float>> results;
+  std::vector<std::vector<uint16_t>> weights;
   for (int which = 0; which < 2; ++which) {
     auto c = which == 0 ? make_local_communicator(Device::cuda) : nccl_world_of_one();
-    DeviceBuffer params(size_t(size) * 4), grads(size_t(size) * 4);
-    copy_bytes(params.data(), true, init.data(), false, init.size() * 4);
-    DataParallelOptimizer dp(*c, layout, params.view(DType::f32, {size}), grads.view(DType::f32, {size}),
-                             {.zero1 = true, .bucket_bytes = 4096});
+    DeviceBuffer grads(size_t(size) * 4);
+    DataParallelOptimizer dp(*c, layout, grads.view(DType::f32, {size}),
+                             {.zero1 = true, .bucket_bytes = 4096, .compute_dtype = DType::bf16});
+    dp.set_params(init);
     std::mt19937 rng(1);
     std::normal_distribution<float> normal(0.0f, 0.1f);
     for (int step = 1; step <= 3; ++step) {
@@ -84,8 +85,18 @@ TEST(NcclCommunicator, ZeroOneStepMatchesTheLocalCommunicator) {
       dp.step({1e-2, 0.9, 0.95, 1e-8, 0.1}, step);
     }
     results.push_back(dp.gather_state().params);
+    // The bf16 working copy NCCL gathers: the cast of every master.
+    const Tensor w = dp.gather_weights(nullptr);
+    ASSERT_EQ(w.dtype, DType::bf16);
+    ASSERT_EQ(w.numel(), n);
+    weights.emplace_back(size_t(n));
+    copy_bytes(weights.back().data(), false, w.data, true, size_t(n) * 2);
   }
   EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(weights[0], weights[1]);
+  std::vector<uint16_t> cast(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) cast[size_t(i)] = float_to_bf16(results[1][size_t(i)]);
+  EXPECT_EQ(weights[1], cast);
 }
 
 }  // namespace

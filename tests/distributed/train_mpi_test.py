@@ -3,9 +3,13 @@
 
   equivalence: 2 and 3 ranks, with and without --zero1, reproduce the one-rank data-parallel run with the same
                global batch (ranks * grad_accum = 6 micro-batches' worth of examples) up to the order of fp32
-               sums: losses within LOSS_RTOL, gradient norms within NORM_RTOL (relative).
+               sums: losses within LOSS_RTOL, gradient norms within NORM_RTOL (relative). The same for 2:4
+               sparse training with --zero1 (masks from the gathered masters, masked decay on each rank's
+               shard, dense fine-tuning at the end), whose masks must be computed at the same steps with the
+               same flips.
   resume:      a ZeRO-1 checkpoint written by 2 ranks resumes on 3 ranks (ZeRO-1) and on one plain process,
-               and both continue with the losses of the uninterrupted 2-rank run.
+               and both continue with the losses of the uninterrupted 2-rank run; the same with 2:4 sparsity,
+               resumed between two mask computations (so from the checkpoint's masks).
   hang:        a rank stopped (SIGSTOP) in the middle of training makes the others abort within the collective
                timeout, naming the rank that does not answer.
 
@@ -27,6 +31,11 @@ import time
 LOSS_RTOL = 2e-5
 NORM_RTOL = 2e-4
 GLOBAL_MICRO = 6  # micro-batches' worth of examples per step: 1 x 6, 2 x 3, 3 x 2
+# 8 steps: dense step 1, sparse steps 2-6 with masks computed before steps 2, 4 and 6, dense steps 7-8. dW from
+# the dense output gradient, since MVUE draws are seeded per micro-batch, which rank counts number differently;
+# a masked decay large enough to change the trajectory.
+SPARSE = ["--sparse24", "--mask-every", "2", "--dense-warmup", "1", "--dense-finetune", "0.25", "--masked-decay",
+          "0.05", "--dense-dw"]
 
 RECORDS_TEXT = "the {a} sat on the {p} {n}. the {a} is happy."
 
@@ -84,6 +93,10 @@ class Fixture:
     def records(self, out):
         return [json.loads(line) for line in (self.dir / out / "metrics.jsonl").read_text().splitlines()]
 
+    def masks(self, out):
+        """step -> flips of the "masks" records (mask computations) in metrics.jsonl."""
+        return {r["step"]: r.get("flips", 0) for r in self.records(out) if r["type"] == "masks"}
+
 
 failures = []
 
@@ -127,6 +140,20 @@ def case_equivalence(f):
     # The same global step on every rank count: the final weights agree to fp32 noise, not bit for bit.
     expect("the 1-rank run's final model exists", (f.dir / "w1/final/model.safetensors").exists())
 
+    f.train(1, "s1", *SPARSE)
+    ref, ref_masks = f.steps("s1"), f.masks("s1")
+    expect("the sparse reference computes its masks before steps 2, 4 and 6", sorted(ref_masks) == [2, 4, 6],
+           json.dumps(ref_masks))
+    for ranks in (2, 3):
+        out = f"s{ranks}z"
+        log = f.train(ranks, out, "--bucket-mb", "0.01", "--zero1", *SPARSE)
+        expect_close(f"{ranks} ranks ZeRO-1 2:4 sparse vs 1 rank", ref, f.steps(out), range(1, 9))
+        expect(f"{out}: the masks are computed at the same steps with the same flips", f.masks(out) == ref_masks,
+               f"{json.dumps(f.masks(out))} vs {json.dumps(ref_masks)}")
+        expect(f"{out}: the log names the sharded masters and gives the optimizer state per rank",
+               "ZeRO-1 (masters and moments sharded)" in log and
+               "MiB of fp32 masters and AdamW moments per rank" in log, log[-2000:])
+
 
 def case_resume(f):
     f.train(2, "full", "--zero1")
@@ -141,6 +168,19 @@ def case_resume(f):
         expect(f"{out} resumed from step 3", "at step 3" in log, log)
         expect_close(f"2-rank ZeRO-1 checkpoint resumed on {ranks or 'one process'}", ref, f.steps(out),
                      range(1, 9))
+    # 2:4 sparse: stopped after step 4, so step 5 needs the checkpoint's masks (computed before step 4).
+    f.train(2, "sfull", "--zero1", *SPARSE)
+    ref = f.steps("sfull")
+    f.train(2, "sstopped", "--zero1", *SPARSE, "--stop-after", "4")
+    for ranks, extra, backend in ((3, ["--zero1"], "mpi"), (0, [], "auto")):
+        out = f"sresumed{ranks}"
+        shutil.copytree(f.dir / "sstopped", f.dir / out)
+        log = f.train(ranks, out, *extra, *SPARSE, backend=backend, grad_accum=GLOBAL_MICRO // max(ranks, 1))
+        expect(f"{out} resumed from step 4", "at step 4" in log, log)
+        expect_close(f"2-rank ZeRO-1 2:4 sparse checkpoint resumed on {ranks or 'one process'}", ref, f.steps(out),
+                     range(1, 9))
+        expect(f"{out}: the masks are computed at the same steps as uninterrupted", f.masks(out) == f.masks("sfull"),
+               f"{json.dumps(f.masks(out))} vs {json.dumps(f.masks('sfull'))}")
     # A single-process checkpoint cannot continue data-parallel: a clear error, not a silent data change.
     f.train(0, "single", "--stop-after", "2", backend="auto")
     r = subprocess.run(f.train_cmd(2, "single"), capture_output=True, text=True, timeout=120)

@@ -1,15 +1,29 @@
 // ZeRO-1 shard math and gradient buckets: shards tile the padded buffer, AdamW pieces cut tensors at
 // shard edges keeping their decay flags, checkpoints reshard between rank counts, buckets tile the layout
-// in backward order.
+// in backward order; the 2:4 masked cast and masked decay of a range (a shard) are the full ones restricted
+// to it (cpu, and cuda where a GPU is present); and each of N ranks holds 1/N of the optimizer state.
 #include "distributed/zero.h"
 #include "distributed/grad_reducer.h"
 
+#include "core/device.h"
+#include "core/device_buffer.h"
 #include "core/error.h"
+#include "core/float16.h"
+#include "distributed/data_parallel.h"
+#include "model/batches.h"
 #include "model/config.h"
+#include "model/init.h"
+#include "model/llama.h"
+#include "model/sparsity.h"
+#include "ops/elementwise.h"
+#include "ops/sparse24.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <numeric>
+#include <random>
 
 namespace pt::dist {
 namespace {
@@ -48,8 +62,8 @@ TEST(ShardLayout, AdamWPiecesCutTensorsAtShardEdgesWithTheirDecayFlags) {
   int64_t covered = 0;
   for (int r = 0; r < 3; ++r) {
     const int64_t b = s.begin(r), e = b + s.real_count(r);
-    const auto pieces = adamw_range(layout.params(), b, e, P, G, Tensor::of(m.data(), {s.shard}),
-                                    Tensor::of(v.data(), {s.shard}));
+    const auto pieces = adamw_range(layout.params(), b, e, Tensor::of(params.data() + b, {s.shard}), G,
+                                    Tensor::of(m.data(), {s.shard}), Tensor::of(v.data(), {s.shard}));
     int64_t at = b;
     for (const auto& piece : pieces) {
       const int64_t offset = piece.param.ptr<float>() - params.data();
@@ -114,6 +128,303 @@ TEST(GradientBuckets, TileTheLayoutInBackwardOrderAtTensorBoundaries) {
     }
   }
   EXPECT_THROW(make_buckets(layout.params(), 0), Error);
+}
+
+// --- 2:4 range pieces: a shard cuts the sparse linears anywhere (mid-row too) and may run into padding.
+
+SparsityConfig sparse_ffn() {
+  SparsityConfig s;
+  s.enabled = true;
+  return s;
+}
+
+std::vector<float> random_values(int64_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+// Ranges over [0, padded): every shard of 1 to 7 ranks, and random ones with odd edges.
+std::vector<std::pair<int64_t, int64_t>> test_ranges(int64_t total, int64_t padded) {
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (int world = 1; world <= 7; ++world) {
+    const ShardLayout s = make_shard_layout(total, world);
+    for (int r = 0; r < world; ++r)
+      if (s.begin(r) + s.shard <= padded) ranges.emplace_back(s.begin(r), s.begin(r) + s.shard);
+  }
+  std::mt19937 rng(5);
+  for (int i = 0; i < 40; ++i) {
+    const int64_t b = int64_t(rng() % uint32_t(padded)), e = b + 1 + int64_t(rng() % uint32_t(padded - b));
+    ranges.emplace_back(b, e);
+  }
+  return ranges;
+}
+
+struct MaskedModel {
+  LlamaConfig config = small_config();
+  ParameterLayout layout{config};
+  int64_t total = layout.total(), padded = total + 300;  // zero padding past the layout, as shards have
+  std::vector<float> masters = random_values(padded, 1);
+
+  MaskedModel() { std::fill(masters.begin() + total, masters.end(), 0.0f); }
+};
+
+TEST(ZeroRanges, MaskedCastOfARangeIsTheFullMaskedCastRestrictedToIt) {
+  const MaskedModel m;
+  FfnMasks masks(m.config, sparse_ffn(), Device::cpu);
+  masks.recompute(Tensor::of(const_cast<float*>(m.masters.data()), {m.total}));
+  // The full masked cast, as load_weights makes it: masked f32, and its bf16 rounding.
+  std::vector<float> want = m.masters;
+  masks.apply_on_host(std::span<float>(want.data(), size_t(m.total)));
+  int64_t pruned = 0;
+  for (int64_t i = 0; i < m.total; ++i) pruned += want[i] == 0.0f && m.masters[i] != 0.0f;
+  ASSERT_GT(pruned, 0);
+  for (auto [b, e] : test_ranges(m.total, m.padded)) {
+    const int64_t n = e - b;
+    const Tensor in = Tensor::of(const_cast<float*>(m.masters.data()) + b, {n});
+    std::vector<float> f32(size_t(n), NAN);
+    masks.masked_cast_range(in, b, Tensor::of(f32.data(), {n}));
+    std::vector<uint16_t> bf16(size_t(n), 0xFFFF);
+    masks.masked_cast_range(in, b, Tensor(bf16.data(), DType::bf16, {n}));
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(f32[i], want[b + i]) << "f32, range [" << b << ", " << e << "), element " << b + i;
+      ASSERT_EQ(bf16[i], float_to_bf16(want[b + i]))
+          << "bf16, range [" << b << ", " << e << "), element " << b + i;
+    }
+  }
+  // Two flat ranges of one length on the masks' device, nothing else.
+  std::vector<float> out(10);
+  EXPECT_THROW(masks.masked_cast_range(Tensor::of(const_cast<float*>(m.masters.data()), {11}), 0,
+                                       Tensor::of(out.data(), {10})),
+               Error);
+}
+
+TEST(ZeroRanges, MaskedDecayOfARangeIsTheFullOneRestrictedToIt) {
+  const MaskedModel m;
+  FfnMasks masks(m.config, sparse_ffn(), Device::cpu);
+  masks.recompute(Tensor::of(const_cast<float*>(m.masters.data()), {m.total}));
+  const std::vector<float> grads = random_values(m.padded, 2);
+  const double lambda = 0.25;
+  std::vector<float> want = grads;
+  masks.masked_decay(Tensor::of(const_cast<float*>(m.masters.data()), {m.total}), lambda,
+                     Tensor::of(want.data(), {m.total}));
+  int64_t decayed = 0;
+  for (int64_t i = 0; i < m.total; ++i) decayed += want[i] != grads[i];
+  ASSERT_GT(decayed, 0);
+  for (auto [b, e] : test_ranges(m.total, m.padded)) {
+    std::vector<float> got = grads;
+    masks.masked_decay_range(Tensor::of(const_cast<float*>(m.masters.data()) + b, {e - b}), b, lambda,
+                             Tensor::of(got.data() + b, {e - b}));
+    for (int64_t i = 0; i < m.padded; ++i)
+      ASSERT_EQ(got[i], i >= b && i < e ? want[i] : grads[i])
+          << "range [" << b << ", " << e << "), element " << i;
+  }
+}
+
+// The same on the GPU (the element-wise kernels on [1, n] pieces), against the GPU's full ops.
+TEST(ZeroRanges, RangesMatchTheFullOpsOnTheGpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const MaskedModel m;
+  const int64_t total = m.total, padded = m.padded;
+  FfnMasks masks(m.config, sparse_ffn(), Device::cuda);
+  DeviceBuffer masters(size_t(padded) * 4), grads(size_t(padded) * 4), out(size_t(padded) * 4);
+  masters.upload(m.masters.data(), size_t(padded) * 4);
+  const Tensor full_masters = masters.view(DType::f32, {total});
+  masks.recompute(full_masters);
+  auto download = [](const DeviceBuffer& b, size_t bytes) {
+    std::vector<uint8_t> host(bytes);
+    copy_bytes(host.data(), false, b.data(), true, bytes);
+    return host;
+  };
+  auto at = [](const DeviceBuffer& b, DType dtype, int64_t offset, int64_t n) {
+    return Tensor(static_cast<char*>(b.data()) + offset * dtype_size(dtype), dtype, {n}, Device::cuda);
+  };
+  // The full masked cast (f32 -> bf16, then the masked linears) as a bf16 model's load_weights does it.
+  const FfnMasks& cm = masks;
+  std::vector<uint16_t> want_cast(static_cast<size_t>(total));
+  {
+    DeviceBuffer full(size_t(total) * 2);
+    ops::cast(full_masters, full.view(DType::bf16, {total}));
+    for (const FfnMasks::Linear& l : cm.linears())
+      ops::apply_mask(
+          Tensor(static_cast<float*>(masters.data()) + l.offset, DType::f32, {l.rows, l.cols}, Device::cuda),
+          l.mask,
+          Tensor(static_cast<uint16_t*>(full.data()) + l.offset, DType::bf16, {l.rows, l.cols},
+                 Device::cuda));
+    std::memcpy(want_cast.data(), download(full, size_t(total) * 2).data(), size_t(total) * 2);
+  }
+  const std::vector<float> host_grads = random_values(padded, 2);
+  grads.upload(host_grads.data(), size_t(padded) * 4);
+  masks.masked_decay(full_masters, 0.25, grads.view(DType::f32, {total}));
+  std::vector<float> want_decay(static_cast<size_t>(padded));
+  std::memcpy(want_decay.data(), download(grads, size_t(padded) * 4).data(), size_t(padded) * 4);
+  for (auto [b, e] : test_ranges(total, padded)) {
+    const int64_t n = e - b;
+    std::vector<uint8_t> poison(size_t(n) * 2, 0xFF);
+    out.upload(poison.data(), poison.size());
+    masks.masked_cast_range(at(masters, DType::f32, b, n), b, at(out, DType::bf16, 0, n));
+    std::vector<uint16_t> cast(static_cast<size_t>(n));
+    std::memcpy(cast.data(), download(out, size_t(n) * 2).data(), size_t(n) * 2);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(cast[i], b + i < total ? want_cast[b + i] : uint16_t{0})
+          << "cast, range [" << b << ", " << e << ")";
+    grads.upload(host_grads.data(), size_t(padded) * 4);
+    masks.masked_decay_range(at(masters, DType::f32, b, n), b, 0.25, at(grads, DType::f32, b, n));
+    std::vector<float> decay(static_cast<size_t>(padded));
+    std::memcpy(decay.data(), download(grads, size_t(padded) * 4).data(), size_t(padded) * 4);
+    for (int64_t i = 0; i < padded; ++i)
+      ASSERT_EQ(decay[i], i >= b && i < e ? want_decay[i] : host_grads[i])
+          << "decay, range [" << b << ", " << e << ")";
+  }
+}
+
+// --- Optimizer state per rank: rank r of a world of N, every collective a no-op (nothing is gathered
+// here; the real collectives run in packtrain_dist_tests).
+class StubWorld : public Communicator {
+ public:
+  StubWorld(int rank, int size) : Communicator(rank, size, Device::cpu, 1) {}
+  std::string_view backend() const override { return "stub"; }
+
+ protected:
+  void start(const Collective&) override {}
+  void finish(const Collective&, Clock::time_point) override {}
+};
+
+TEST(ZeroOneState, EachOfNRanksHoldsAboutOneNthOfTheReplicatedMastersAndMoments) {
+  const ParameterLayout layout(small_config());
+  const int64_t n = layout.total();
+  std::vector<float> one_grads(static_cast<size_t>(n));
+  StubWorld one(0, 1);
+  const DataParallelOptimizer replicated(one, layout, Tensor::of(one_grads.data(), {n}), {});
+  EXPECT_EQ(replicated.masters().numel(), n);
+  EXPECT_GE(replicated.state_bytes(), 3 * 4 * n);
+  EXPECT_LE(replicated.state_bytes(), 3 * (4 * n + 256));  // each buffer aligned to 256 bytes
+  for (int world : {2, 3, 7}) {
+    std::vector<float> grads(size_t(DataParallelOptimizer::flat_size(n, world, true)));
+    int64_t owned = 0;
+    for (int rank = 0; rank < world; ++rank) {
+      StubWorld w(rank, world);
+      const DataParallelOptimizer dp(w, layout, Tensor::of(grads.data(), {std::ssize(grads)}),
+                                     {.zero1 = true});
+      const double ratio = double(dp.state_bytes()) / double(replicated.state_bytes());
+      EXPECT_NEAR(ratio, 1.0 / world, 0.02) << "rank " << rank << " of " << world;
+      EXPECT_EQ(dp.masters().numel(), dp.shards().shard);
+      owned += dp.owned_end() - dp.owned_begin();
+    }
+    EXPECT_EQ(owned, n);
+  }
+}
+
+// --- A model reading a caller's working copy (as ZeRO-1 gathers it: the masked cast of the masters) runs
+// the passes a model that loads the masters runs, with masks, after the copy moved, and dense.
+
+// A flat buffer on the cpu or the GPU, filled from and read back to the host.
+class Flat {
+ public:
+  Flat(Device device, DType dtype, int64_t n)
+      : bytes_(static_cast<size_t>(n * dtype_size(dtype))),
+        host_(device == Device::cpu ? bytes_ : 0),
+        device_(device == Device::cuda ? bytes_ : 0),
+        t_(device == Device::cuda ? device_.data() : static_cast<void*>(host_.data()), dtype, {n}, device) {}
+  const Tensor& t() const { return t_; }
+  Tensor first(int64_t n) const { return Tensor(t_.data, t_.dtype, {n}, t_.device); }
+  void set(const void* values) const {
+    copy_bytes(t_.data, t_.device == Device::cuda, values, false, bytes_);
+  }
+  void zero() const { zero_bytes(t_.data, t_.device == Device::cuda, bytes_); }
+  std::vector<float> floats() const {
+    std::vector<float> out(bytes_ / 4);
+    copy_bytes(out.data(), false, t_.data, t_.device == Device::cuda, bytes_);
+    return out;
+  }
+
+ private:
+  size_t bytes_;
+  std::vector<uint8_t> host_;
+  DeviceBuffer device_;
+  Tensor t_;
+};
+
+void expect_working_weights_run_as_loaded_masters(Device device) {
+  LlamaConfig c;
+  c.vocab_size = 300, c.hidden_size = 128, c.intermediate_size = 256, c.num_hidden_layers = 2;
+  c.num_attention_heads = 2, c.num_key_value_heads = 1, c.head_dim = 64;  // what the CUDA attention runs
+  const bool gpu = device == Device::cuda;
+  const DType dtype = gpu ? DType::bf16 : DType::f32;
+  const SparsityConfig sparsity = sparse_ffn();
+  const std::vector<Batch> batches =
+      pt::testing::packed_batches(pt::testing::random_split({9, 64, 17, 130, 33, 70}, c.vocab_size, 9),
+                                  Strategy::kFlatten, 128, 3);  // two micro-batches accumulate
+  const ParameterLayout layout(c);
+  const int64_t n = layout.total();
+  std::vector<float> masters0 = init_params(c, 4, 0.05), masters1 = masters0;
+  std::mt19937 rng(6);
+  std::normal_distribution<float> noise(0.0f, 0.01f);
+  for (float& x : masters1) x += noise(rng);  // an optimizer step
+  const Flat masters(device, DType::f32, n), grads(device, DType::f32, n);
+  // Two working copies, padded past the layout as the gathered one is.
+  const Flat copy_a(device, dtype, n + kShardAlign), copy_b(device, dtype, n + 3 * kShardAlign);
+  FfnMasks masks(c, sparsity, device);
+  LlamaModel loading(c, pt::testing::max_batch_tokens(batches), device, dtype, sparsity),
+      reading(c, pt::testing::max_batch_tokens(batches), device, dtype, sparsity);
+  struct Pass {
+    double loss = 0;
+    std::vector<float> grads;
+  };
+  auto pass = [&](LlamaModel& model) {
+    Pass p;
+    grads.zero();
+    for (size_t i = 0; i < batches.size(); ++i) {
+      model.set_mvue_seed({1, 0, static_cast<int64_t>(i)});
+      p.loss += model.forward_backward(batches[i], grads.t(), 1.0).loss_sum;
+    }
+    p.grads = grads.floats();
+    return p;
+  };
+  for (int phase = 0; phase < 3; ++phase) {
+    SCOPED_TRACE(phase == 0 ? "masked" : phase == 1 ? "masked, updated, copy moved" : "dense");
+    masters.set(phase == 0 ? masters0.data() : masters1.data());
+    if (phase == 0) masks.recompute(masters.t());
+    const FfnMasks* active = phase < 2 ? &masks : nullptr;
+    loading.set_masks(active);
+    reading.set_masks(active);
+    loading.load_weights(masters.t());
+    const Flat& copy = phase == 1 ? copy_b : copy_a;
+    if (active)
+      masks.masked_cast_range(masters.t(), 0, copy.first(n));
+    else
+      ops::cast(masters.t(), copy.first(n));
+    reading.use_working_weights(copy.t());
+    const Pass want = pass(loading), got = pass(reading);
+    // The same weights through the same kernels: equal, but for the order of the GPU attention backward's
+    // fp32 atomic sums.
+    if (!gpu) {
+      EXPECT_EQ(got.loss, want.loss);
+      EXPECT_EQ(got.grads, want.grads);
+      continue;
+    }
+    EXPECT_NEAR(got.loss, want.loss, 1e-6 * std::abs(want.loss));
+    double diff = 0, norm = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      diff += std::pow(double(got.grads[i]) - want.grads[i], 2);
+      norm += std::pow(double(want.grads[i]), 2);
+    }
+    EXPECT_LT(std::sqrt(diff / norm), 1e-4);
+  }
+  const Flat wrong_dtype(device, gpu ? DType::f32 : DType::bf16, n), short_copy(device, dtype, n - 1);
+  EXPECT_THROW(reading.use_working_weights(wrong_dtype.t()), Error);
+  EXPECT_THROW(reading.use_working_weights(short_copy.t()), Error);
+}
+
+TEST(LlamaWorkingWeights, RunAsLoadedMastersOnTheCpu) {
+  expect_working_weights_run_as_loaded_masters(Device::cpu);
+}
+
+TEST(LlamaWorkingWeights, RunAsLoadedMastersOnTheGpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  expect_working_weights_run_as_loaded_masters(Device::cuda);
 }
 
 }  // namespace

@@ -276,6 +276,83 @@ TEST_F(TrainingRun, NcclOneRankDataParallelRunTrainsAndResumesOnTheGpu) {
   }
 }
 
+// The data-parallel path through NCCL in a world of one GPU against the single-process run (local backend)
+// on the same data and seed: with flatten, a one-rank data-parallel step packs the examples the
+// single-process stream takes for its micro-batches (on the cpu the two agree to 1e-9 over 8 steps, sparse
+// included: only the order of fp32 gradient sums differs). Replicated, ZeRO-1 (sharded fp32 masters, the
+// bf16 working weights gathered and read in place) and ZeRO-1 2:4 sparse (masks from the gathered masters,
+// the masked cast of the shard, range masked decay, dense fine-tuning) each match the run without NCCL. The
+// first step's loss is a forward of the same bf16 weights on the same tokens (summed in double): 1e-6.
+// Later steps add the order of fp32 gradient sums (the attention backward's atomics, the batches' token
+// order), amplified by bf16 rounding of masters that differ in their last bits: 3e-4 leaves a wide margin
+// and still catches a wrong mask or a stale shard, which move the loss by 1e-3 and more (on the cpu).
+TEST_F(TrainingRun, NcclOneRankMatchesTheSingleProcessRunOnTheGpu) {
+  if (cuda_device_count() == 0 || !dist::backend_available(dist::Backend::kNccl))
+    GTEST_SKIP() << "needs a GPU and NCCL";
+  const auto config = dir_ / "config_gpu.json";  // head_dim 64, as the CUDA attention needs
+  write_file_atomic(config.string(), R"({"model_type": "llama", "hidden_size": 128, "num_hidden_layers": 2,
+      "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 256, "vocab_size": 260})");
+  auto gpu = [&](const std::string& name, dist::Backend backend, bool zero1, bool sparse) {
+    auto c = run_config(name, 8);
+    c.model = config.string();
+    c.device = "cuda";
+    c.dist.backend = backend;
+    c.dist.zero1 = zero1;
+    c.grad_accum = 2;
+    c.eval_every = 4;
+    if (sparse) {  // dense step 1, masks before steps 2, 4 and 6, dense steps 7 and 8
+      c.sparsity = sparse24();
+      c.sparsity.mask_every = 2;
+      c.sparsity.dense_warmup = 1;
+      c.sparsity.dense_finetune = 0.25;
+      c.sparsity.masked_decay = 0.05;
+    }
+    return c;
+  };
+  struct Case {
+    TrainConfig reference, nccl;
+  };
+  const std::vector<Case> cases = {
+      {gpu("local", dist::Backend::kLocal, false, false), gpu("nccl", dist::Backend::kNccl, false, false)},
+      {gpu("local", dist::Backend::kLocal, false, false),
+       gpu("nccl_zero1", dist::Backend::kNccl, true, false)},
+      {gpu("local_sparse", dist::Backend::kLocal, false, true),
+       gpu("nccl_zero1_sparse", dist::Backend::kNccl, true, true)}};
+  train(cases[0].reference);
+  train(cases[2].reference);
+  const auto field = [](const fs::path& dir, const std::string& type, const char* name) {
+    std::vector<double> out;
+    for (const auto& line : records(dir, type)) out.push_back(nlohmann::json::parse(line).at(name));
+    return out;
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.nccl.out_dir);
+    const auto r = train(c.nccl);
+    EXPECT_LT(r.final_val_loss, r.first_val_loss - 0.1);
+    const auto want = field(c.reference.out_dir, "train", "loss"),
+               got = field(c.nccl.out_dir, "train", "loss");
+    ASSERT_EQ(want.size(), 8u);
+    ASSERT_EQ(got.size(), 8u);
+    EXPECT_NEAR(got[0], want[0], 1e-6 * want[0]) << "step 1";
+    for (size_t i = 1; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 3e-4 * want[i]) << "step " << i + 1;
+    const auto want_norm = field(c.reference.out_dir, "train", "grad_norm"),
+               got_norm = field(c.nccl.out_dir, "train", "grad_norm");
+    ASSERT_EQ(got_norm.size(), want_norm.size());
+    for (size_t i = 0; i < want_norm.size(); ++i)
+      EXPECT_NEAR(got_norm[i], want_norm[i], 3e-3 * want_norm[i]) << "step " << i + 1;
+    const auto want_val = field(c.reference.out_dir, "val", "loss"),
+               got_val = field(c.nccl.out_dir, "val", "loss");
+    ASSERT_EQ(want_val.size(), 3u);  // steps 0, 4 and 8
+    ASSERT_EQ(got_val.size(), want_val.size());
+    for (size_t i = 0; i < want_val.size(); ++i)
+      EXPECT_NEAR(got_val[i], want_val[i], 3e-4 * want_val[i]) << "validation " << i;
+    EXPECT_EQ(mask_steps(c.nccl.out_dir), mask_steps(c.reference.out_dir));
+    if (c.nccl.sparsity.enabled) {
+      EXPECT_EQ(mask_steps(c.nccl.out_dir), (std::vector<int64_t>{2, 4, 6}));
+    }
+  }
+}
+
 TEST_F(TrainingRun, SparseTrainingLowersTheValidationLoss) {
   auto c = run_config("run", 30);
   c.lr.warmup_steps = 3;
