@@ -20,7 +20,7 @@ enum class Strategy {
   kConcat,       // examples streamed into rows of row_len; attention spans the row (fixed-length packing)
   kConcatPosId,  // the same rows; attention and position ids restart at every example piece
   kFlatten,      // a minibatch's examples side by side in one unpadded row (HF DataCollatorWithFlattening)
-  kBfd,          // whole examples best-fit-decreasing into rows of row_len
+  kBfd,          // whole examples best-fit into rows of row_len, a window at a time (bfd.cpp)
 };
 
 inline constexpr Strategy kAllStrategies[] = {Strategy::kPadding, Strategy::kConcat, Strategy::kConcatPosId,

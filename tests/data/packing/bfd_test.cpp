@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
+#include <vector>
 
 namespace pt {
 namespace {
@@ -42,6 +44,68 @@ TEST(Bfd, PacksAnSftCorpusAtLeast99PercentFullWithoutSplitting) {
     EXPECT_EQ(real, sft_corpus().num_tokens());
     double efficiency = static_cast<double>(real) / static_cast<double>(processed);
     EXPECT_GE(efficiency, 0.99) << "real " << real << " of " << processed;
+  }
+}
+
+// The lengths of the examples of each batch of one epoch (all but a final partial batch): every real
+// segment of a bfd or flatten batch is one whole example.
+std::vector<std::vector<int32_t>> example_lengths_by_batch(const DatasetSplit& split,
+                                                           const PackingOptions& o) {
+  std::vector<std::vector<int32_t>> batches;
+  auto packer = make_packer(split, o, 0);
+  while (auto b = packer->next()) {
+    std::vector<int32_t>& lengths = batches.emplace_back();
+    for (size_t s = 0; s + 1 < b->cu_seqlens.size(); ++s) {
+      int32_t begin = b->cu_seqlens[s], row = begin / b->row_len;
+      if (begin - row * b->row_len < b->row_real_len[static_cast<size_t>(row)])
+        lengths.push_back(b->cu_seqlens[s + 1] - begin);
+    }
+  }
+  batches.pop_back();
+  return batches;
+}
+
+// How much batches differ in what they hold: the standard deviation over batches of their examples' mean
+// log2 length.
+double spread_of_mean_log_length(const std::vector<std::vector<int32_t>>& batches) {
+  double sum = 0, sum2 = 0;
+  for (const auto& lengths : batches) {
+    double mean = 0;
+    for (int32_t length : lengths) mean += std::log2(length);
+    mean /= static_cast<double>(lengths.size());
+    sum += mean, sum2 += mean * mean;
+  }
+  double n = static_cast<double>(batches.size()), mean = sum / n;
+  return std::sqrt(std::max(0.0, sum2 / n - mean * mean));
+}
+
+// Packing must not sort examples into batches by length: a bfd batch should hold a sample of the data
+// like a random minibatch of flatten, not rows of long examples in one step and rows of short ones in the
+// next. Longest-first packing of a whole window did that, and its few-row batches trained worse (issue #4).
+TEST(Bfd, BatchesMixLengthsLikeRandomMinibatches) {
+  struct Case {
+    double median, sigma;
+    int32_t examples;
+  };
+  // The default corpus's shape (short, long-tailed: 2 rows a batch) and an SFT-like one (4 rows).
+  for (Case c : {Case{30, 1.2, 72}, Case{330, 0.9, 16}}) {
+    SCOPED_TRACE("median length " + std::to_string(c.median) + ", " + std::to_string(c.examples) +
+                 " examples per batch");
+    DatasetSplit split = synthetic_split(sft_like_lengths(30000, 5, c.median, c.sigma), 5);
+    PackingOptions o;
+    o.examples_per_batch = c.examples;
+    o.row_len = 2048;
+    o.seed = 9;
+    o.strategy = Strategy::kFlatten;
+    auto flatten = example_lengths_by_batch(split, o);
+    o.strategy = Strategy::kBfd;
+    auto bfd = example_lengths_by_batch(split, o);
+    double mean_examples = 0;
+    for (const auto& lengths : bfd) mean_examples += static_cast<double>(lengths.size());
+    mean_examples /= static_cast<double>(bfd.size());
+    EXPECT_NEAR(mean_examples, c.examples, 0.1 * c.examples);
+    double spread_bfd = spread_of_mean_log_length(bfd), spread_flatten = spread_of_mean_log_length(flatten);
+    EXPECT_LE(spread_bfd, 1.5 * spread_flatten) << "bfd " << spread_bfd << ", flatten " << spread_flatten;
   }
 }
 
