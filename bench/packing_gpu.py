@@ -86,6 +86,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=90, help="seconds per run")
     ap.add_argument("--budget", type=float, default=400, help="seconds for all runs (later runs are skipped)")
     ap.add_argument("--strategies", default=",".join(STRATEGIES))
+    ap.add_argument("--seed", type=int, default=1, help="one seed for every strategy (same data order)")
     args = ap.parse_args()
     if not os.path.isfile(os.path.join(args.data, "metadata.json")):
         sys.exit(f"--data {args.data}: no prepared dataset there (metadata.json missing); make one with "
@@ -113,8 +114,9 @@ def main():
                    "--strategy", strategy, "--examples", str(args.examples), "--steps", str(args.steps),
                    "--lr", args.lr, "--min-lr", str(float(args.lr) / 10), "--warmup", str(max(1, args.steps // 10)),
                    "--eval-every", "0", "--eval-batches", args.eval_batches, "--save-every", "0",
-                   "--log-every", "1", "--seed", "1", "--device", args.device, "--no-resume"]
+                   "--log-every", "1", "--seed", str(args.seed), "--device", args.device, "--no-resume"]
             record = {"bench": "packing", "strategy": strategy, "model": args.model, "examples": args.examples,
+                      "seed": args.seed,
                       "device": args.device, "data": args.data}
             t0 = time.perf_counter()
             limit = min(args.timeout, args.budget - (t0 - started))

@@ -19,6 +19,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -260,6 +261,15 @@ const char* path_name(Path p) {
   return "?";
 }
 
+// PACKTRAIN_SPARSE_SEARCH=0 keeps cuSPARSELt's default kernel for every plan (no search at first use).
+bool search_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("PACKTRAIN_SPARSE_SEARCH");
+    return !(v && std::string(v) == "0");
+  }();
+  return enabled;
+}
+
 bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kAlignment == 0; }
 
 // (GEMM, N, K, operand dtype, output dtype, lowest M0 of the octave)
@@ -397,8 +407,8 @@ class Engine {
     plan->alg_live = true;
     if (config) {
       set_alg(*plan, CUSPARSELT_MATMUL_ALG_CONFIG_ID, config->id);
-      set_alg(*plan, CUSPARSELT_MATMUL_SPLIT_K, config->split_k);
-      if (config->split_k > 1) {
+      if (config->split_k > 1) {  // the search reports -1 when it kept split-k off
+        set_alg(*plan, CUSPARSELT_MATMUL_SPLIT_K, config->split_k);
         set_alg(*plan, CUSPARSELT_MATMUL_SPLIT_K_MODE, config->split_k_mode);
         set_alg(*plan, CUSPARSELT_MATMUL_SPLIT_K_BUFFERS, config->split_k_buffers);
       }
@@ -424,8 +434,9 @@ class Engine {
   }
 
   // cusparseLtMatmulSearch on the real operands (beta = 0 into d, which it may overwrite many times).
-  // It leaves the fastest kernel and split-k in the plan's algorithm selection; as in NVIDIA's sample the
-  // plan is then initialised again from it, and the choice is kept for the bucket's other plans.
+  // It leaves the fastest kernel and split-k in the plan itself, which stays ready to run (initialising
+  // it again from its algorithm selection corrupted the heap inside cuSPARSELt 0.8.0 on the H200); the
+  // choice is kept for the bucket's other plans.
   void search(const Call& c, Plan& plan, void* d) {
     const auto [a, b] = operands(c, plan);
     const float alpha = 1.0f, beta = 0.0f;
@@ -439,11 +450,6 @@ class Engine {
     get_alg(plan, CUSPARSELT_MATMUL_SPLIT_K, config.split_k);
     get_alg(plan, CUSPARSELT_MATMUL_SPLIT_K_MODE, config.split_k_mode);
     get_alg(plan, CUSPARSELT_MATMUL_SPLIT_K_BUFFERS, config.split_k_buffers);
-    plan.plan_live = false;
-    check_lt(cusparseLtMatmulPlanDestroy(&plan.plan), "cusparseLtMatmulPlanDestroy");
-    check_lt(cusparseLtMatmulPlanInit(&handle_, &plan.plan, &plan.matmul, &plan.alg),
-             "cusparseLtMatmulPlanInit after the search");
-    plan.plan_live = true;
     check_lt(cusparseLtMatmulGetWorkspace(&handle_, &plan.plan, &plan.workspace),
              "cusparseLtMatmulGetWorkspace");
   }
@@ -466,7 +472,7 @@ class Engine {
         }
       } else {
         plan = make_plan(arr, c.act.dtype, c.out.dtype, nullptr);
-        if (scratch) {
+        if (scratch && search_enabled()) {
           search(c, *plan, scratch);
           searched_[{bucket, sparse_a}] = plan->config;
         }
@@ -613,8 +619,8 @@ SparseGemmMode sparse_gemm_mode() {
     const char* v = std::getenv("PACKTRAIN_SPARSE_GEMM");
     if (!v || !*v) {
       log_info(
-          "sparse GEMMs: dense cuBLASLt on the masked weights (cuSPARSELt 0.8.0 crashed in "
-          "cusparseLtMatmulPlanInit on the H200; PACKTRAIN_SPARSE_GEMM=auto tries it)");
+          "sparse GEMMs: dense cuBLASLt on the masked weights (the default; PACKTRAIN_SPARSE_GEMM=auto runs "
+          "cuSPARSELt where its autotuner finds it faster, which pays for large steps)");
       return SparseGemmMode::dense;
     }
     try {

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdlib>
 #include <iostream>
 #include <random>
 #include <tuple>
@@ -39,9 +38,6 @@ class ModeGuard {
   do {                                                                                                 \
     SKIP_WITHOUT_GPU();                                                                                \
     if (!cuda::sparse_gemm_available()) GTEST_SKIP() << "no cuSPARSELt in this build or on this GPU";  \
-    if (!std::getenv("PACKTRAIN_SPARSE_GEMM"))                                                         \
-      GTEST_SKIP() << "cuSPARSELt is opt-in (it crashed in cusparseLtMatmulPlanInit on the H200, see " \
-                      "ops/cuda/sparse_gemm.h): set PACKTRAIN_SPARSE_GEMM=auto to run this";           \
   } while (0)
 
 // Random values with a random transposable 2:4 mask applied: every aligned 4x4 block keeps the union of
