@@ -16,6 +16,7 @@
 #include "gpu_timer.h"
 #include "ops/adamw.h"
 #include "ops/cross_entropy.h"
+#include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/grad_norm.h"
 #include "ops/linear.h"
@@ -109,9 +110,16 @@ int main(int argc, char** argv) {
   report("rmsnorm bwd", "bf16 [T,768]",
          time_ms([&] { rmsnorm_backward(y, x, w, rstd, dx, dw, Write::accumulate); }), 3 * act, "GB/s");
 
-  const Tensor q = pool.make(bf, {T, H, D}), pos = pool.ints(random_ids(T, 2048));
+  report("add (residual)", "bf16 [T,768] += [T,768]", time_ms([&] { add(y, dx); }), 3 * act, "GB/s");
+
+  const Tensor q = pool.make(bf, {T, H, D}), k = pool.make(bf, {T, H, D}),
+               pos = pool.ints(random_ids(T, 2048));
   report("rope fwd (in place)", "bf16 [T,12,64]", time_ms([&] { rope_forward(q, pos, 1e4, q); }), 2 * act,
          "GB/s");
+  report("rope fwd q+k", "bf16 2x [T,12,64], one launch",
+         time_ms([&] { rope_forward_qk(q, k, pos, 1e4, q, k); }), 4 * act, "GB/s");
+  report("rope bwd q+k", "bf16 2x [T,12,64], one launch",
+         time_ms([&] { rope_backward_qk(q, k, pos, 1e4, q, k); }), 4 * act, "GB/s");
 
   const Tensor h = pool.make(bf, {T, 2 * F}), a = pool.make(bf, {T, F}), dh = pool.make(bf, {T, 2 * F});
   const double act_f = double(T * F) * 2;
@@ -126,8 +134,9 @@ int main(int argc, char** argv) {
   bench_linear(pool, "linear gate_up", T, 2 * F, C, f32);
 
   const Tensor logits = pool.make(bf, {T, V}), targets = pool.ints(random_ids(T, V));
+  // In place: each logit read once and its gradient written once (pass 2's reread should come from L2).
   report("cross_entropy", "bf16 [T,32000] in place",
-         time_ms([&] { cross_entropy(logits, targets, 1.0 / double(T), logits); }), 3.0 * double(T * V) * 2,
+         time_ms([&] { cross_entropy(logits, targets, 1.0 / double(T), logits); }), 2.0 * double(T * V) * 2,
          "GB/s");
 
   // ~110M parameters as 12 layers of 9 tensors plus embeddings, all f32.
@@ -147,5 +156,11 @@ int main(int argc, char** argv) {
   int64_t step = 0;
   report("adamw", pshape, time_ms([&] { adamw_step(params, {}, ++step); }), 28.0 * double(total), "GB/s");
   report("global_norm", pshape, time_ms([&] { global_norm(grads); }), 4.0 * double(total), "GB/s");
+
+  // The bf16 working copy of the f32 master weights, refreshed every step.
+  const Tensor master = pool.make(f32, {total}), working = pool.make(bf, {total});
+  const std::string cshape = fmt::format("{:.1f}M elements", double(total) / 1e6);
+  report("cast f32 -> bf16", cshape, time_ms([&] { cast(master, working); }), 6.0 * double(total), "GB/s");
+  report("cast bf16 -> f32", cshape, time_ms([&] { cast(working, master); }), 6.0 * double(total), "GB/s");
   return 0;
 }

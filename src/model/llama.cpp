@@ -304,8 +304,7 @@ void LlamaModel::run_forward(int64_t T) {
     ops::linear_forward(xn1, weight(w.wq, {H * D, C}), arena_.view(a.q, {T, H * D}));
     ops::linear_forward(xn1, weight(w.wk, {Hkv * D, C}), arena_.view(a.k, {T, Hkv * D}));
     ops::linear_forward(xn1, weight(w.wv, {Hkv * D, C}), arena_.view(a.v, {T, Hkv * D}));
-    ops::rope_forward(q, pos, c.rope_theta, q);
-    ops::rope_forward(k, pos, c.rope_theta, k);
+    ops::rope_forward_qk(q, k, pos, c.rope_theta, q, k);
     ops::attention_forward(attention_params(a, T));
     ops::copy(x, mid);
     ops::linear_forward(arena_.view(a.attn, {T, H * D}), weight(w.wo, {C, H * D}), mid, Write::accumulate);
@@ -405,8 +404,7 @@ LossSum LlamaModel::forward_backward(const Batch& batch, const Tensor& grads, do
                          arena_.view(dattn_, {T, H * D}), Write::overwrite, param(grads, w.wo, {C, H * D}),
                          Write::accumulate);
     ops::attention_backward(attention_params(a, T), {arena_.view(dattn_, {T, H, D}), dq, dk, dv});
-    ops::rope_backward(dq, pos, c.rope_theta, dq);
-    ops::rope_backward(dk, pos, c.rope_theta, dk);
+    ops::rope_backward_qk(dq, dk, pos, c.rope_theta, dq, dk);
     Tensor xn1 = arena_.view(a.xn1, {T, C});
     ops::linear_backward(arena_.view(dq_, {T, H * D}), xn1, weight(w.wq, {H * D, C}), dxn, Write::overwrite,
                          param(grads, w.wq, {H * D, C}), Write::accumulate);

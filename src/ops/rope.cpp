@@ -10,21 +10,55 @@ namespace pt::ops {
 
 namespace {
 
-// Both directions share the checks; the backward is the same rotation by the negated angle.
+// The checks of one tensor's rotation; the backward is the same rotation by the negated angle.
+void check_rope(ArgCheck& a, const char* in_name, const Tensor& x, const Tensor& position_ids, double theta,
+                const char* out_name, const Tensor& out) {
+  a.real(in_name, x, {-1, -1, -1});
+  a.ints("position_ids", position_ids, {x.size(0)}).real(out_name, out, {x.size(0), x.size(1), x.size(2)});
+  if (x.size(2) % 2 != 0)
+    fail("{}: head dim of {} must be even for rotate_half pairs, got {}", a.op(), in_name, x.size(2));
+  if (!(theta > 0)) fail("{}: rope theta must be > 0, got {}", a.op(), theta);
+  a.same_or_disjoint(in_name, x, out_name, out);
+}
+
 void rope(const char* op, const Tensor& x, const Tensor& position_ids, double theta, int sign,
           const Tensor& out) {
   ArgCheck a(op);
-  a.real("input", x, {-1, -1, -1});
-  a.ints("position_ids", position_ids, {x.size(0)}).real("output", out, {x.size(0), x.size(1), x.size(2)});
-  if (x.size(2) % 2 != 0) fail("{}: head dim must be even for rotate_half pairs, got {}", op, x.size(2));
-  if (!(theta > 0)) fail("{}: rope theta must be > 0, got {}", op, theta);
-  a.same_or_disjoint("input", x, "output", out);
+  check_rope(a, "input", x, position_ids, theta, "output", out);
   switch (a.device()) {
     case Device::cpu:
       return cpu::rope_rotate(x, position_ids, theta, sign, out);
     case Device::cuda:
 #ifdef PACKTRAIN_CUDA
-      return cuda::rope_rotate(x, position_ids, theta, sign, out);
+      return cuda::rope_rotate(x, Tensor(), position_ids, theta, sign, out, Tensor());
+#else
+      break;
+#endif
+  }
+  a.unsupported_device();
+}
+
+bool overlap(const Tensor& a, const Tensor& b) {
+  const auto *pa = static_cast<const char*>(a.data), *pb = static_cast<const char*>(b.data);
+  return pa < pb + b.bytes() && pb < pa + a.bytes();
+}
+
+// The cpu runs the per-tensor reference twice; cuda rotates both tensors in one launch.
+void rope_qk(const char* op, const Tensor& q, const Tensor& k, const Tensor& position_ids, double theta,
+             int sign, const Tensor& q_out, const Tensor& k_out) {
+  ArgCheck a(op);
+  check_rope(a, "q", q, position_ids, theta, "q output", q_out);
+  check_rope(a, "k", k, position_ids, theta, "k output", k_out);
+  if (k.size(2) != q.size(2)) fail("{}: q and k head dims differ: {} and {}", op, q.size(2), k.size(2));
+  if (overlap(q, k) || overlap(q_out, k_out) || overlap(q_out, k) || overlap(k_out, q))
+    fail("{}: q and k (and their outputs) overlap one another; rotate them as separate buffers", op);
+  switch (a.device()) {
+    case Device::cpu:
+      cpu::rope_rotate(q, position_ids, theta, sign, q_out);
+      return cpu::rope_rotate(k, position_ids, theta, sign, k_out);
+    case Device::cuda:
+#ifdef PACKTRAIN_CUDA
+      return cuda::rope_rotate(q, k, position_ids, theta, sign, q_out, k_out);
 #else
       break;
 #endif
@@ -40,6 +74,16 @@ void rope_forward(const Tensor& x, const Tensor& position_ids, double theta, con
 
 void rope_backward(const Tensor& dout, const Tensor& position_ids, double theta, const Tensor& dx) {
   rope("rope_backward", dout, position_ids, theta, -1, dx);
+}
+
+void rope_forward_qk(const Tensor& q, const Tensor& k, const Tensor& position_ids, double theta,
+                     const Tensor& q_out, const Tensor& k_out) {
+  rope_qk("rope_forward_qk", q, k, position_ids, theta, +1, q_out, k_out);
+}
+
+void rope_backward_qk(const Tensor& dq_out, const Tensor& dk_out, const Tensor& position_ids, double theta,
+                      const Tensor& dq, const Tensor& dk) {
+  rope_qk("rope_backward_qk", dq_out, dk_out, position_ids, theta, -1, dq, dk);
 }
 
 }  // namespace pt::ops

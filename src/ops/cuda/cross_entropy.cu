@@ -7,6 +7,7 @@
 #include "ops/cuda/reduce.cuh"
 #include "ops/cuda/scratch.h"
 #include "ops/cuda/stream.h"
+#include "ops/cuda/vector.cuh"
 
 namespace pt::ops::cuda {
 
@@ -44,41 +45,57 @@ __device__ MaxSum block_max_sum(MaxSum v) {
   return v;
 }
 
-// One block per row. Pass 1 streams the row once with an online max and sum per thread (no copy of the
-// row is kept); pass 2 rereads it (mostly from L2) to write (softmax - onehot) * scale, in place if asked.
-template <class T>
+// One block per row, its threads striding over the row in vectors of kVec logits (16-byte accesses where
+// V and the pointers allow). Pass 1 streams the row once with an online max and sum per thread (no copy
+// of the row is kept); pass 2 rereads it (mostly from L2) to write (softmax - onehot) * scale, in place if
+// asked: a thread reads each vector before writing it.
+template <class T, int kVec>
 __global__ void row_kernel(const T* logits, const int32_t* __restrict__ targets, float grad_scale, T* dlogits,
                            int64_t V, float* __restrict__ row_loss, int* first_bad) {
   const int64_t t = blockIdx.x;
   const T* row = logits + t * V;
+  T* grad = dlogits ? dlogits + t * V : nullptr;
   const int32_t target = targets[t];
   const bool bad = target != kIgnoreLabel && (target < 0 || target >= V);
   if (bad && threadIdx.x == 0) atomicMin(first_bad, static_cast<int>(t));
   if (target == kIgnoreLabel || bad) {
     if (threadIdx.x == 0) row_loss[t] = 0;
-    if (dlogits)
-      for (int64_t j = threadIdx.x; j < V; j += blockDim.x) store(dlogits + t * V + j, 0.0f);
+    if (grad) {
+      const float zeros[kVec] = {};
+      for (int64_t j = int64_t{threadIdx.x} * kVec; j < V; j += int64_t{blockDim.x} * kVec)
+        store_floats<kVec>(grad + j, zeros);
+    }
     return;
   }
   MaxSum ms;
-  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
-    const float x = load(row + j);
-    if (x > ms.max) {
-      ms.sum = ms.sum * expf(ms.max - x) + 1.0f;
-      ms.max = x;
-    } else {
-      ms.sum += expf(x - ms.max);
+  for (int64_t j = int64_t{threadIdx.x} * kVec; j < V; j += int64_t{blockDim.x} * kVec) {
+    float x[kVec];
+    load_floats<kVec>(row + j, x);
+    float m = x[0];
+#pragma unroll
+    for (int k = 1; k < kVec; ++k) m = fmaxf(m, x[k]);
+    if (m > ms.max) {  // rescale the sum once per vector, not per element
+      ms.sum *= expf(ms.max - m);
+      ms.max = m;
     }
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) ms.sum += expf(x[k] - ms.max);
   }
   ms = block_max_sum(ms);
   const float lse = ms.max + logf(ms.sum);
   const float target_logit = load(row + target);
   __syncthreads();  // every thread has read row[target] before it may be overwritten
   if (threadIdx.x == 0) row_loss[t] = lse - target_logit;
-  if (!dlogits) return;
-  for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
-    const float p = expf(load(row + j) - lse);
-    store(dlogits + t * V + j, (j == target ? p - 1.0f : p) * grad_scale);
+  if (!grad) return;
+  for (int64_t j = int64_t{threadIdx.x} * kVec; j < V; j += int64_t{blockDim.x} * kVec) {
+    float x[kVec];
+    load_floats<kVec>(row + j, x);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      const float p = expf(x[k] - lse);
+      x[k] = (j + k == target ? p - 1.0f : p) * grad_scale;
+    }
+    store_floats<kVec>(grad + j, x);
   }
 }
 
@@ -115,7 +132,10 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, do
   PT_CUDA_CHECK(cudaMemsetAsync(first_bad, kNoBadRow, sizeof(int), stream));
   dispatch_float("cross_entropy", "logits", logits.dtype, [&](auto tag) {
     using E = decltype(tag);
-    row_kernel<<<static_cast<unsigned>(T), kRowThreads, 0, stream>>>(
+    constexpr int kVec = kPack16<E>;
+    const bool vector = V % kVec == 0 && aligned16({logits.data, dlogits.data});
+    auto kernel = vector ? row_kernel<E, kVec> : row_kernel<E, 1>;
+    kernel<<<static_cast<unsigned>(T), kRowThreads, 0, stream>>>(
         data<E>(logits), data<int32_t>(targets), float(grad_scale),
         dlogits.empty() ? nullptr : data<E>(dlogits), V, row_loss, first_bad);
     PT_CUDA_CHECK_LAUNCH();

@@ -23,9 +23,11 @@ void rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Te
 // dweight is f32 or x's type and is reduced over tokens in a fixed order.
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
                       const Tensor& dx, const Tensor& dweight, Write dweight_mode);
-// sign = +1 rotates forward, -1 applies the inverse rotation (the backward). Position ids are not
-// range-checked on the device (that would wait for the GPU in every layer).
-void rope_rotate(const Tensor& x, const Tensor& position_ids, double theta, int sign, const Tensor& out);
+// sign = +1 rotates forward, -1 applies the inverse rotation (the backward). k may be empty (one tensor);
+// otherwise q and k are rotated in one launch. Position ids are not range-checked on the device (that
+// would wait for the GPU in every layer).
+void rope_rotate(const Tensor& q, const Tensor& k, const Tensor& position_ids, double theta, int sign,
+                 const Tensor& q_out, const Tensor& k_out);
 void swiglu_forward(const Tensor& h, const Tensor& out);
 void swiglu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh);
 // cuBLASLt GEMMs with fp32 accumulation (no TF32); dw may be f32 beside bf16 inputs.

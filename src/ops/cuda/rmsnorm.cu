@@ -1,69 +1,121 @@
+#include <algorithm>
+#include <string>
+
 #include "ops/cuda/check.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/elements.cuh"
 #include "ops/cuda/reduce.cuh"
 #include "ops/cuda/scratch.h"
 #include "ops/cuda/stream.h"
+#include "ops/cuda/vector.cuh"
 
 namespace pt::ops::cuda {
 
 namespace {
 
-constexpr int kRowsPerBlock = 4;         // one warp per token row
-constexpr int kColumnThreads = 256;      // dweight kernels: one thread per column
-constexpr int64_t kRowsPerPartial = 64;  // tokens summed into one partial dweight row
+constexpr int kForwardWarps = 8;  // forward: one warp per token row
+constexpr int kMaxBackwardWarps = 8;
+constexpr int kRowsPerWarp = 4;  // backward: rows each warp handles, so a block's partial covers warps * 4
+constexpr int kReduceRows = 16;  // dweight reduce: threads splitting the partials of one column
+constexpr int kDefaultShared = 48 << 10;
 
-template <class T, class W>
+// Rows are walked in vectors of kVec columns, lane l taking columns [l kVec, (l + 1) kVec) of every 32 kVec;
+// the second pass rereads the row, which the first has just brought into L1.
+template <class T, class W, int kVec>
 __global__ void forward_kernel(const T* __restrict__ x, const W* __restrict__ w, float eps, T* __restrict__ y,
                                float* __restrict__ rstd, int64_t T_, int64_t C) {
-  const int64_t t = int64_t{blockIdx.x} * kRowsPerBlock + threadIdx.x / 32;
+  const int64_t t = int64_t{blockIdx.x} * kForwardWarps + threadIdx.x / 32;
   if (t >= T_) return;
   const int lane = threadIdx.x % 32;
   const T* xr = x + t * C;
   float sum_sq = 0;
-  for (int64_t c = lane; c < C; c += 32) sum_sq += load(xr + c) * load(xr + c);
+  for (int64_t c = lane * kVec; c < C; c += 32 * kVec) {
+    float v[kVec];
+    load_floats<kVec>(xr + c, v);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) sum_sq += v[k] * v[k];
+  }
   const float r = rsqrtf(warp_sum(sum_sq) / float(C) + eps);
   if (lane == 0) rstd[t] = r;
-  for (int64_t c = lane; c < C; c += 32) store(y + t * C + c, load(xr + c) * r * load(w + c));
+  for (int64_t c = lane * kVec; c < C; c += 32 * kVec) {
+    float v[kVec], g[kVec];
+    load_floats<kVec>(xr + c, v);
+    load_floats<kVec>(w + c, g);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) v[k] = v[k] * r * g[k];
+    store_floats<kVec>(y + t * C + c, v);
+  }
 }
 
-// With r = rstd and y = x r w: dx = r (w dy - x r^2 mean(w dy x)).
-template <class T, class W>
-__global__ void dx_kernel(const T* __restrict__ dy, const T* __restrict__ x, const W* __restrict__ w,
-                          const float* __restrict__ rstd, T* __restrict__ dx, int64_t T_, int64_t C) {
-  const int64_t t = int64_t{blockIdx.x} * kRowsPerBlock + threadIdx.x / 32;
-  if (t >= T_) return;
-  const int lane = threadIdx.x % 32;
-  const T *gr = dy + t * C, *xr = x + t * C;
-  float dot = 0;
-  for (int64_t c = lane; c < C; c += 32) dot += load(gr + c) * load(w + c) * load(xr + c);
-  const float r = rstd[t], coef = r * r * warp_sum(dot) / float(C);
-  for (int64_t c = lane; c < C; c += 32)
-    store(dx + t * C + c, r * (load(w + c) * load(gr + c) - load(xr + c) * coef));
+// With r = rstd and y = x r w: dx = r (w dy - x r^2 mean(w dy x)), and dweight = sum over tokens of
+// dy x r. Block b takes rows [b R, (b + 1) R) with R = warps * kRowsPerWarp, warp j its rows j, j + warps,
+// ...; each warp sums dy x r of its rows in row order into its own shared row (every lane owns its
+// columns, so no races), and the block adds the warps' rows in warp order into partial[b]: dweight
+// comes out of the same pass over dy and x as dx, in a fixed order. A shared row keeps column v kVec + k
+// at k (C / kVec) + v, so a warp's lanes touch consecutive words (no bank conflicts).
+template <class T, class W, int kVec>
+__global__ void backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const W* __restrict__ w,
+                                const float* __restrict__ rstd, T* __restrict__ dx,
+                                float* __restrict__ partial, int64_t T_, int64_t C) {
+  extern __shared__ float warp_dw[];
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t vectors = C / kVec;
+  float* dw = warp_dw + warp * C;
+  for (int64_t v = lane; v < vectors; v += 32)
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) dw[k * vectors + v] = 0;
+  const int64_t t0 = int64_t{blockIdx.x} * warps * kRowsPerWarp;
+  const int64_t t1 = min(t0 + int64_t{warps} * kRowsPerWarp, T_);
+  for (int64_t t = t0 + warp; t < t1; t += warps) {
+    const T *gr = dy + t * C, *xr = x + t * C;
+    float dot = 0;
+    for (int64_t v = lane; v < vectors; v += 32) {
+      float g[kVec], xv[kVec], wv[kVec];
+      load_floats<kVec>(gr + v * kVec, g);
+      load_floats<kVec>(xr + v * kVec, xv);
+      load_floats<kVec>(w + v * kVec, wv);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) dot += g[k] * wv[k] * xv[k];
+    }
+    const float r = rstd[t], coef = r * r * warp_sum(dot) / float(C);
+    for (int64_t v = lane; v < vectors; v += 32) {
+      float g[kVec], xv[kVec], wv[kVec], out[kVec];
+      load_floats<kVec>(gr + v * kVec, g);
+      load_floats<kVec>(xr + v * kVec, xv);
+      load_floats<kVec>(w + v * kVec, wv);
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        out[k] = r * (wv[k] * g[k] - xv[k] * coef);
+        dw[k * vectors + v] += g[k] * xv[k] * r;
+      }
+      store_floats<kVec>(dx + t * C + v * kVec, out);
+    }
+  }
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    const int64_t at = c % kVec * vectors + c / kVec;
+    float sum = 0;
+    for (int j = 0; j < warps; ++j) sum += warp_dw[j * C + at];
+    partial[int64_t{blockIdx.x} * C + c] = sum;
+  }
 }
 
-// partial[p][c] = sum of dy x r over tokens [p * kRowsPerPartial, ...), in token order.
-template <class T>
-__global__ void dweight_partial_kernel(const T* __restrict__ dy, const T* __restrict__ x,
-                                       const float* __restrict__ rstd, float* __restrict__ partial,
-                                       int64_t T_, int64_t C) {
-  const int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  const int64_t t0 = int64_t{blockIdx.y} * kRowsPerPartial, t1 = min(t0 + kRowsPerPartial, T_);
-  float sum = 0;
-  for (int64_t t = t0; t < t1; ++t) sum += load(dy + t * C + c) * load(x + t * C + c) * rstd[t];
-  partial[int64_t{blockIdx.y} * C + c] = sum;
-}
-
-// dweight[c] (=|+=) sum over partials in order.
+// dweight[c] (=|+=) the sum of partial[p][c] over p: thread row j of the block sums partials j, j + 16,
+// ... in order, then the 16 sums are added in order.
 template <class W>
 __global__ void dweight_reduce_kernel(const float* __restrict__ partial, int64_t partials, int64_t C,
                                       bool accumulate, W* __restrict__ dweight) {
-  const int64_t c = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (c >= C) return;
+  __shared__ float sums[kReduceRows][33];
+  const int64_t c = int64_t{blockIdx.x} * 32 + threadIdx.x;
   float sum = 0;
-  for (int64_t p = 0; p < partials; ++p) sum += partial[p * C + c];
-  store(dweight + c, accumulate ? load(dweight + c) + sum : sum);
+  if (c < C)
+    for (int64_t p = threadIdx.y; p < partials; p += kReduceRows) sum += partial[p * C + c];
+  sums[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= C) return;
+  float total = 0;
+  for (int j = 0; j < kReduceRows; ++j) total += sums[j][threadIdx.x];
+  store(dweight + c, accumulate ? load(dweight + c) + total : total);
 }
 
 // Calls fn(T{}, W{}) for activations T and a companion tensor (weight, dweight) of type W = f32 or T.
@@ -86,7 +138,10 @@ void rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Te
   dispatch_pair("rmsnorm_forward", x, weight, [&](auto t, auto w) {
     using E = decltype(t);
     using W = decltype(w);
-    forward_kernel<<<blocks_for(T, kRowsPerBlock), kRowsPerBlock * 32, 0, current_stream()>>>(
+    constexpr int kVec = kPack16<E>;
+    const bool vector = C % kVec == 0 && aligned16({x.data, weight.data, y.data});
+    auto kernel = vector ? forward_kernel<E, W, kVec> : forward_kernel<E, W, 1>;
+    kernel<<<blocks_for(T, kForwardWarps), kForwardWarps * 32, 0, current_stream()>>>(
         data<E>(x), data<W>(weight), float(eps), data<E>(y), data<float>(rstd), T, C);
     PT_CUDA_CHECK_LAUNCH();
   });
@@ -97,7 +152,12 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
   const int64_t T = x.shape[0], C = x.shape[1];
   require_f32("rmsnorm_backward", "rstd", rstd.dtype);
   if (C == 0) return;
-  const int64_t partials = (T + kRowsPerPartial - 1) / kRowsPerPartial;
+  // As many warps (each with a shared fp32 row of C) as fit in the default shared memory, at least one.
+  const int64_t row_bytes = C * int64_t{sizeof(float)};
+  const int warps = static_cast<int>(std::clamp<int64_t>(kDefaultShared / row_bytes, 1, kMaxBackwardWarps));
+  const auto shared = static_cast<size_t>(warps * row_bytes);
+  const int64_t rows_per_block = int64_t{warps} * kRowsPerWarp;
+  const int64_t partials = (T + rows_per_block - 1) / rows_per_block;
   ScratchPlan plan;
   const size_t partial_at = plan.reserve<float>(partials * C);
   plan.allocate();
@@ -106,18 +166,29 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
   dispatch_pair("rmsnorm_backward", x, weight, [&](auto t, auto w) {
     using E = decltype(t);
     using W = decltype(w);
-    if (T == 0) return;
-    dx_kernel<<<blocks_for(T, kRowsPerBlock), kRowsPerBlock * 32, 0, stream>>>(
-        data<E>(dy), data<E>(x), data<W>(weight), data<float>(rstd), data<E>(dx), T, C);
-    PT_CUDA_CHECK_LAUNCH();
-    const dim3 grid(blocks_for(C, kColumnThreads), static_cast<unsigned>(partials));
-    dweight_partial_kernel<<<grid, kColumnThreads, 0, stream>>>(data<E>(dy), data<E>(x), data<float>(rstd),
-                                                                partial, T, C);
+    constexpr int kVec = kPack16<E>;
+    const bool vector = C % kVec == 0 && aligned16({dy.data, x.data, weight.data, dx.data});
+    auto kernel = vector ? backward_kernel<E, W, kVec> : backward_kernel<E, W, 1>;
+    if (shared > size_t{kDefaultShared}) {
+      int device = 0, most = 0;
+      PT_CUDA_CHECK(cudaGetDevice(&device));
+      PT_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+      if (shared > static_cast<size_t>(most))
+        throw Error("rmsnorm_backward: rows of " + std::to_string(C) + " columns need " +
+                    std::to_string(shared) + " bytes of shared memory, more than this device's " +
+                    std::to_string(most) + "; the cuda kernel takes up to " +
+                    std::to_string(most / int(sizeof(float))) + " columns");
+      PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(shared)));
+    }
+    if (T == 0) return;  // dweight still gets its (empty) sum below
+    kernel<<<static_cast<unsigned>(partials), warps * 32, shared, stream>>>(
+        data<E>(dy), data<E>(x), data<W>(weight), data<float>(rstd), data<E>(dx), partial, T, C);
     PT_CUDA_CHECK_LAUNCH();
   });
   dispatch_pair("rmsnorm_backward", x, dweight, [&](auto, auto w) {
     using W = decltype(w);
-    dweight_reduce_kernel<<<blocks_for(C, kColumnThreads), kColumnThreads, 0, stream>>>(
+    dweight_reduce_kernel<<<blocks_for(C, 32), dim3(32, kReduceRows), 0, stream>>>(
         partial, partials, C, dweight_mode == Write::accumulate, data<W>(dweight));
     PT_CUDA_CHECK_LAUNCH();
   });

@@ -1,44 +1,103 @@
+#include <algorithm>
+#include <string>
+
 #include "ops/cuda/check.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/elements.cuh"
 #include "ops/cuda/stream.h"
+#include "ops/cuda/vector.cuh"
 
 namespace pt::ops::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kMaxThreads = 256;
+constexpr int kItemsPerBlock = 512;  // vector pairs a block rotates: ~2 per thread
+constexpr int kMaxTokensPerBlock = 64;
+constexpr int kMaxSharedBytes = 48 << 10;
 
-// One thread per (token, pair i < D/2): the angle is computed once in double, as on the cpu, and the
-// thread rotates pair (i, i + D/2) of every head. Reads finish before writes, so out may be x.
+// Up to two tensors [T, heads, D] (q and k) rotated by the same per-token angles, in one launch.
 template <class T>
-__global__ void rotate_kernel(const T* x, const int32_t* __restrict__ pos, double theta, float sign, T* out,
-                              int64_t T_, int64_t N, int64_t D) {
-  const int64_t half = D / 2;
-  const int64_t idx = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (idx >= T_ * half) return;
-  const int64_t t = idx / half, i = idx % half;
-  const double angle = double(pos[t]) * pow(theta, -double(2 * i) / double(D));
-  double sin_d, cos_d;
-  sincos(angle, &sin_d, &cos_d);
-  const float c = float(cos_d), s = sign * float(sin_d);
-  for (int64_t n = 0; n < N; ++n) {
-    const int64_t base = (t * N + n) * D + i;
-    const float lo = load(x + base), hi = load(x + base + half);
-    store(out + base, lo * c - hi * s);
-    store(out + base + half, hi * c + lo * s);
+struct Rotation {
+  const T* in[2];
+  T* out[2];
+  int heads[2];  // heads[1] = 0 rotates one tensor
+};
+
+// Each block takes `tokens` consecutive tokens. It first computes theta^(-2i/D) and the cos and sin of
+// every (token, i < D/2) angle in double, as the cpu does, into shared memory; then its threads rotate
+// pairs (i..i+kVec, i+D/2..i+D/2+kVec) of every head of those tokens with kVec-wide accesses. A thread
+// reads a pair before writing it, so out may be in.
+template <class T, int kVec>
+__global__ void rotate_kernel(Rotation<T> r, const int32_t* __restrict__ pos, double theta, float sign,
+                              int64_t T_, int D, int tokens) {
+  extern __shared__ double shared[];
+  const int half = D / 2;
+  double* inv_freq = shared;
+  float* cos_t = reinterpret_cast<float*>(inv_freq + half);
+  float* sin_t = cos_t + tokens * half;
+  const int64_t t0 = int64_t{blockIdx.x} * tokens;
+  tokens = static_cast<int>(min(int64_t{tokens}, T_ - t0));
+  for (int i = threadIdx.x; i < half; i += blockDim.x) inv_freq[i] = pow(theta, -double(2 * i) / double(D));
+  __syncthreads();
+  for (int j = threadIdx.x; j < tokens * half; j += blockDim.x) {
+    const int token = j / half, i = j - token * half;
+    double s, c;
+    sincos(double(pos[t0 + token]) * inv_freq[i], &s, &c);
+    cos_t[j] = float(c);
+    sin_t[j] = sign * float(s);
+  }
+  __syncthreads();
+  const int vectors = half / kVec, per_token = (r.heads[0] + r.heads[1]) * vectors;
+  for (int j = threadIdx.x; j < tokens * per_token; j += blockDim.x) {
+    const int token = j / per_token, rest = j - token * per_token, head = rest / vectors;
+    const int i = (rest - head * vectors) * kVec, which = head < r.heads[0] ? 0 : 1;
+    const int n = head - which * r.heads[0];
+    const int64_t row = ((t0 + token) * r.heads[which] + n) * D + i;
+    float lo[kVec], hi[kVec], out_lo[kVec], out_hi[kVec];
+    load_floats<kVec>(r.in[which] + row, lo);
+    load_floats<kVec>(r.in[which] + row + half, hi);
+    const float *c = cos_t + token * half + i, *s = sin_t + token * half + i;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      out_lo[k] = lo[k] * c[k] - hi[k] * s[k];
+      out_hi[k] = hi[k] * c[k] + lo[k] * s[k];
+    }
+    store_floats<kVec>(r.out[which] + row, out_lo);
+    store_floats<kVec>(r.out[which] + row + half, out_hi);
   }
 }
 
 }  // namespace
 
-void rope_rotate(const Tensor& x, const Tensor& position_ids, double theta, int sign, const Tensor& out) {
-  const int64_t T = x.shape[0], N = x.shape[1], D = x.shape[2];
-  if (T * N * D == 0) return;
-  dispatch_float(sign > 0 ? "rope_forward" : "rope_backward", "input", x.dtype, [&](auto tag) {
+void rope_rotate(const Tensor& q, const Tensor& k, const Tensor& position_ids, double theta, int sign,
+                 const Tensor& q_out, const Tensor& k_out) {
+  const int64_t T = q.shape[0], D = q.shape[2];
+  const int64_t heads = q.shape[1] + (k.empty() ? 0 : k.shape[1]);
+  if (T * heads * D == 0) return;
+  const char* op = sign > 0 ? "rope_forward" : "rope_backward";
+  const int64_t half = D / 2, shared_per_token = half * 2 * int64_t{sizeof(float)},
+                shared_fixed = half * int64_t{sizeof(double)};
+  if (shared_fixed + shared_per_token > kMaxSharedBytes || heads > (1 << 20))
+    throw Error(std::string(op) + ": " + std::to_string(heads) + " heads of dim " + std::to_string(D) +
+                ": the cuda kernel takes head dims up to " + std::to_string(kMaxSharedBytes / 8) +
+                " and up to 2^20 heads per token");
+  dispatch_float(op, "input", q.dtype, [&](auto tag) {
     using E = decltype(tag);
-    rotate_kernel<<<blocks_for(T * (D / 2), kThreads), kThreads, 0, current_stream()>>>(
-        data<E>(x), data<int32_t>(position_ids), theta, float(sign), data<E>(out), T, N, D);
+    constexpr int kVec = kPack16<E>;
+    const bool vector = half % kVec == 0 && aligned16({q.data, q_out.data, k.data, k_out.data});
+    const int64_t per_token = heads * (vector ? half / kVec : half);
+    const int64_t tokens =
+        std::min({std::max<int64_t>(1, kItemsPerBlock / per_token), int64_t{kMaxTokensPerBlock},
+                  (kMaxSharedBytes - shared_fixed) / shared_per_token, T});
+    const int threads = static_cast<int>(std::min<int64_t>(kMaxThreads, (tokens * per_token + 31) / 32 * 32));
+    const auto shared = static_cast<size_t>(shared_fixed + tokens * shared_per_token);
+    Rotation<E> r{{data<E>(q), k.empty() ? nullptr : data<E>(k)},
+                  {data<E>(q_out), k.empty() ? nullptr : data<E>(k_out)},
+                  {static_cast<int>(q.shape[1]), k.empty() ? 0 : static_cast<int>(k.shape[1])}};
+    auto kernel = vector ? rotate_kernel<E, kVec> : rotate_kernel<E, 1>;
+    kernel<<<blocks_for(T, static_cast<int>(tokens)), threads, shared, current_stream()>>>(
+        r, data<int32_t>(position_ids), theta, float(sign), T, static_cast<int>(D), static_cast<int>(tokens));
     PT_CUDA_CHECK_LAUNCH();
   });
 }

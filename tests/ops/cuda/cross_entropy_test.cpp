@@ -6,6 +6,7 @@
 
 #include "cuda_test_util.h"
 #include "data/packing/batch.h"
+#include "shifted.h"
 
 namespace pt::ops {
 namespace {
@@ -20,8 +21,10 @@ std::vector<int32_t> random_targets(int64_t T, int64_t V, uint32_t seed) {
   return targets;
 }
 
-void check_cross_entropy(DType dtype, int64_t T, int64_t V, bool in_place) {
-  SCOPED_TRACE(fmt::format("{} T={} V={} {}", dtype_name(dtype), T, V, in_place ? "in place" : "separate"));
+// offset > 0 places logits and dlogits that many elements into their buffers: rows off 16-byte alignment.
+void check_cross_entropy(DType dtype, int64_t T, int64_t V, bool in_place, int64_t offset = 0) {
+  SCOPED_TRACE(fmt::format("{} T={} V={} {} offset {}", dtype_name(dtype), T, V,
+                           in_place ? "in place" : "separate", offset));
   const double grad_scale = 1.0 / 37;
   // Logits spread over [-8, 8] so the max-subtraction matters; one row has a large outlier.
   std::vector<double> logits = random_values(T * V, 1, -8, 8);
@@ -33,8 +36,9 @@ void check_cross_entropy(DType dtype, int64_t T, int64_t V, bool in_place) {
   const CrossEntropyResult want =
       cross_entropy(view(logits, {T, V}), view(host_targets, {T}), grad_scale, view(dlogits, {T, V}));
 
-  DeviceTensor d_logits = upload(logits, dtype, {T, V}), d_targets = upload_ints(targets, {T});
-  DeviceTensor d_grad = poisoned(dtype, {T, V});
+  DeviceTensor d_logits = upload_shifted(logits, dtype, {T, V}, offset),
+               d_targets = upload_ints(targets, {T});
+  DeviceTensor d_grad = poisoned_shifted(dtype, {T, V}, offset);
   const Tensor grad = in_place ? d_logits.t : d_grad.t;
   const CrossEntropyResult got = cross_entropy(d_logits.t, d_targets.t, grad_scale, grad);
   EXPECT_EQ(got.tokens, want.tokens);
@@ -55,6 +59,21 @@ TEST(CudaCrossEntropy, Bf16MatchesCpu) {
   for (auto [T, V] : std::vector<std::pair<int64_t, int64_t>>{{1, 5}, {7, 1000}, {64, 32000}})
     check_cross_entropy(DType::bf16, T, V, true);
   check_cross_entropy(DType::bf16, 9, 32000, false);
+}
+
+// Vocabularies that are not whole 16-byte vectors and rows off alignment take the scalar path; the
+// aligned ones the vector path, with targets in the first and last vector of a row.
+TEST(CudaCrossEntropy, VectorAndScalarPathsMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (auto [T, V] :
+         std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {1, 8}, {5, 9}, {40, 4100}, {3, 32004}})
+      check_cross_entropy(dtype, T, V, true);
+    for (auto [T, V] : std::vector<std::pair<int64_t, int64_t>>{{1, 32000}, {11, 32000}, {4, 1003}}) {
+      check_cross_entropy(dtype, T, V, true, 1);
+      check_cross_entropy(dtype, T, V, false, 1);
+    }
+  }
 }
 
 TEST(CudaCrossEntropy, LossAloneAndIsReproducible) {

@@ -5,6 +5,7 @@
 #include "cuda_test_util.h"
 #include "ops/rope.h"
 #include "ops/swiglu.h"
+#include "shifted.h"
 
 #include <bit>
 #include <limits>
@@ -20,7 +21,8 @@ const DType kTypes[] = {DType::f32, DType::bf16};
 TEST(CudaSwiglu, ForwardAndBackwardMatchCpu) {
   SKIP_WITHOUT_GPU();
   for (DType dtype : kTypes)
-    for (auto [T, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {1, 2048}, {7, 33}, {129, 2048}, {5, 520}, {3, 8200}}) {
+    for (auto [T, F] : std::vector<std::pair<int64_t, int64_t>>{
+             {1, 1}, {1, 2048}, {7, 33}, {129, 2048}, {5, 520}, {3, 8200}}) {
       SCOPED_TRACE(fmt::format("{} T={} F={}", dtype_name(dtype), T, F));
       std::vector<double> h = rounded(random_values(T * 2 * F, 1, -6, 6), dtype);
       std::vector<double> dout = rounded(random_values(T * F, 2), dtype);
@@ -78,6 +80,52 @@ TEST(CudaAdd, MatchesCpu) {
       add(view(src, {n}), view(dst, {n}));
       add(d_src.t, d_dst.t);
       EXPECT_CLOSE(d_dst.t, dst, tolerance(dtype));
+    }
+}
+
+// Sizes with and without a tail after the 16-byte vectors, and tensors one element off alignment (the
+// scalar path), also when only one of the two is.
+TEST(CudaAdd, VectorTailAndMisalignedMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  for (DType dtype : kTypes)
+    for (int64_t n : {1, 3, 7, 8, 9, 4099, (1 << 20) + 5})
+      for (auto [src_offset, dst_offset] : std::vector<std::pair<int64_t, int64_t>>{{0, 0}, {1, 1}, {0, 3}}) {
+        SCOPED_TRACE(fmt::format("{} n={} offsets {} {}", dtype_name(dtype), n, src_offset, dst_offset));
+        std::vector<double> src = rounded(random_values(n, 6), dtype),
+                            dst = rounded(random_values(n, 7), dtype);
+        DeviceTensor d_src = upload_shifted(src, dtype, {n}, src_offset),
+                     d_dst = upload_shifted(dst, dtype, {n}, dst_offset);
+        add(view(src, {n}), view(dst, {n}));
+        add(d_src.t, d_dst.t);
+        EXPECT_CLOSE(d_dst.t, dst, tolerance(dtype));
+      }
+}
+
+// Both directions bit for bit at sizes with a tail and with misaligned views.
+TEST(CudaCast, VectorTailAndMisalignedMatchCpuBitForBit) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(5);
+  for (int64_t n : {1, 7, 8, 13, 70001})
+    for (int64_t offset : {0, 1}) {
+      SCOPED_TRACE(fmt::format("n={} offset {}", n, offset));
+      std::vector<float> f(static_cast<size_t>(n));
+      for (float& x : f) x = std::bit_cast<float>(static_cast<uint32_t>(rng()));
+      std::vector<bf16> want(f.size()), got(f.size());
+      cast(Tensor::of(f.data(), {n}), Tensor::of(want.data(), {n}));
+      DeviceTensor d_f = poisoned_shifted(DType::f32, {n}, offset),
+                   d_h = poisoned_shifted(DType::bf16, {n}, offset);
+      copy_bytes(d_f.t.data, true, f.data(), false, f.size() * 4);
+      cast(d_f.t, d_h.t);
+      copy_bytes(got.data(), false, d_h.t.data, true, got.size() * 2);
+      for (size_t i = 0; i < f.size(); ++i)
+        ASSERT_EQ(got[i].bits, want[i].bits) << "f32 -> bf16 of bits " << std::bit_cast<uint32_t>(f[i]);
+
+      std::vector<float> wide(f.size()), wide_got(f.size());
+      cast(Tensor::of(want.data(), {n}), Tensor::of(wide.data(), {n}));
+      DeviceTensor d_back = poisoned_shifted(DType::f32, {n}, 1 - offset);
+      cast(d_h.t, d_back.t);
+      copy_bytes(wide_got.data(), false, d_back.t.data, true, wide_got.size() * 4);
+      EXPECT_EQ(0, std::memcmp(wide.data(), wide_got.data(), wide.size() * 4)) << "bf16 -> f32 differs";
     }
 }
 

@@ -2,6 +2,7 @@
 #include "ops/rmsnorm.h"
 
 #include "cuda_test_util.h"
+#include "shifted.h"
 
 namespace pt::ops {
 namespace {
@@ -12,9 +13,11 @@ struct Dtypes {
   DType x, weight;  // rstd and dweight follow the weight: f32 beside bf16 is the mixed case
 };
 
-void check_rmsnorm(Dtypes types, int64_t T, int64_t C, Write dweight_mode) {
-  SCOPED_TRACE(fmt::format("x {} weight {} T={} C={} {}", dtype_name(types.x), dtype_name(types.weight), T, C,
-                           dweight_mode == Write::accumulate ? "accumulate" : "overwrite"));
+// offset > 0 places every tensor that many elements into its buffer: rows off 16-byte alignment.
+void check_rmsnorm(Dtypes types, int64_t T, int64_t C, Write dweight_mode, int64_t offset = 0) {
+  SCOPED_TRACE(fmt::format("x {} weight {} T={} C={} {} offset {}", dtype_name(types.x),
+                           dtype_name(types.weight), T, C,
+                           dweight_mode == Write::accumulate ? "accumulate" : "overwrite", offset));
   const double eps = 1e-5;
   std::vector<double> x = rounded(random_values(T * C, 1, -2, 2), types.x);
   std::vector<double> w = rounded(random_values(C, 2, 0.5, 1.5), types.weight);
@@ -26,16 +29,18 @@ void check_rmsnorm(Dtypes types, int64_t T, int64_t C, Write dweight_mode) {
   rmsnorm_backward(view(dy, {T, C}), view(x, {T, C}), view(w, {C}), view(rstd, {T}), view(dx, {T, C}),
                    view(dw, {C}), dweight_mode);
 
-  DeviceTensor dx_in = upload(x, types.x, {T, C}), dw_in = upload(w, types.weight, {C});
-  DeviceTensor dy_in = upload(dy, types.x, {T, C});
-  DeviceTensor d_y = poisoned(types.x, {T, C}), d_rstd = poisoned(DType::f32, {T});
+  DeviceTensor dx_in = upload_shifted(x, types.x, {T, C}, offset),
+               dw_in = upload_shifted(w, types.weight, {C}, offset);
+  DeviceTensor dy_in = upload_shifted(dy, types.x, {T, C}, offset);
+  DeviceTensor d_y = poisoned_shifted(types.x, {T, C}, offset), d_rstd = poisoned(DType::f32, {T});
   rmsnorm_forward(dx_in.t, dw_in.t, eps, d_y.t, d_rstd.t);
   EXPECT_CLOSE(d_y.t, y, tolerance(types.x));
   EXPECT_CLOSE(d_rstd.t, rstd, tolerance(DType::f32, true));
 
   const DType dw_type = types.weight;
-  DeviceTensor d_dx = poisoned(types.x, {T, C});
-  DeviceTensor d_dw = dweight_mode == Write::accumulate ? upload(dw0, dw_type, {C}) : poisoned(dw_type, {C});
+  DeviceTensor d_dx = poisoned_shifted(types.x, {T, C}, offset);
+  DeviceTensor d_dw = dweight_mode == Write::accumulate ? upload_shifted(dw0, dw_type, {C}, offset)
+                                                        : poisoned_shifted(dw_type, {C}, offset);
   rmsnorm_backward(dy_in.t, dx_in.t, dw_in.t, d_rstd.t, d_dx.t, d_dw.t, dweight_mode);
   EXPECT_CLOSE(d_dx.t, dx, tolerance(types.x, true));
   EXPECT_CLOSE(d_dw.t, dw, tolerance(dw_type == DType::bf16 ? DType::bf16 : types.x, true));
@@ -58,6 +63,22 @@ TEST(CudaRmsNorm, Bf16WithF32WeightMatchesCpu) {
 TEST(CudaRmsNorm, Bf16WithBf16WeightMatchesCpu) {
   SKIP_WITHOUT_GPU();
   for (auto [T, C] : kShapes) check_rmsnorm({DType::bf16, DType::bf16}, T, C, Write::overwrite);
+}
+
+// Rows that are not whole 16-byte vectors (C % 8 != 0 for bf16, % 4 for f32) or start off alignment take
+// the scalar path; wide rows take fewer warps per block (C = 16384 needs more than the default 48 KiB of
+// shared memory for one warp's dweight row); T not a multiple of a block's 32 rows leaves a part block.
+TEST(CudaRmsNorm, VectorAndScalarPathsAndOddShapesMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  for (Dtypes types :
+       {Dtypes{DType::f32, DType::f32}, Dtypes{DType::bf16, DType::f32}, Dtypes{DType::bf16, DType::bf16}}) {
+    for (auto [T, C] :
+         std::vector<std::pair<int64_t, int64_t>>{{1, 3}, {1, 7}, {33, 12}, {70, 1000}, {4, 4096}})
+      check_rmsnorm(types, T, C, Write::accumulate);
+    check_rmsnorm(types, 3, 16384, Write::overwrite);
+    for (auto [T, C] : std::vector<std::pair<int64_t, int64_t>>{{1, 768}, {37, 768}, {5, 77}})
+      check_rmsnorm(types, T, C, Write::overwrite, 1);
+  }
 }
 
 TEST(CudaRmsNorm, DweightIsBitwiseReproducible) {
