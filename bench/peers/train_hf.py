@@ -43,7 +43,7 @@ CONFIGS = [
     ("flattened", "flex_attention", False, 90),
     ("flattened", "sdpa", False, 60),
     ("padded", "sdpa", False, 60),
-    ("flattened", "flex_attention", True, 150),
+    ("flattened", "flex_attention", True, 300),  # its compile alone took over 150 s on the H200
     ("flattened", "sdpa", True, 120),
     ("padded", "sdpa", True, 120),
 ]
