@@ -20,7 +20,7 @@
 # The whole run keeps to TOTAL_BUDGET seconds (default 540, under the 10 minutes a device command may take):
 # each section's limit is cut to what is left, keeping 30 s for the report.
 # Environment: PYTHON (default python3, with torch, transformers, matplotlib), TOTAL_BUDGET, HF_BUDGET (seconds
-# for the HF peer, default 210), PACKING_ARGS (extra arguments of packing_gpu.py, e.g. "--steps 100"),
+# for the HF peer, default 210), PACKING_ARGS (arguments of packing_gpu.py, default "--seeds 1,2"),
 # SPARSE_ARGS (arguments of bench_sparse_ffn, default "--tokens 16384,65536").
 set -uo pipefail
 if [ $# -lt 2 ]; then
@@ -103,7 +103,7 @@ want packing && rm -f "$out/packing.jsonl"
 packing_budget=$(left 70)
 # shellcheck disable=SC2086  # PACKING_ARGS is a list of arguments
 section packing $((packing_budget + 20)) "$python" "$bench/packing_gpu.py" --packtrain "$build/packtrain" \
-  --data "$data" --out "$out" --budget "$packing_budget" ${PACKING_ARGS:-}
+  --data "$data" --out "$out" --budget "$packing_budget" ${PACKING_ARGS:---seeds 1,2}
 
 want sparse_ffn && rm -f "$out/sparse_ffn.jsonl"
 if [ -x "$build/bench_sparse_ffn" ]; then

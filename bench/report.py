@@ -153,18 +153,19 @@ def packing_section(rep, records):
     r0 = records[0]
     rep.add(f"`packtrain train --device {r0.get('device')}`, model {r0.get('model')}, {r0.get('examples')} examples "
             f"per step for every strategy (the fixed-row strategies take the rows that hold about that many), "
-            f"same seed and steps, dataset {r0.get('data')}. Memory: the largest peak_memory_gib of metrics.jsonl, "
+            f"same seeds and steps, dataset {r0.get('data')}. Memory: the largest peak_memory_gib of metrics.jsonl, "
             "i.e. device memory in use (arenas sized for the run's largest batch, plus the CUDA context).", "")
     rep.add(*packing_table(records), "")
     ok = [r for r in records if r["status"] == "ok"]
     if plt and ok:
         fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
-        names = [r["strategy"] for r in ok]
+        several = len({r.get("seed", 1) for r in ok}) > 1
+        names = [f"{r['strategy']} s{r.get('seed', 1)}" if several else r["strategy"] for r in ok]
         for ax, field, title, spec in zip(axes, ("median_real_tokens_per_s", "peak_memory_gib", "final_val_loss"),
                                           ("real tokens/s (median step)", "device memory GiB", "final validation loss"),
                                           (",.0f", ".2f", ".4f")):
             vals = [r.get(field) if num(r.get(field)) else 0 for r in ok]
-            bars = ax.bar(names, vals, color=["tab:gray" if n == "padding" else "tab:blue" for n in names])
+            bars = ax.bar(names, vals, color=["tab:gray" if r["strategy"] == "padding" else "tab:blue" for r in ok])
             for b, v in zip(bars, vals):
                 ax.text(b.get_x() + b.get_width() / 2, v, format(v, spec), ha="center", va="bottom", fontsize=7)
             if field == "final_val_loss" and any(vals):
