@@ -7,6 +7,7 @@
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/elements.cuh"
 #include "ops/cuda/stream.h"
+#include "ops/cuda/vector.cuh"
 
 namespace pt::ops::cuda {
 
@@ -59,8 +60,7 @@ __global__ void backward_kernel(const T* __restrict__ dout, const T* __restrict_
 template <class E, class Launch>
 void launch_rows(int64_t T, int64_t F, std::initializer_list<const void*> pointers, Launch&& launch) {
   constexpr int kVec = kPack16<E>;
-  bool vector = F % kVec == 0;
-  for (const void* p : pointers) vector = vector && reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  const bool vector = F % kVec == 0 && aligned16(pointers);
   const int64_t per_row = vector ? F / kVec : F;
   const int threads = static_cast<int>(std::min<int64_t>(kThreads, (per_row + 31) / 32 * 32));
   if (vector)
