@@ -89,7 +89,8 @@ void register_train(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "local", "mpi", "nccl"}))
       ->capture_default_str()
       ->group("Data parallelism");
-  cmd->add_flag("--zero1", tc->dist.zero1, "Shard the AdamW moments across ranks (ZeRO-1)")
+  cmd->add_flag("--zero1", tc->dist.zero1,
+                "Shard the fp32 master weights and AdamW moments across ranks (ZeRO-1)")
       ->group("Data parallelism");
   cmd->add_option("--dist-timeout", tc->dist.timeout_s,
                   "Seconds one collective may wait for the other ranks before the job is aborted")

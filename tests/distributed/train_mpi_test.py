@@ -12,6 +12,9 @@
                resumed between two mask computations (so from the checkpoint's masks).
   hang:        a rank stopped (SIGSTOP) in the middle of training makes the others abort within the collective
                timeout, naming the rank that does not answer.
+  scaling:     bench/scaling.py (the multi-GPU scaling run) on 1 and 2 CPU ranks, dense and 2:4: every run
+               succeeds, 1 rank x 2 micro-batches gives the 2-rank losses, and a killed rank stops the job and
+               the rerun resumes with the uninterrupted losses.
 
 usage: train_mpi_test.py CASE --packtrain BIN --tokenizer tokenizer.json --mpirun MPIEXEC [MPIEXEC ARGS...]
 """
@@ -237,16 +240,38 @@ def case_hang(f):
                 pass
 
 
+def case_scaling(f):
+    script = pathlib.Path(__file__).resolve().parents[2] / "bench" / "scaling.py"
+    out = f.dir / "scaling"
+    out.mkdir()
+    r = subprocess.run([sys.executable, str(script), "--packtrain", f.args.packtrain, "--data", str(f.dir / "data"),
+                        "--out", str(out), "--model", str(f.dir / "config.json"), "--device", "cpu", "--ranks", "1,2",
+                        "--examples", "4", "--steps", "6", "--skip", "1", "--dist-timeout", "10", "--timeout", "60",
+                        "--mpirun", " ".join(f.args.mpirun)], capture_output=True, text=True, timeout=170)
+    expect("bench/scaling.py passes its own checks", r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:])
+    records = [json.loads(line) for line in (out / "scaling.jsonl").read_text().splitlines()] \
+        if (out / "scaling.jsonl").exists() else []
+    kinds = sorted({rec["bench"] for rec in records})
+    expect("it measured scaling, the same-batch losses and the kill-and-resume run",
+           kinds == ["scaling", "scaling_kill", "scaling_losses"], str(kinds))
+    runs = [rec for rec in records if rec["bench"] == "scaling"]
+    expect("six configurations (dense and 2:4; 1 rank, 2 ranks, 2 ranks ZeRO-1) with their efficiency",
+           len(runs) == 6 and all(rec["status"] == "ok" and rec["efficiency"] > 0 for rec in runs),
+           json.dumps(runs)[:2000])
+    expect("the report table was written", (out / "SCALING.md").exists())
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("case", choices=["equivalence", "resume", "hang"])
+    p.add_argument("case", choices=["equivalence", "resume", "hang", "scaling"])
     p.add_argument("--packtrain", required=True)
     p.add_argument("--tokenizer", required=True)
     p.add_argument("--mpirun", nargs=argparse.REMAINDER, required=True)
     args = p.parse_args()
     f = Fixture(args)
     try:
-        {"equivalence": case_equivalence, "resume": case_resume, "hang": case_hang}[args.case](f)
+        {"equivalence": case_equivalence, "resume": case_resume, "hang": case_hang,
+         "scaling": case_scaling}[args.case](f)
     finally:
         shutil.rmtree(f.dir, ignore_errors=True)
     if failures:
