@@ -56,18 +56,18 @@ class Runner:
         self.logs = pathlib.Path(args.out) / "scaling_logs"
         self.logs.mkdir(parents=True, exist_ok=True)
 
-    def command(self, out, ranks, grad_accum, extra):
+    def command(self, out, grad_accum, extra, steps):
         a = self.args
         backend = "nccl" if a.device == "cuda" else "mpi"
         return [a.packtrain, "train", "--data", a.data, "--model", a.model, "--out", str(self.scratch / out),
                 "--device", a.device, "--strategy", "flatten", "--examples", str(a.examples),
-                "--grad-accum", str(grad_accum), "--steps", str(a.steps), "--lr", "3e-4", "--eval-every", "0",
+                "--grad-accum", str(grad_accum), "--steps", str(steps or a.steps), "--lr", "3e-4", "--eval-every", "0",
                 "--log-every", "1", "--dist-backend", backend, "--dist-timeout", str(a.dist_timeout),
                 *(["--threads", "1"] if a.device == "cpu" else []), *extra]
 
-    def start(self, name, ranks, grad_accum=1, extra=()):
+    def start(self, name, ranks, grad_accum=1, extra=(), steps=None):
         """The job's processes: one mpirun (CPU) or one process per rank (GPU); output in scaling_logs/."""
-        cmd = self.command(name, ranks, grad_accum, list(extra))
+        cmd = self.command(name, grad_accum, list(extra), steps)
         log = open(self.logs / f"{name}.log", "w")
         if self.args.device == "cpu":
             return [subprocess.Popen(shlex.split(self.args.mpirun) + ["-np", str(ranks)] + cmd, stdout=log,
@@ -94,8 +94,8 @@ class Runner:
             return []
         return [r for r in map(json.loads, path.read_text().splitlines()) if r["type"] == "train"]
 
-    def run(self, name, ranks, grad_accum=1, extra=()):
-        status = self.wait(self.start(name, ranks, grad_accum, extra), self.args.timeout)
+    def run(self, name, ranks, grad_accum=1, extra=(), steps=None):
+        status = self.wait(self.start(name, ranks, grad_accum, extra, steps), self.args.timeout)
         return status, self.steps(name)
 
     def log_tail(self, name, chars=1500):
@@ -186,15 +186,17 @@ def rank_pids(name, ranks, procs, runner, device):
 
 def kill_and_resume(runner, args, ranks, out):
     """The last rank killed after the first checkpoint: the others stop in time; the rerun resumes."""
-    name, every = f"kill_r{ranks}", max(2, args.steps // 3)
+    # Long enough that the kill lands well before the end: the first checkpoint comes at a quarter.
+    steps = max(args.steps, 40)
+    name, every = f"kill_r{ranks}", steps // 4
     extra = ["--save-every", str(every)]
-    _, ref = runner.run(f"kill_ref_r{ranks}", ranks, extra=extra)
-    procs = runner.start(name, ranks, extra=extra)
+    _, ref = runner.run(f"kill_ref_r{ranks}", ranks, extra=extra, steps=steps)
+    procs = runner.start(name, ranks, extra=extra, steps=steps)
     root = runner.scratch / name / "checkpoints"
     saved = lambda: [d for d in root.glob("step-*") if d.suffix != ".tmp"]  # NAME.tmp: a save in progress
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline and not saved() and all(p.poll() is None for p in procs):
-        time.sleep(0.1)
+        time.sleep(0.05)
     victim = rank_pids(name, ranks, procs, runner, args.device).get(ranks - 1)
     rec = {"bench": "scaling_kill", "ranks": ranks, "killed_rank": ranks - 1}
     if victim is None or not saved():
@@ -206,14 +208,14 @@ def kill_and_resume(runner, args, ranks, out):
         rec["others_stopped_s"] = time.monotonic() - t0
         log = runner.log_tail(name, 4000)
         stopped = status not in ("ok", "timeout") and rec["others_stopped_s"] <= args.dist_timeout + 60
-        resumed_status, resumed = runner.run(name, ranks, extra=extra)
+        resumed_status, resumed = runner.run(name, ranks, extra=extra, steps=steps)
         at = re.search(r"resuming from \S+ at step (\d+)", runner.log_tail(name, 50000))
-        first = int(at[1]) if at else args.steps
+        first = int(at[1]) if at else steps
         # metrics.jsonl keeps the killed run's lines; the resumed run's come later and win
         worst, n = max_loss_difference([r for r in resumed if r["step"] > first], ref)
         rec.update(stop_status=status, resumed_status=resumed_status, resumed_at_step=first if at else None,
                    resumed_steps_compared=n, max_relative_loss_difference=worst, log_tail=log[-800:])
-        ok = (stopped and resumed_status == "ok" and at is not None and n == args.steps - first and
+        ok = (stopped and resumed_status == "ok" and at is not None and first < steps and n == steps - first and
               worst is not None and worst <= LOSS_RTOL[args.device])
         rec["status"] = "ok" if ok else "fail"
     out.write(json.dumps(rec) + "\n")
