@@ -248,7 +248,8 @@ def case_scaling(f):
                         "--out", str(out), "--model", str(f.dir / "config.json"), "--device", "cpu", "--ranks", "1,2",
                         "--examples", "4", "--steps", "6", "--skip", "1", "--dist-timeout", "10", "--timeout", "60",
                         "--mpirun", " ".join(f.args.mpirun)], capture_output=True, text=True, timeout=170)
-    expect("bench/scaling.py passes its own checks", r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:])
+    print(r.stdout[-2500:])
+    expect("bench/scaling.py passes its own checks", r.returncode == 0, r.stderr[-2000:])
     records = [json.loads(line) for line in (out / "scaling.jsonl").read_text().splitlines()] \
         if (out / "scaling.jsonl").exists() else []
     kinds = sorted({rec["bench"] for rec in records})
