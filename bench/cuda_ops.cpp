@@ -13,7 +13,7 @@
 
 #include "core/device.h"
 #include "core/device_buffer.h"
-#include "gpu_timer.h"
+#include "gpu_bench.h"
 #include "ops/adamw.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
@@ -41,21 +41,7 @@ void report(const std::string& op, const std::string& shape, double ms, double a
              per_second / (unit == "GB/s" ? 1e9 : 1e12), unit);
 }
 
-// Device tensors the benchmark owns; zero-filled, which is a valid input for every op timed here.
-struct Pool {
-  std::vector<DeviceBuffer> buffers;
-  Tensor make(DType dtype, std::initializer_list<int64_t> dims) {
-    int64_t n = 1;
-    for (int64_t d : dims) n *= d;
-    buffers.emplace_back(static_cast<size_t>(n * dtype_size(dtype)));
-    return buffers.back().view(dtype, dims);
-  }
-  Tensor ints(const std::vector<int32_t>& v) {
-    Tensor t = make(DType::i32, {static_cast<int64_t>(v.size())});
-    buffers.back().upload(v.data(), v.size() * 4);
-    return t;
-  }
-};
+using bench::Pool;
 
 std::vector<int32_t> random_ids(int64_t n, int64_t below) {
   std::mt19937 rng(1);

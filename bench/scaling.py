@@ -163,12 +163,9 @@ def same_batch(runner, args, ranks, out):
     return rec
 
 
-def rank_pids(name, ranks, procs, runner, device):
-    """The training processes of the job, by rank."""
-    if device == "cuda":
-        return {r: p.pid for r, p in enumerate(procs)}
+def mpi_rank_pids(out_dir, ranks):
+    """rank -> pid of the `packtrain train` processes mpirun started with --out out_dir."""
     pids = {}
-    out_dir = str(runner.scratch / name).encode()
     for proc in pathlib.Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -177,11 +174,18 @@ def rank_pids(name, ranks, procs, runner, device):
             environ = (proc / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if len(cmdline) > 1 and cmdline[1] == b"train" and out_dir in cmdline:
+        if len(cmdline) > 1 and cmdline[1] == b"train" and str(out_dir).encode() in cmdline:
             for r in range(ranks):
                 if f"OMPI_COMM_WORLD_RANK={r}".encode() in environ:
                     pids[r] = int(proc.name)
     return pids
+
+
+def rank_pids(name, ranks, procs, runner, device):
+    """The training processes of the job, by rank."""
+    if device == "cuda":
+        return {r: p.pid for r, p in enumerate(procs)}
+    return mpi_rank_pids(runner.scratch / name, ranks)
 
 
 def kill_and_resume(runner, args, ranks, out):

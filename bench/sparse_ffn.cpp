@@ -26,7 +26,7 @@
 #include "core/device.h"
 #include "core/device_buffer.h"
 #include "core/float16.h"
-#include "gpu_timer.h"
+#include "gpu_bench.h"
 #include "ops/linear.h"
 #include "ops/sparse24.h"
 #include "ops/sparse_linear.h"
@@ -56,15 +56,7 @@ double time_ms(const std::function<void()>& fn) { return bench::gpu_time_ms(fn, 
 
 double tflops(double flops, double ms) { return flops / (ms * 1e9); }
 
-struct Pool {
-  std::vector<DeviceBuffer> buffers;
-  Tensor make(DType dtype, std::initializer_list<int64_t> dims) {
-    int64_t n = 1;
-    for (int64_t d : dims) n *= d;
-    buffers.emplace_back(static_cast<size_t>(n * dtype_size(dtype)));
-    return buffers.back().view(dtype, dims);
-  }
-};
+using bench::Pool;
 
 enum class Pattern { dense, transposable24, tokens24 };
 

@@ -30,6 +30,10 @@ import sys
 import tempfile
 import time
 
+BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+from scaling import mpi_rank_pids  # noqa: E402  the multi-GPU script finds ranks' processes the same way
+
 # fp32 sums in another order: the measured differences are ~1e-9 (loss) and ~3e-8 (grad norm) over 8 steps.
 LOSS_RTOL = 2e-5
 NORM_RTOL = 2e-4
@@ -191,22 +195,6 @@ def case_resume(f):
            "a single-process run wrote this checkpoint" in r.stderr, r.stderr[-2000:])
 
 
-def rank_pid(out_dir, rank):
-    """The pid of this test's training process of `rank` (its command line names out_dir)."""
-    for proc in pathlib.Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-            environ = (proc / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if len(cmdline) > 1 and cmdline[0].endswith(b"packtrain") and cmdline[1] == b"train" and \
-                str(out_dir).encode() in cmdline and f"OMPI_COMM_WORLD_RANK={rank}".encode() in environ:
-            return int(proc.name)
-    return None
-
-
 def case_hang(f):
     out = f.dir / "hang"
     cmd = f.train_cmd(3, "hang", "--dist-timeout", "2", steps=100000)
@@ -217,7 +205,7 @@ def case_hang(f):
             output.append(line)
             if line.startswith("step") and "/100000" in line and int(line.split()[1].split("/")[0]) >= 3:
                 break
-        stopped = rank_pid(out, 1)
+        stopped = mpi_rank_pids(out, 3).get(1)
         expect("found rank 1's process", stopped is not None, "".join(output))
         if stopped is None:
             return
@@ -241,7 +229,7 @@ def case_hang(f):
 
 
 def case_scaling(f):
-    script = pathlib.Path(__file__).resolve().parents[2] / "bench" / "scaling.py"
+    script = BENCH / "scaling.py"
     out = f.dir / "scaling"
     out.mkdir()
     r = subprocess.run([sys.executable, str(script), "--packtrain", f.args.packtrain, "--data", str(f.dir / "data"),

@@ -3,6 +3,7 @@
 // the summed loss, and HF's loss on a checkpoint packtrain wrote.
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
+#include "model/compare.h"
 #include "model/hf_oracle_fixture.h"
 #include "model/llama.h"
 
@@ -16,17 +17,8 @@ namespace {
 
 using testing::hf_oracle_batch;
 using testing::hf_oracle_expected;
+using testing::relative_error;
 const std::string& kDir = testing::kHfOracleDir;
-
-// max |a - b| / max |b|
-double relative_error(std::span<const float> a, std::span<const float> b) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::abs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::abs(static_cast<double>(b[i])));
-  }
-  return diff / scale;
-}
 
 class HfOracle : public ::testing::TestWithParam<std::string> {};
 

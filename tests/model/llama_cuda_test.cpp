@@ -7,6 +7,7 @@
 #include "checkpoint/safetensors.h"
 #include "core/float16.h"
 #include "model/batches.h"
+#include "model/compare.h"
 #include "model/hf_oracle_fixture.h"
 #include "model/init.h"
 #include "model/llama.h"
@@ -26,6 +27,7 @@ using testing::bf16_rounded;
 using testing::max_batch_tokens;
 using testing::packed_batches;
 using testing::random_split;
+using testing::relative_error;
 
 constexpr double kLossTolerance = 1e-2;
 constexpr double kGradTolerance = 2e-2;
@@ -61,17 +63,6 @@ Totals run(const LlamaConfig& c, const std::vector<float>& params, const std::ve
   }
   grads.download(totals.grads.data(), totals.grads.size() * sizeof(float));
   return totals;
-}
-
-// max |got - want| / max |want| over one tensor; infinite when `got` holds a NaN or an infinity.
-double relative_error(std::span<const float> got, std::span<const float> want) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    diff = std::max(diff, std::abs(static_cast<double>(got[i]) - want[i]));
-    scale = std::max(scale, std::abs(static_cast<double>(want[i])));
-  }
-  return scale > 0 ? diff / scale : diff;
 }
 
 // Every parameter tensor of `got` within `tolerance` of `want`, each failure naming the tensor.

@@ -9,6 +9,7 @@
 #include "core/device_buffer.h"
 #include "core/float16.h"
 #include "model/batches.h"
+#include "model/compare.h"
 #include "model/init.h"
 #include "model/llama.h"
 #include "model/sparsity.h"
@@ -28,6 +29,7 @@ using testing::bf16_rounded;
 using testing::max_batch_tokens;
 using testing::packed_batches;
 using testing::random_split;
+using testing::relative_error;
 
 constexpr double kLossTolerance = 1e-2;
 constexpr double kGradTolerance = 2e-2;
@@ -79,19 +81,6 @@ Totals run(const LlamaConfig& c, const SparsityConfig& s, const std::vector<floa
   }
   if (gpu) grads.download(totals.grads.data(), totals.grads.size() * sizeof(float));
   return totals;
-}
-
-// max |got - want| / max |want|, or the L2 ratio ||got - want|| / ||want||; infinite on a non-finite value.
-double relative_error(std::span<const float> got, std::span<const float> want, bool l2) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    const double d = std::abs(static_cast<double>(got[i]) - want[i]),
-                 w = std::abs(static_cast<double>(want[i]));
-    diff = l2 ? diff + d * d : std::max(diff, d);
-    scale = l2 ? scale + w * w : std::max(scale, w);
-  }
-  return scale > 0 ? (l2 ? std::sqrt(diff / scale) : diff / scale) : diff;
 }
 
 bool ffn(const std::string& name) { return name.find(".mlp.") != std::string::npos; }

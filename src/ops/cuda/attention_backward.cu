@@ -10,6 +10,7 @@
 
 #include "ops/cuda/attention_kernels.h"
 #include "ops/cuda/attention_mma.cuh"
+#include "ops/cuda/block_scan.cuh"
 
 namespace pt::ops::cuda::attn {
 
@@ -214,9 +215,8 @@ constexpr int kOrderThreads = 1024, kOrderBuckets = 1024;
 template <int kRows>
 __global__ void __launch_bounds__(kOrderThreads) order_kernel(const Args a, const BackwardScratch scratch) {
   __shared__ int next[kOrderBuckets];  // per bucket: its count, then the next free position
-  __shared__ int warp_sums[kOrderThreads / 32];
   static_assert(kOrderBuckets == kOrderThreads);
-  const int count = *a.schedule.count, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int count = *a.schedule.count, tid = threadIdx.x;
   auto bucket = [&](int4 item) {  // descending work: bucket 0 holds the most query tiles
     const int tiles = (max(item.y - item.w, 0) + kRows - 1) / kRows;
     return kOrderBuckets - 1 - min(tiles, kOrderBuckets - 1);
@@ -228,25 +228,9 @@ __global__ void __launch_bounds__(kOrderThreads) order_kernel(const Args a, cons
     if (item.w % kBackwardKeys == 0) atomicAdd(&next[bucket(item)], 1);
   }
   __syncthreads();
-  const int own = next[tid];  // exclusive prefix sum over the buckets
-  int inclusive = own;
-  for (int d = 1; d < 32; d *= 2) {
-    const int y = __shfl_up_sync(0xffffffffu, inclusive, d);
-    if (lane >= d) inclusive += y;
-  }
-  if (lane == 31) warp_sums[warp] = inclusive;
-  __syncthreads();
-  if (warp == 0) {
-    int sum = warp_sums[lane];
-    for (int d = 1; d < 32; d *= 2) {
-      const int y = __shfl_up_sync(0xffffffffu, sum, d);
-      if (lane >= d) sum += y;
-    }
-    warp_sums[lane] = sum;
-  }
-  __syncthreads();
-  next[tid] = (warp > 0 ? warp_sums[warp - 1] : 0) + inclusive - own;
-  if (tid == 0) scratch.key_tiles[0] = min(warp_sums[kOrderThreads / 32 - 1], scratch.key_capacity);
+  int total = 0;
+  next[tid] = block_exclusive_scan<kOrderThreads>(next[tid], &total);  // each bucket's first position
+  if (tid == 0) scratch.key_tiles[0] = min(total, scratch.key_capacity);
   __syncthreads();
   for (int i = tid; i < count; i += kOrderThreads) {
     const int4 item = a.schedule.items[i];

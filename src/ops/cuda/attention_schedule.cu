@@ -5,38 +5,13 @@
 
 #include "ops/cuda/attention_kernels.h"
 #include "ops/cuda/attention_mma.cuh"
+#include "ops/cuda/block_scan.cuh"
 
 namespace pt::ops::cuda::attn {
 
 namespace {
 
 constexpr int kScheduleThreads = 1024;
-
-// Exclusive prefix sum over the block; *total gets the sum.
-__device__ int block_exclusive_scan(int x, int* total) {
-  __shared__ int warp_sums[kScheduleThreads / 32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  int inclusive = x;
-  for (int d = 1; d < 32; d *= 2) {
-    const int y = __shfl_up_sync(0xffffffffu, inclusive, d);
-    if (lane >= d) inclusive += y;
-  }
-  if (lane == 31) warp_sums[warp] = inclusive;
-  __syncthreads();
-  if (warp == 0) {
-    int w = warp_sums[lane];
-    for (int d = 1; d < 32; d *= 2) {
-      const int y = __shfl_up_sync(0xffffffffu, w, d);
-      if (lane >= d) w += y;
-    }
-    warp_sums[lane] = w;  // inclusive over warps
-  }
-  __syncthreads();
-  const int before = (warp > 0 ? warp_sums[warp - 1] : 0) + inclusive - x;
-  *total = warp_sums[kScheduleThreads / 32 - 1];
-  __syncthreads();  // warp_sums is reused by the next call
-  return before;
-}
 
 __global__ void __launch_bounds__(kScheduleThreads)
     schedule_kernel(const int32_t* cu, const int32_t* valid_lens, int segments, int tokens, int4* items,
@@ -59,7 +34,7 @@ __global__ void __launch_bounds__(kScheduleThreads)
     }
     const int tiles = (len + kTile - 1) / kTile;
     int total = 0;
-    const int first = base + block_exclusive_scan(tiles, &total);
+    const int first = base + block_exclusive_scan<kScheduleThreads>(tiles, &total);
     for (int t = 0; t < tiles && first + t < capacity; ++t)
       items[first + t] = make_int4(start, real, len, t * kTile);
     base += total;

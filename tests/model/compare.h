@@ -1,0 +1,24 @@
+// How far one float vector is from a reference, for the model tests.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <span>
+
+namespace pt::testing {
+
+// max |got - want| / max |want|, or with l2 the ratio ||got - want|| / ||want||; infinite when `got` holds a
+// NaN or an infinity, so a comparison against a tolerance fails.
+inline double relative_error(std::span<const float> got, std::span<const float> want, bool l2 = false) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    const double d = std::abs(static_cast<double>(got[i]) - want[i]),
+                 w = std::abs(static_cast<double>(want[i]));
+    diff = l2 ? diff + d * d : std::max(diff, d);
+    scale = l2 ? scale + w * w : std::max(scale, w);
+  }
+  return scale > 0 ? (l2 ? std::sqrt(diff / scale) : diff / scale) : diff;
+}
+
+}  // namespace pt::testing
