@@ -8,19 +8,50 @@
 
 namespace pt::ops {
 
-CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, double grad_scale,
-                                 const Tensor& dlogits) {
-  ArgCheck a("cross_entropy");
+namespace {
+
+void check_args(ArgCheck& a, const Tensor& logits, const Tensor& targets, const Tensor& dlogits) {
   a.real("logits", logits, {-1, -1}).ints("targets", targets, {logits.size(0)});
   if (!dlogits.empty())
     a.real("dlogits", dlogits, {logits.size(0), logits.size(1)})
         .same_or_disjoint("logits", logits, "dlogits", dlogits);
+}
+
+}  // namespace
+
+CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, double grad_scale,
+                                 const Tensor& dlogits) {
+  ArgCheck a("cross_entropy");
+  check_args(a, logits, targets, dlogits);
   switch (a.device()) {
     case Device::cpu:
       return cpu::cross_entropy(logits, targets, grad_scale, dlogits);
     case Device::cuda:
 #ifdef PACKTRAIN_CUDA
       return cuda::cross_entropy(logits, targets, grad_scale, dlogits);
+#else
+      break;
+#endif
+  }
+  a.unsupported_device();
+}
+
+void cross_entropy_accumulate(const Tensor& logits, const Tensor& targets, double grad_scale,
+                              const Tensor& dlogits, const Tensor& sums) {
+  ArgCheck a("cross_entropy_accumulate");
+  check_args(a, logits, targets, dlogits);
+  if (sums.dtype != DType::f64 || sums.ndim != 1 || sums.shape[0] != 2 || sums.data == nullptr)
+    fail("cross_entropy_accumulate: sums must be an f64 tensor of shape [2] ({{loss_sum, tokens}}), got {}",
+         sums.str());
+  if (sums.device != a.device())
+    fail("cross_entropy_accumulate: sums is on {} but the logits are on {}; allocate it there",
+         device_name(sums.device), device_name(a.device()));
+  switch (a.device()) {
+    case Device::cpu:
+      return cpu::cross_entropy_accumulate(logits, targets, grad_scale, dlogits, sums);
+    case Device::cuda:
+#ifdef PACKTRAIN_CUDA
+      return cuda::cross_entropy_accumulate(logits, targets, grad_scale, dlogits, sums);
 #else
       break;
 #endif

@@ -21,4 +21,10 @@ struct CrossEntropyResult {
 CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, double grad_scale,
                                  const Tensor& dlogits);
 
+// As cross_entropy, without waiting for the device: adds the sum of -log p(target) and the number of
+// non-ignored rows to sums (f64 [2] on the logits' device: {loss_sum, tokens}). The targets must be known
+// valid (in [0, V) or -100; the caller checked them on the host): a bad target is not reported here.
+void cross_entropy_accumulate(const Tensor& logits, const Tensor& targets, double grad_scale,
+                              const Tensor& dlogits, const Tensor& sums);
+
 }  // namespace pt::ops

@@ -8,15 +8,15 @@
 
 namespace pt::ops {
 
-void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out) {
+void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out, bool ids_checked) {
   ArgCheck a("embedding_forward");
   a.ints("ids", ids, {-1}).real("table", table, {-1, -1}).real("out", out, {ids.size(0), table.size(1)});
   switch (a.device()) {
     case Device::cpu:
-      return cpu::embedding_forward(ids, table, out);
+      return cpu::embedding_forward(ids, table, out);  // checks the ids anyway: cheap on the host
     case Device::cuda:
 #ifdef PACKTRAIN_CUDA
-      return cuda::embedding_forward(ids, table, out);
+      return cuda::embedding_forward(ids, table, out, ids_checked);
 #else
       break;
 #endif

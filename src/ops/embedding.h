@@ -7,8 +7,10 @@
 namespace pt::ops {
 
 // ids[T] (i32, each in [0, V)), table[V,C] -> out[T,C], out[t] = table[ids[t]].
-// An id outside the table is a pt::Error naming the token index.
-void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out);
+// An id outside the table is a pt::Error naming the token index. ids_checked = true says the caller
+// checked every id on the host: the cuda path then does not read the check back (no wait for the device)
+// and a bad id's row is zeroed silently.
+void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out, bool ids_checked = false);
 
 // dtable[V,C] (overwritten or added to) receives dout[t] in row ids[t] for every t. Deterministic: each
 // (row, column) sums its tokens in a fixed order without atomics, the same on every run.

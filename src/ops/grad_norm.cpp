@@ -59,4 +59,22 @@ double clip_grad_norm(std::span<const Tensor> grads, double max_norm) {
   return norm;
 }
 
+void clip_grad_norm_deferred(std::span<const Tensor> grads, double max_norm, const Tensor& norm) {
+  if (!(max_norm > 0)) fail("clip_grad_norm_deferred: max_norm must be > 0, got {}", max_norm);
+  const Device device = grads.empty() ? norm.device : common_device("clip_grad_norm_deferred", grads);
+  if (norm.dtype != DType::f64 || norm.ndim != 1 || norm.shape[0] != 1 || norm.data == nullptr)
+    fail("clip_grad_norm_deferred: norm must be an f64 tensor of shape [1], got {}", norm.str());
+  if (norm.device != device)
+    fail("clip_grad_norm_deferred: norm is on {} but the gradients are on {}; allocate it there",
+         device_name(norm.device), device_name(device));
+  if (device == Device::cuda) {
+#ifdef PACKTRAIN_CUDA
+    return cuda::clip_grad_norm_deferred(grads, max_norm, norm);
+#else
+    fail("clip_grad_norm_deferred: no cuda implementation in this build; run it on cpu");
+#endif
+  }
+  norm.ptr<double>()[0] = clip_grad_norm(grads, max_norm);
+}
+
 }  // namespace pt::ops

@@ -13,4 +13,8 @@ double global_norm(std::span<const Tensor> grads);
 // Scales every gradient by min(1, max_norm / (norm + 1e-6)); returns the norm before clipping.
 double clip_grad_norm(std::span<const Tensor> grads, double max_norm);
 
+// As clip_grad_norm without waiting for the device: writes the norm before clipping to norm (f64 [1] on
+// the gradients' device) and scales every gradient by min(1, max_norm / (norm + 1e-6)) on the device.
+void clip_grad_norm_deferred(std::span<const Tensor> grads, double max_norm, const Tensor& norm);
+
 }  // namespace pt::ops

@@ -80,5 +80,41 @@ TEST(CrossEntropy, TargetOutsideVocabularyIsAnError) {
   EXPECT_THROW(cross_entropy(view(logits, {2, 3}), view(targets, {2}), 1.0, Tensor()), Error);
 }
 
+TEST(CrossEntropyAccumulate, EqualsCrossEntropyAndAddsOverCalls) {
+  const int64_t T = 6, V = 11;
+  const double scale = 0.125;
+  std::vector<double> logits = random_values(T * V, 4, -4, 4), logits2 = random_values(T * V, 5, -4, 4);
+  std::vector<int32_t> targets = {3, -100, 10, 0, -100, 7}, targets2 = {1, 2, -100, 4, 5, 6};
+  std::vector<double> want_grad(T * V), got_grad(T * V, 5.0), grad2(T * V);
+  const CrossEntropyResult want =
+      cross_entropy(view(logits, {T, V}), view(targets, {T}), scale, view(want_grad, {T, V}));
+  const CrossEntropyResult want2 = cross_entropy(view(logits2, {T, V}), view(targets2, {T}), 1.0, Tensor());
+  std::vector<double> sums = {0.0, 0.0};
+  cross_entropy_accumulate(view(logits, {T, V}), view(targets, {T}), scale, view(got_grad, {T, V}),
+                           view(sums, {2}));
+  EXPECT_EQ(sums[0], want.loss_sum);
+  EXPECT_EQ(sums[1], double(want.tokens));
+  EXPECT_EQ(got_grad, want_grad);
+  cross_entropy_accumulate(view(logits2, {T, V}), view(targets2, {T}), 1.0, Tensor(), view(sums, {2}));
+  EXPECT_EQ(sums[0], want.loss_sum + want2.loss_sum);
+  EXPECT_EQ(sums[1], double(want.tokens + want2.tokens));
+  EXPECT_EQ(want.tokens + want2.tokens, 9);
+}
+
+TEST(CrossEntropyAccumulate, WrongSumsAreRejected) {
+  std::vector<double> logits(6), sums3(3), sums2(2);
+  std::vector<float> sums_f32(2);
+  std::vector<int32_t> targets = {0, 1};
+  const Tensor l = view(logits, {2, 3}), t = view(targets, {2});
+  EXPECT_THROW(cross_entropy_accumulate(l, t, 1.0, Tensor(), view(sums3, {3})), Error);
+  EXPECT_THROW(cross_entropy_accumulate(l, t, 1.0, Tensor(), view(sums2, {1, 2})), Error);
+  EXPECT_THROW(cross_entropy_accumulate(l, t, 1.0, Tensor(), view(sums_f32, {2})), Error);
+  EXPECT_THROW(cross_entropy_accumulate(l, t, 1.0, Tensor(), Tensor()), Error);
+  EXPECT_THROW(
+      cross_entropy_accumulate(l, t, 1.0, Tensor(), Tensor(sums2.data(), DType::f64, {2}, Device::cuda)),
+      Error);
+  EXPECT_NO_THROW(cross_entropy_accumulate(l, t, 1.0, Tensor(), view(sums2, {2})));
+}
+
 }  // namespace
 }  // namespace pt::ops

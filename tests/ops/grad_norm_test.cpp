@@ -37,5 +37,42 @@ TEST(GradNorm, AccumulatesInDouble) {
   EXPECT_DOUBLE_EQ(global_norm(grads), std::sqrt(double(ones.size())));
 }
 
+// The deferred version against clip_grad_norm on copies: the same norm and the same scaled gradients, with
+// max_norm above the norm (nothing changes) and below it (clipped).
+TEST(GradNorm, DeferredClipEqualsClipGradNorm) {
+  for (double max_norm : {100.0, 0.5}) {
+    SCOPED_TRACE(max_norm);
+    std::vector<float> a(37), b(5);
+    const std::vector<double> ra = testing::random_values(37, 1), rb = testing::random_values(5, 2, -3, 3);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = float(ra[i]);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = float(rb[i]);
+    const std::vector<float> original = a;
+    std::vector<float> a2 = a, b2 = b;
+    std::vector<Tensor> want = {view(a, {37}), view(b, {5})}, got = {view(a2, {37}), view(b2, {5})};
+    const double want_norm = clip_grad_norm(want, max_norm);
+    std::vector<double> norm = {-1.0};
+    clip_grad_norm_deferred(got, max_norm, view(norm, {1}));
+    EXPECT_EQ(norm[0], want_norm);
+    EXPECT_EQ(a2, a);
+    EXPECT_EQ(b2, b);
+    EXPECT_EQ(a2 == original, max_norm > want_norm) << "clipped exactly when the norm exceeds max_norm";
+  }
+}
+
+TEST(GradNorm, DeferredClipRejectsABadNormOrMaximum) {
+  std::vector<float> a = {3.0f, 4.0f};
+  std::vector<double> norm2(2), norm1(1);
+  std::vector<float> norm_f32(1);
+  std::vector<Tensor> grads = {view(a, {2})};
+  EXPECT_THROW(clip_grad_norm_deferred(grads, 1.0, view(norm2, {2})), Error);
+  EXPECT_THROW(clip_grad_norm_deferred(grads, 1.0, view(norm_f32, {1})), Error);
+  EXPECT_THROW(clip_grad_norm_deferred(grads, 1.0, Tensor(norm1.data(), DType::f64, {1}, Device::cuda)),
+               Error);
+  EXPECT_THROW(clip_grad_norm_deferred(grads, 0.0, view(norm1, {1})), Error);
+  clip_grad_norm_deferred({}, 1.0, view(norm1, {1}));
+  EXPECT_EQ(norm1[0], 0.0) << "no gradients: norm 0";
+  EXPECT_EQ(a[0], 3.0f) << "rejected calls change nothing";
+}
+
 }  // namespace
 }  // namespace pt::ops

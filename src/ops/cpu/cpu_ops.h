@@ -34,6 +34,9 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const T
 
 CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, double grad_scale,
                                  const Tensor& dlogits);
+// Checks the targets all the same (cheap on the host).
+void cross_entropy_accumulate(const Tensor& logits, const Tensor& targets, double grad_scale,
+                              const Tensor& dlogits, const Tensor& sums);
 
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);
 

@@ -54,4 +54,12 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, do
   return result;
 }
 
+void cross_entropy_accumulate(const Tensor& logits, const Tensor& targets, double grad_scale,
+                              const Tensor& dlogits, const Tensor& sums) {
+  const CrossEntropyResult r = cross_entropy(logits, targets, grad_scale, dlogits);
+  double* sum = sums.ptr<double>();
+  sum[0] += r.loss_sum;
+  sum[1] += double(r.tokens);
+}
+
 }  // namespace pt::ops::cpu

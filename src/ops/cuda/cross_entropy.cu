@@ -57,7 +57,7 @@ __global__ void row_kernel(const T* logits, const int32_t* __restrict__ targets,
   T* grad = dlogits ? dlogits + t * V : nullptr;
   const int32_t target = targets[t];
   const bool bad = target != kIgnoreLabel && (target < 0 || target >= V);
-  if (bad && threadIdx.x == 0) atomicMin(first_bad, static_cast<int>(t));
+  if (bad && first_bad && threadIdx.x == 0) atomicMin(first_bad, static_cast<int>(t));
   if (target == kIgnoreLabel || bad) {
     if (threadIdx.x == 0) row_loss[t] = 0;
     if (grad) {
@@ -99,9 +99,10 @@ __global__ void row_kernel(const T* logits, const int32_t* __restrict__ targets,
   }
 }
 
-// One block sums the row losses in double and counts the loss tokens, in a fixed order.
+// One block sums the row losses in double and counts the loss tokens, in a fixed order, into sums[0] and
+// sums[1]; add keeps what sums held.
 __global__ void total_kernel(const float* __restrict__ row_loss, const int32_t* __restrict__ targets,
-                             int64_t T_, double* loss_sum, long long* tokens) {
+                             int64_t T_, double* sums, bool add) {
   double sum = 0;
   long long count = 0;
   for (int64_t t = threadIdx.x; t < T_; t += blockDim.x) {
@@ -111,25 +112,17 @@ __global__ void total_kernel(const float* __restrict__ row_loss, const int32_t* 
   sum = block_sum(sum);
   count = block_sum(count);
   if (threadIdx.x == 0) {
-    *loss_sum = sum;
-    *tokens = count;
+    sums[0] = (add ? sums[0] : 0.0) + sum;
+    sums[1] = (add ? sums[1] : 0.0) + double(count);
   }
 }
 
-}  // namespace
-
-CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, double grad_scale,
-                                 const Tensor& dlogits) {
+// Queues the rows and their total into sums (see total_kernel). row_loss holds T floats; first_bad, if
+// not null, receives the first row whose target is outside the vocabulary (it must start at kNoBadRow).
+void queue(const Tensor& logits, const Tensor& targets, double grad_scale, const Tensor& dlogits,
+           float* row_loss, int* first_bad, double* sums, bool add) {
   const int64_t T = logits.shape[0], V = logits.shape[1];
-  if (T == 0) return {};
-  ScratchPlan plan;
-  const size_t loss_at = plan.reserve<float>(T), bad_at = plan.reserve<int>(1),
-               sum_at = plan.reserve<double>(1), tokens_at = plan.reserve<long long>(1);
-  plan.allocate();
-  float* row_loss = plan.at<float>(loss_at);
-  int* first_bad = plan.at<int>(bad_at);
   const cudaStream_t stream = current_stream();
-  PT_CUDA_CHECK(cudaMemsetAsync(first_bad, kNoBadRow, sizeof(int), stream));
   dispatch_float("cross_entropy", "logits", logits.dtype, [&](auto tag) {
     using E = decltype(tag);
     constexpr int kVec = kPack16<E>;
@@ -140,22 +133,44 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, do
         dlogits.empty() ? nullptr : data<E>(dlogits), V, row_loss, first_bad);
     PT_CUDA_CHECK_LAUNCH();
   });
-  total_kernel<<<1, kSumThreads, 0, stream>>>(row_loss, data<int32_t>(targets), T, plan.at<double>(sum_at),
-                                              plan.at<long long>(tokens_at));
+  total_kernel<<<1, kSumThreads, 0, stream>>>(row_loss, data<int32_t>(targets), T, sums, add);
   PT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, double grad_scale,
+                                 const Tensor& dlogits) {
+  const int64_t T = logits.shape[0], V = logits.shape[1];
+  if (T == 0) return {};
+  ScratchPlan plan;
+  const size_t loss_at = plan.reserve<float>(T), bad_at = plan.reserve<int>(1),
+               sums_at = plan.reserve<double>(2);
+  plan.allocate();
+  int* first_bad = plan.at<int>(bad_at);
+  double* device_sums = plan.at<double>(sums_at);
+  const cudaStream_t stream = current_stream();
+  PT_CUDA_CHECK(cudaMemsetAsync(first_bad, kNoBadRow, sizeof(int), stream));
+  queue(logits, targets, grad_scale, dlogits, plan.at<float>(loss_at), first_bad, device_sums, false);
   int bad = 0;
-  double loss_sum = 0;
-  long long tokens = 0;
+  double sums[2] = {};
   PT_CUDA_CHECK(cudaMemcpyAsync(&bad, first_bad, sizeof bad, cudaMemcpyDeviceToHost, stream));
-  PT_CUDA_CHECK(
-      cudaMemcpyAsync(&loss_sum, plan.at<double>(sum_at), sizeof loss_sum, cudaMemcpyDeviceToHost, stream));
-  PT_CUDA_CHECK(
-      cudaMemcpyAsync(&tokens, plan.at<long long>(tokens_at), sizeof tokens, cudaMemcpyDeviceToHost, stream));
+  PT_CUDA_CHECK(cudaMemcpyAsync(sums, device_sums, sizeof sums, cudaMemcpyDeviceToHost, stream));
   sync_current_stream();
   if (bad < T)
     throw Error("cross_entropy: target of token " + std::to_string(bad) + " is outside the vocabulary [0, " +
                 std::to_string(V) + ") and not the ignore label " + std::to_string(kIgnoreLabel));
-  return {loss_sum, static_cast<int64_t>(tokens)};
+  return {sums[0], static_cast<int64_t>(sums[1])};
+}
+
+void cross_entropy_accumulate(const Tensor& logits, const Tensor& targets, double grad_scale,
+                              const Tensor& dlogits, const Tensor& sums) {
+  const int64_t T = logits.shape[0];
+  if (T == 0) return;
+  ScratchPlan plan;
+  const size_t loss_at = plan.reserve<float>(T);
+  plan.allocate();
+  queue(logits, targets, grad_scale, dlogits, plan.at<float>(loss_at), nullptr, data<double>(sums), true);
 }
 
 }  // namespace pt::ops::cuda

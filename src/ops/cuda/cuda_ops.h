@@ -14,7 +14,8 @@
 
 namespace pt::ops::cuda {
 
-void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out);
+// ids_checked: the caller checked the ids on the host, so none is read back (no wait for the device).
+void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out, bool ids_checked);
 // dtable is f32 or dout's type; tokens are grouped by id with a stable sort, so every row sums its tokens
 // in token order: deterministic and race-free.
 void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dtable, Write mode);
@@ -36,11 +37,16 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const T
                      const Tensor& dw, Write dw_mode);
 CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, double grad_scale,
                                  const Tensor& dlogits);
+// Queued only: the targets are not checked (a bad one counts as a token of loss 0 and zero gradient).
+void cross_entropy_accumulate(const Tensor& logits, const Tensor& targets, double grad_scale,
+                              const Tensor& dlogits, const Tensor& sums);
 // f32 tensors, updated in a few launches over a table of tensor descriptors.
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);
 // Sum of squares of every element of every (f32) tensor, reduced in double in a fixed order.
 double sum_of_squares(std::span<const Tensor> tensors);
 void scale(std::span<const Tensor> tensors, double factor);
+// clip_grad_norm with the norm written to norm (f64 [1]) and the factor applied on the device: no wait.
+void clip_grad_norm_deferred(std::span<const Tensor> grads, double max_norm, const Tensor& norm);
 void add(const Tensor& src, const Tensor& dst);  // dst += src
 // f32 <-> bf16 with pt::float_to_bf16's rounding bit for bit, so host and device copies of weights agree.
 void cast(const Tensor& src, const Tensor& dst);

@@ -21,7 +21,7 @@ __device__ __forceinline__ bool valid_id(int32_t id, int64_t V, int64_t t, int* 
   return false;
 }
 
-// One thread per output element; a row with a bad id is zeroed and reported.
+// One thread per output element; a row with a bad id is zeroed and, with first_bad, reported.
 template <class T>
 __global__ void forward_kernel(const int32_t* __restrict__ ids, const T* __restrict__ table,
                                T* __restrict__ out, int64_t T_, int64_t V, int64_t C, int* first_bad) {
@@ -29,7 +29,7 @@ __global__ void forward_kernel(const int32_t* __restrict__ ids, const T* __restr
   if (i >= T_ * C) return;
   const int64_t t = i / C, c = i % C;
   const int32_t id = ids[t];
-  const bool ok = c == 0 ? valid_id(id, V, t, first_bad) : id >= 0 && id < V;
+  const bool ok = c == 0 && first_bad ? valid_id(id, V, t, first_bad) : id >= 0 && id < V;
   out[i] = ok ? table[int64_t{id} * C + c] : T{};
 }
 
@@ -117,22 +117,25 @@ int bits_for(int64_t max_value) {
 
 }  // namespace
 
-void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out) {
+void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out, bool ids_checked) {
   const int64_t T = ids.shape[0], V = table.shape[0], C = table.shape[1];
   if (T * C == 0) return;
-  ScratchPlan plan;
-  const size_t bad_at = plan.reserve<int>(1);
-  plan.allocate();
-  int* first_bad = plan.at<int>(bad_at);
   const cudaStream_t stream = current_stream();
-  PT_CUDA_CHECK(cudaMemsetAsync(first_bad, kNoBadToken, sizeof(int), stream));
+  int* first_bad = nullptr;
+  if (!ids_checked) {
+    ScratchPlan plan;
+    const size_t bad_at = plan.reserve<int>(1);
+    plan.allocate();
+    first_bad = plan.at<int>(bad_at);
+    PT_CUDA_CHECK(cudaMemsetAsync(first_bad, kNoBadToken, sizeof(int), stream));
+  }
   dispatch_float("embedding_forward", "table", table.dtype, [&](auto tag) {
     using E = decltype(tag);
     forward_kernel<<<blocks_for(T * C, kThreads), kThreads, 0, stream>>>(data<int32_t>(ids), data<E>(table),
                                                                          data<E>(out), T, V, C, first_bad);
     PT_CUDA_CHECK_LAUNCH();
   });
-  throw_if_bad("embedding_forward", first_bad, V);
+  if (first_bad) throw_if_bad("embedding_forward", first_bad, V);
 }
 
 void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dtable, Write mode) {

@@ -4,9 +4,14 @@
 //   dx       dx^T[K,M] = W^T dy^T           (m=K, n=M, k=N)
 //   dw       dW^T[K,N] = x^T op_T(dy^T)     (m=K, n=N, k=M)
 // Accumulation is fp32 (CUBLAS_COMPUTE_32F: no TF32), inputs are f32 or bf16, and beta = 1 adds to the
-// output. Descriptors and the heuristic's algorithm are cached per shape, types and pointer alignment.
+// output. With packing the token count (n of forward and dx, k of dw) changes every step, so the
+// heuristic's algorithm is cached per bucket of n and k (8 per power of two) with transposes, m, leading
+// dimensions, types and pointer alignments exact; each exact shape gets its own descriptors and reuses its
+// bucket's algorithm once cublasLtMatmulAlgoCheck accepts it there (else it runs the heuristic itself).
 #include <cublasLt.h>
 
+#include <algorithm>
+#include <bit>
 #include <map>
 #include <mutex>
 #include <string>
@@ -68,6 +73,22 @@ PlanKey key_of(const Gemm& g) {
           alignment(g.a), alignment(g.b), alignment(g.c)};
 }
 
+// x rounded up to a multiple of 2^(floor(log2 x) - 3), at least 16: 8 buckets per power of two.
+int64_t bucket(int64_t x) {
+  const int log2 = static_cast<int>(std::bit_width(static_cast<uint64_t>(x))) - 1;
+  const int64_t step = std::max(int64_t{16}, int64_t{1} << std::max(0, log2 - 3));
+  return (x + step - 1) / step * step;
+}
+
+PlanKey bucket_of(PlanKey key) {
+  std::get<3>(key) = bucket(std::get<3>(key));
+  std::get<4>(key) = bucket(std::get<4>(key));
+  return key;
+}
+
+// Exact shapes kept before the cache is emptied (a long run with packing meets thousands of token counts).
+constexpr size_t kMaxPlans = 1024;
+
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
@@ -109,6 +130,30 @@ class Lt {
   const Plan& plan_for(const Gemm& g) {
     const PlanKey key = key_of(g);
     if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+    if (plans_.size() >= kMaxPlans) {
+      for (auto& entry : plans_) destroy(entry.second);
+      plans_.clear();
+    }
+    if (algos_.size() >= kMaxPlans) algos_.clear();
+    Plan plan = describe(g);
+    try {
+      const PlanKey bucket_key = bucket_of(key);
+      const auto algo = algos_.find(bucket_key);
+      if (algo != algos_.end() && runs(plan, algo->second)) {
+        plan.algo = algo->second;
+      } else {
+        plan.algo = heuristic(g, key, plan);
+        algos_.emplace(bucket_key, plan.algo);  // keeps a bucket's first algorithm
+      }
+    } catch (...) {
+      destroy(plan);
+      throw;
+    }
+    return plans_.emplace(key, plan).first->second;
+  }
+
+  // The descriptor and layouts of one exact shape (cheap, no search).
+  static Plan describe(const Gemm& g) {
     Plan plan;
     check_cublas(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
                  "cublasLtMatmulDescCreate");
@@ -121,7 +166,28 @@ class Lt {
     plan.a = g.trans_a ? layout(g.ab_type, g.k, g.m, g.lda) : layout(g.ab_type, g.m, g.k, g.lda);
     plan.b = g.trans_b ? layout(g.ab_type, g.n, g.k, g.ldb) : layout(g.ab_type, g.k, g.n, g.ldb);
     plan.c = layout(g.c_type, g.m, g.n, g.ldc);
+    return plan;
+  }
 
+  // Descriptors are host objects that cuBLASLt reads when a matmul is queued, so they may go while the
+  // GPU still runs matmuls described by them.
+  static void destroy(Plan& plan) {
+    if (plan.c) cublasLtMatrixLayoutDestroy(plan.c);
+    if (plan.b) cublasLtMatrixLayoutDestroy(plan.b);
+    if (plan.a) cublasLtMatrixLayoutDestroy(plan.a);
+    if (plan.desc) cublasLtMatmulDescDestroy(plan.desc);
+    plan = Plan{};
+  }
+
+  // Whether algo (found for another shape of the bucket) runs this exact shape within the workspace.
+  bool runs(const Plan& plan, const cublasLtMatmulAlgo_t& algo) const {
+    cublasLtMatmulHeuristicResult_t result{};
+    return cublasLtMatmulAlgoCheck(handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, &algo, &result) ==
+               CUBLAS_STATUS_SUCCESS &&
+           result.workspaceSize <= kWorkspaceBytes;
+  }
+
+  cublasLtMatmulAlgo_t heuristic(const Gemm& g, const PlanKey& key, const Plan& plan) const {
     cublasLtMatmulPreference_t pref = nullptr;
     check_cublas(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
     const uint64_t workspace = kWorkspaceBytes;
@@ -151,14 +217,14 @@ class Lt {
                   " GEMM m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) +
                   " k=" + std::to_string(g.k) + " into " + dtype_name(g.c_type) + " (" +
                   cublasLtGetStatusString(status) + ")");
-    plan.algo = result.algo;
-    return plans_.emplace(key, plan).first->second;
+    return result.algo;
   }
 
   std::mutex mutex_;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
-  std::map<PlanKey, Plan> plans_;
+  std::map<PlanKey, Plan> plans_;                  // per exact shape
+  std::map<PlanKey, cublasLtMatmulAlgo_t> algos_;  // per bucket (bucket_of)
 };
 
 // C (=|+=) op(A) op(B); an empty inner dimension leaves C = 0 or unchanged.

@@ -69,14 +69,33 @@ __global__ void squares_kernel(const TensorTable<1> table, int first, double* __
   if (threadIdx.x == 0) partial[first + static_cast<int>(blockIdx.x)] = sum;
 }
 
-__global__ void total_kernel(const double* __restrict__ partial, int n, double* total) {
+// The sum of partial[0, n) in a fixed order; every thread of the (one) block gets it.
+__device__ double sum_partials(const double* __restrict__ partial, int n) {
   double sum = 0;
   for (int j = static_cast<int>(threadIdx.x); j < n; j += blockDim.x) sum += partial[j];
-  sum = block_sum(sum);
+  return block_sum(sum);
+}
+
+__global__ void total_kernel(const double* __restrict__ partial, int n, double* total) {
+  const double sum = sum_partials(partial, n);
   if (threadIdx.x == 0) *total = sum;
 }
 
-__global__ void scale_kernel(const TensorTable<1> table, double factor) {
+// The norm and clip factor as clip_grad_norm computes them on the host (IEEE sqrt and division).
+__global__ void clip_factor_kernel(const double* __restrict__ partial, int n, double max_norm, double* norm,
+                                   double* factor) {
+  const double sum = sum_partials(partial, n);
+  if (threadIdx.x != 0) return;
+  *norm = sqrt(sum);
+  *factor = max_norm / (*norm + 1e-6);
+}
+
+// Scales by factor, or by *device_factor when that is given (then a factor >= 1 leaves x as it is).
+__global__ void scale_kernel(const TensorTable<1> table, double factor, const double* device_factor) {
+  if (device_factor) {
+    factor = *device_factor;
+    if (factor >= 1) return;
+  }
   int64_t begin, end;
   const int i = table_entry(table, begin, end);
   float* x = table.ptr[0][i];
@@ -95,6 +114,40 @@ __global__ void scale_kernel(const TensorTable<1> table, double factor) {
 template <int kPointers>
 unsigned grid_of(const TensorTable<kPointers>& table) {
   return static_cast<unsigned>(table.first_block[table.count]);
+}
+
+// Chunks of kChunkElements over every (f32) tensor: the blocks of squares_kernel.
+int64_t chunk_blocks(const char* op, std::span<const Tensor> tensors) {
+  int64_t blocks = 0;
+  for (const Tensor& t : tensors) {
+    require_f32(op, "every gradient", t.dtype);
+    blocks += (t.numel() + kChunkElements - 1) / kChunkElements;
+  }
+  return blocks;
+}
+
+void fill_table(std::span<const Tensor> tensors, size_t i, TensorTable<1>& table, int slot) {
+  table.numel[slot] = tensors[i].numel();
+  table.ptr[0][slot] = data<float>(tensors[i]);
+}
+
+// partial[block] = the sum of squares of each chunk.
+void queue_squares(std::span<const Tensor> tensors, double* partial) {
+  launch_over_tables<1>(
+      tensors.size(), [&](size_t i, TensorTable<1>& table, int slot) { fill_table(tensors, i, table, slot); },
+      [&](const TensorTable<1>& table, int first) {
+        squares_kernel<<<grid_of(table), kChunkThreads, 0, current_stream()>>>(table, first, partial);
+        PT_CUDA_CHECK_LAUNCH();
+      });
+}
+
+void queue_scale(std::span<const Tensor> tensors, double factor, const double* device_factor) {
+  launch_over_tables<1>(
+      tensors.size(), [&](size_t i, TensorTable<1>& table, int slot) { fill_table(tensors, i, table, slot); },
+      [&](const TensorTable<1>& table, int) {
+        scale_kernel<<<grid_of(table), kChunkThreads, 0, current_stream()>>>(table, factor, device_factor);
+        PT_CUDA_CHECK_LAUNCH();
+      });
 }
 
 }  // namespace
@@ -124,25 +177,14 @@ void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config,
 }
 
 double sum_of_squares(std::span<const Tensor> tensors) {
-  int64_t blocks = 0;
-  for (const Tensor& t : tensors) {
-    require_f32("global_norm", "every gradient", t.dtype);
-    blocks += (t.numel() + kChunkElements - 1) / kChunkElements;
-  }
+  const int64_t blocks = chunk_blocks("global_norm", tensors);
   if (blocks == 0) return 0;
   ScratchPlan plan;
   const size_t partial_at = plan.reserve<double>(blocks), total_at = plan.reserve<double>(1);
   plan.allocate();
   double* partial = plan.at<double>(partial_at);
   const cudaStream_t stream = current_stream();
-  const auto fill = [&](size_t i, TensorTable<1>& table, int slot) {
-    table.numel[slot] = tensors[i].numel();
-    table.ptr[0][slot] = data<float>(tensors[i]);
-  };
-  launch_over_tables<1>(tensors.size(), fill, [&](const TensorTable<1>& table, int first) {
-    squares_kernel<<<grid_of(table), kChunkThreads, 0, stream>>>(table, first, partial);
-    PT_CUDA_CHECK_LAUNCH();
-  });
+  queue_squares(tensors, partial);
   total_kernel<<<1, kTotalThreads, 0, stream>>>(partial, static_cast<int>(blocks), plan.at<double>(total_at));
   PT_CUDA_CHECK_LAUNCH();
   double total = 0;
@@ -154,14 +196,26 @@ double sum_of_squares(std::span<const Tensor> tensors) {
 
 void scale(std::span<const Tensor> tensors, double factor) {
   for (const Tensor& t : tensors) require_f32("clip_grad_norm", "every gradient", t.dtype);
-  const auto fill = [&](size_t i, TensorTable<1>& table, int slot) {
-    table.numel[slot] = tensors[i].numel();
-    table.ptr[0][slot] = data<float>(tensors[i]);
-  };
-  launch_over_tables<1>(tensors.size(), fill, [&](const TensorTable<1>& table, int) {
-    scale_kernel<<<grid_of(table), kChunkThreads, 0, current_stream()>>>(table, factor);
-    PT_CUDA_CHECK_LAUNCH();
-  });
+  queue_scale(tensors, factor, nullptr);
+}
+
+void clip_grad_norm_deferred(std::span<const Tensor> grads, double max_norm, const Tensor& norm) {
+  const int64_t blocks = chunk_blocks("clip_grad_norm_deferred", grads);
+  const cudaStream_t stream = current_stream();
+  if (blocks == 0) {  // no elements: the norm is 0 and nothing needs scaling
+    PT_CUDA_CHECK(cudaMemsetAsync(norm.data, 0, sizeof(double), stream));
+    return;
+  }
+  // The factor lives in scratch: only the scale kernels below read it, before the next op may reuse it.
+  ScratchPlan plan;
+  const size_t partial_at = plan.reserve<double>(blocks), factor_at = plan.reserve<double>(1);
+  plan.allocate();
+  double *partial = plan.at<double>(partial_at), *factor = plan.at<double>(factor_at);
+  queue_squares(grads, partial);
+  clip_factor_kernel<<<1, kTotalThreads, 0, stream>>>(partial, static_cast<int>(blocks), max_norm,
+                                                      data<double>(norm), factor);
+  PT_CUDA_CHECK_LAUNCH();
+  queue_scale(grads, 1.0, factor);
 }
 
 }  // namespace pt::ops::cuda

@@ -101,5 +101,64 @@ TEST(CudaCrossEntropy, TargetOutsideTheVocabularyIsAnError) {
   }
 }
 
+// cross_entropy_accumulate adds into sums on the device: two calls (one with its gradient, possibly in
+// place or off alignment, one for the loss alone) against the cpu backend in f64 on top of nonzero sums.
+void check_accumulate(DType dtype, int64_t T, int64_t V, bool in_place, int64_t offset = 0) {
+  SCOPED_TRACE(fmt::format("accumulate {} T={} V={} {} offset {}", dtype_name(dtype), T, V,
+                           in_place ? "in place" : "separate", offset));
+  const double grad_scale = 1.0 / 29;
+  std::vector<double> logits = rounded(random_values(T * V, 11, -8, 8), dtype),
+                      logits2 = rounded(random_values(T * V, 12, -6, 6), dtype);
+  std::vector<int32_t> targets = random_targets(T, V, 13), targets2 = random_targets(T, V, 14);
+  std::vector<double> dlogits(T * V);
+  const CrossEntropyResult want =
+      cross_entropy(view(logits, {T, V}), view(targets, {T}), grad_scale, view(dlogits, {T, V}));
+  const CrossEntropyResult want2 = cross_entropy(view(logits2, {T, V}), view(targets2, {T}), 1.0, Tensor());
+
+  const std::vector<double> start = {2.5, 7.0};
+  DeviceTensor d_logits = upload_shifted(logits, dtype, {T, V}, offset),
+               d_targets = upload_ints(targets, {T});
+  DeviceTensor d_logits2 = upload(logits2, dtype, {T, V}), d_targets2 = upload_ints(targets2, {T});
+  DeviceTensor d_grad = poisoned_shifted(dtype, {T, V}, offset), sums = upload_f64(start, {2});
+  const Tensor grad = in_place ? d_logits.t : d_grad.t;
+  cross_entropy_accumulate(d_logits.t, d_targets.t, grad_scale, grad, sums.t);
+  cross_entropy_accumulate(d_logits2.t, d_targets2.t, 1.0, Tensor(), sums.t);
+  const std::vector<double> got = download_f64(sums.t);
+  const double want_loss = start[0] + want.loss_sum + want2.loss_sum;
+  EXPECT_NEAR(got[0], want_loss, tolerance(DType::f32, true) * std::max(1.0, std::fabs(want_loss)));
+  EXPECT_EQ(got[1], start[1] + double(want.tokens + want2.tokens));
+  EXPECT_CLOSE(grad, dlogits, tolerance(dtype));
+}
+
+TEST(CudaCrossEntropyAccumulate, MatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (auto [T, V] : std::vector<std::pair<int64_t, int64_t>>{{1, 5}, {7, 1000}, {64, 32000}, {3, 32004}}) {
+      check_accumulate(dtype, T, V, false);
+      check_accumulate(dtype, T, V, true);
+    }
+    check_accumulate(dtype, 11, 32000, false, 1);
+    check_accumulate(dtype, 4, 1003, true, 1);
+  }
+}
+
+// The same kernels as cross_entropy: from zero sums the loss is bitwise the checking version's; no rows
+// leave the sums unchanged.
+TEST(CudaCrossEntropyAccumulate, EqualsCrossEntropyBitwise) {
+  SKIP_WITHOUT_GPU();
+  const int64_t T = 300, V = 32000;
+  DeviceTensor logits = upload(random_values(T * V, 15, -5, 5), DType::bf16, {T, V});
+  DeviceTensor targets = upload_ints(random_targets(T, V, 16), {T});
+  DeviceTensor sums = upload_f64({0.0, 0.0}, {2});
+  const CrossEntropyResult want = cross_entropy(logits.t, targets.t, 1.0, Tensor());
+  cross_entropy_accumulate(logits.t, targets.t, 1.0, Tensor(), sums.t);
+  const std::vector<double> got = download_f64(sums.t);
+  EXPECT_EQ(got[0], want.loss_sum);
+  EXPECT_EQ(got[1], double(want.tokens));
+  DeviceTensor empty_logits = poisoned(DType::bf16, {0, V}), empty_targets = upload_ints({}, {0});
+  cross_entropy_accumulate(empty_logits.t, empty_targets.t, 1.0, Tensor(), sums.t);
+  EXPECT_EQ(download_f64(sums.t), got);
+}
+
 }  // namespace
 }  // namespace pt::ops

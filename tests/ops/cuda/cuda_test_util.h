@@ -93,6 +93,20 @@ inline std::vector<double> download(const Tensor& t) {
   return out;
 }
 
+// f64 device tensors hold results the device accumulates for the host (loss sums, norms).
+inline DeviceTensor upload_f64(const std::vector<double>& v, std::initializer_list<int64_t> dims) {
+  DeviceTensor d{DeviceBuffer(v.size() * 8), {}};
+  d.t = d.buffer.view(DType::f64, dims);
+  d.buffer.upload(v.data(), v.size() * 8);
+  return d;
+}
+
+inline std::vector<double> download_f64(const Tensor& t) {
+  std::vector<double> out(static_cast<size_t>(t.numel()));
+  copy_bytes(out.data(), false, t.data, true, out.size() * 8);
+  return out;
+}
+
 // Raw bytes of a device tensor, for bitwise determinism checks.
 inline std::vector<unsigned char> download_bytes(const Tensor& t) {
   std::vector<unsigned char> bytes(static_cast<size_t>(t.bytes()));

@@ -3,6 +3,7 @@
 // gradients into an f32 table.
 #include "ops/embedding.h"
 
+#include <array>
 #include <random>
 
 #include "cuda_test_util.h"
@@ -88,6 +89,37 @@ TEST(CudaEmbedding, BackwardIsBitwiseReproducible) {
   const auto first = download_bytes(dtable.t);
   embedding_backward(ids.t, dout.t, dtable.t, Write::overwrite);
   EXPECT_EQ(download_bytes(dtable.t), first);
+}
+
+// ids_checked: the lookup without reading the check back, the same rows as the cpu's.
+TEST(CudaEmbedding, CheckedIdsLookupMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    for (auto [T, V, C] :
+         std::vector<std::array<int64_t, 3>>{{1, 1, 1}, {1000, 500, 77}, {4096, 32000, 768}}) {
+      SCOPED_TRACE(fmt::format("{} T={} V={} C={}", dtype_name(dtype), T, V, C));
+      std::vector<int32_t> ids = skewed_ids(T, V, 8);
+      std::vector<double> table = rounded(random_values(V * C, 9), dtype), out(T * C);
+      embedding_forward(view(ids, {T}), view(table, {V, C}), view(out, {T, C}), true);
+      DeviceTensor d_ids = upload_ints(ids, {T}), d_table = upload(table, dtype, {V, C});
+      DeviceTensor d_out = poisoned(dtype, {T, C});
+      embedding_forward(d_ids.t, d_table.t, d_out.t, true);
+      EXPECT_CLOSE(d_out.t, out, 0.0);
+    }
+  }
+}
+
+// With ids_checked a bad id is the caller's bug: nothing is reported, but its row is zeroed, not read
+// from outside the table.
+TEST(CudaEmbedding, CheckedIdsOutsideTheTableGiveZeroRows) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<double> table = random_values(4 * 3, 10);
+  DeviceTensor d_table = upload(table, DType::f32, {4, 3}), out = poisoned(DType::f32, {3, 3});
+  DeviceTensor ids = upload_ints({2, 4, -1}, {3});
+  embedding_forward(ids.t, d_table.t, out.t, true);
+  std::vector<double> want(9, 0.0);
+  for (int c = 0; c < 3; ++c) want[c] = double(float(table[2 * 3 + c]));
+  EXPECT_CLOSE(out.t, want, 0.0);
 }
 
 TEST(CudaEmbedding, IdOutsideTheTableIsAnError) {

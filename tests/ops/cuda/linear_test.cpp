@@ -62,6 +62,31 @@ TEST(CudaLinear, Bf16WithBf16WeightGradientMatchesCpu) {
   check_linear(DType::bf16, DType::bf16, {64, 768, 768}, Write::accumulate);
 }
 
+// With packing the token count M changes every step: cuBLASLt's algorithm is cached per bucket of the
+// token dimension (8 per power of two: 1000..1024 round up to 1024, 1025..1030 to 1152, 4097 to 4608) and
+// reused for every M of the bucket that cublasLtMatmulAlgoCheck accepts. Each M is checked against the cpu,
+// in an order where most shapes take an algorithm found for another M of their bucket.
+TEST(CudaLinear, TokenCountsSharingABucketMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  std::vector<int64_t> counts = {1030, 1024};
+  for (int64_t M = 1000; M <= 1030; ++M) counts.push_back(M);
+  for (int64_t M : {7919, 4097, 4100, 8000, 7, 1, 16, 17, 1001}) counts.push_back(M);
+  for (int64_t M : counts) check_linear(DType::bf16, DType::f32, {M, 192, 320}, Write::overwrite);
+  for (int64_t M : {1003, 1029, 1, 4097}) {
+    check_linear(DType::bf16, DType::f32, {M, 192, 320}, Write::accumulate);
+    check_linear(DType::bf16, DType::bf16, {M, 192, 320}, Write::overwrite);
+  }
+  for (int64_t M : {1030, 1000, 1017, 7, 7919})
+    check_linear(DType::f32, DType::f32, {M, 96, 160}, Write::overwrite);
+}
+
+// More exact shapes than the plan cache keeps (1024): it is emptied and refilled without changing results.
+TEST(CudaLinear, ManyTokenCountsOutgrowThePlanCache) {
+  SKIP_WITHOUT_GPU();
+  for (int64_t M = 1; M <= 400; ++M) check_linear(DType::bf16, DType::f32, {M, 24, 40}, Write::overwrite);
+  for (int64_t M : {1, 200, 400}) check_linear(DType::bf16, DType::f32, {M, 24, 40}, Write::overwrite);
+}
+
 // Views into an arena start at any element: cuBLASLt must get the real (small) alignment of each pointer.
 TEST(CudaLinear, UnalignedViewsMatchCpu) {
   SKIP_WITHOUT_GPU();

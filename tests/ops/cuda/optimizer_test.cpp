@@ -88,6 +88,46 @@ TEST(CudaGradNorm, NormAndClipMatchCpu) {
   EXPECT_NEAR(global_norm(gpu), 1.0, 1e-5);
 }
 
+// clip_grad_norm_deferred against the cpu clip_grad_norm, and bitwise against the cuda clip_grad_norm
+// (same reduction, sqrt and factor, computed on the device instead of the host), below and above max_norm.
+TEST(CudaGradNorm, DeferredClipMatchesCpuAndClipGradNorm) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<int64_t> sizes = tensor_sizes();
+  for (const bool clips : {false, true}) {
+    SCOPED_TRACE(clips ? "clipping" : "not clipping");
+    Tensors g = make(sizes, 600, -1, 1), reference = make(sizes, 600, -1, 1);
+    std::vector<Tensor> cpu, gpu, gpu_reference;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      cpu.push_back(view(g.host[i], {sizes[i]}));
+      gpu.push_back(g.device[i].t);
+      gpu_reference.push_back(reference.device[i].t);
+    }
+    const double max_norm = clips ? 1.0 : global_norm(cpu) * 2;
+    const double want = clip_grad_norm(cpu, max_norm), want_gpu = clip_grad_norm(gpu_reference, max_norm);
+    DeviceTensor norm = upload_f64({std::nan("")}, {1});
+    clip_grad_norm_deferred(gpu, max_norm, norm.t);
+    const double got = download_f64(norm.t)[0];
+    EXPECT_NEAR(got, want, 1e-12 * want);
+    EXPECT_EQ(got, want_gpu);
+    EXPECT_EQ(want > max_norm, clips);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      SCOPED_TRACE(fmt::format("tensor {}", i));
+      EXPECT_CLOSE(g.device[i].t, g.host[i], tolerance(DType::f32));
+      EXPECT_EQ(download_bytes(g.device[i].t), download_bytes(reference.device[i].t));
+    }
+  }
+}
+
+TEST(CudaGradNorm, DeferredClipOfNoElementsWritesZero) {
+  SKIP_WITHOUT_GPU();
+  DeviceTensor norm = upload_f64({-1.0}, {1}), empty = poisoned(DType::f32, {0});
+  clip_grad_norm_deferred(std::vector<Tensor>{}, 1.0, norm.t);
+  EXPECT_EQ(download_f64(norm.t)[0], 0.0);
+  norm.buffer.upload(std::vector<double>{-1.0}.data(), 8);
+  clip_grad_norm_deferred(std::vector<Tensor>{empty.t}, 1.0, norm.t);
+  EXPECT_EQ(download_f64(norm.t)[0], 0.0);
+}
+
 TEST(CudaGradNorm, AccumulatesInDouble) {
   SKIP_WITHOUT_GPU();
   // 2^24 + 16 ones: a float accumulator would stall at 2^24.
