@@ -1,5 +1,6 @@
-// Training throughput on the GPU: one optimizer step per batch (refresh the bf16 weights from the f32
-// master, forward and backward, gradient clipping, AdamW on device tensors) over synthetic SFT-like
+// Training throughput on the GPU: one optimizer step per batch, queued as the trainer queues it (refresh
+// the bf16 weights from the f32 master, forward and backward, gradient clipping, AdamW on device tensors,
+// the next batch staged meanwhile, one wait for the loss at the step's end) over synthetic SFT-like
 // batches (lognormal lengths around 330 tokens, up to 2048; vocab 32000), packed by padding and by
 // flatten. Reports real (non-pad) tokens per second, the device memory the step's arenas hold, the
 // flatten/padding throughput ratio, and MFU on real tokens against the H200's dense bf16 peak.
@@ -149,36 +150,53 @@ Result bench(const LlamaConfig& config, const std::vector<float>& init, const st
   const std::vector<Tensor> grad_list = {opt.grads};
   ops::AdamWConfig adamw;
   adamw.lr = 1e-4, adamw.weight_decay = 0.1;
+  std::vector<int64_t> targets;
+  for (const Batch& b : batches) {
+    int64_t n = 0;
+    for (int32_t t : shifted_targets(b)) n += t != kIgnoreLabel;
+    targets.push_back(std::max<int64_t>(1, n));
+  }
+  Arena stats(Device::cuda);
+  const int norm_slot = stats.reserve(DType::f64, {1});
+  stats.allocate();
 
-  // Returns the batch's mean loss; forward_backward adds to the gradients, so they start at zero.
-  auto step = [&](const Batch& b, int64_t n) {
-    int64_t targets = 0;
-    for (int32_t t : shifted_targets(b)) targets += t != kIgnoreLabel;
+  // The trainer's step: the batch was staged during the previous step (or now), the next one is staged
+  // while this one runs, and the host waits once, for the loss at the end. forward_backward adds to the
+  // gradients, so they start at zero. Returns the batch's mean loss.
+  std::optional<LlamaModel::StagedBatch> ahead;
+  std::vector<double> queue_s;  // host time to queue each step: below the step time, the GPU never waits
+  auto step = [&](size_t i, int64_t n, bool stage_next) {
+    const auto start = std::chrono::steady_clock::now();
+    const Batch& b = batches[i % batches.size()];
+    const LlamaModel::StagedBatch staged = ahead ? *ahead : model.stage(b);
     zero_bytes(opt.grads.data, true, static_cast<size_t>(opt.grads.bytes()));
     model.load_weights(opt.params);
     model.set_mvue_seed({1, n, 0});
-    const double loss =
-        model.forward_backward(b, opt.grads, 1.0 / static_cast<double>(std::max<int64_t>(1, targets)))
-            .loss_sum;
-    ops::clip_grad_norm(grad_list, 1.0);
+    model.forward_backward(staged, opt.grads, 1.0 / static_cast<double>(targets[i % batches.size()]));
+    ops::clip_grad_norm_deferred(grad_list, 1.0, stats.view(norm_slot));
     if (masks) masks->masked_decay(opt.params, sparsity.masked_decay, opt.grads);
     ops::adamw_step(opt.tensors, adamw, n);
-    return loss / static_cast<double>(std::max<int64_t>(1, targets));
+    ahead.reset();
+    if (stage_next) ahead = model.stage(batches[(i + 1) % batches.size()]);
+    queue_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    return model.take_loss().loss_sum / static_cast<double>(targets[i % batches.size()]);
   };
-  const double first_loss = step(batches[0], 1);  // warm-up: cuBLASLt plans, scratch buffers
+  const double first_loss = step(0, 1, false);  // warm-up: cuBLASLt plans, scratch buffers
   // The sparse GEMMs' autotuner decides once per token-count bucket: let it see every batch untimed.
   if (sparse)
-    for (size_t i = 1; i < batches.size(); ++i) step(batches[i], 1);
+    for (size_t i = 1; i < batches.size(); ++i) step(i, 1, false);
   cuda_synchronize();
+  queue_s.clear();
   double real = 0, processed = 0, flops = 0;
   std::vector<double> step_s, step_tokens_per_s;
   const auto t0 = std::chrono::steady_clock::now();
+  auto ts = t0;
   for (int i = 1; i <= steps; ++i) {
-    const auto ts = std::chrono::steady_clock::now();
     const Batch& b = batches[static_cast<size_t>(i) % batches.size()];
-    step(b, i + 1);
-    cuda_synchronize();
-    step_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count());
+    step(static_cast<size_t>(i), i + 1, i < steps);
+    const auto te = std::chrono::steady_clock::now();
+    step_s.push_back(std::chrono::duration<double>(te - ts).count());
+    ts = te;
     step_tokens_per_s.push_back(static_cast<double>(b.real_tokens) / step_s.back());
     real += static_cast<double>(b.real_tokens), processed += static_cast<double>(b.num_tokens());
     flops += training_flops(config, b);
@@ -190,10 +208,10 @@ Result bench(const LlamaConfig& config, const std::vector<float>& init, const st
   Result r{real / s, flops / s / kPeakFlops, bytes / (1 << 30)};
   const std::string label = std::string(strategy_name(strategy)) + (sparse ? "+2:4" : "");
   fmt::print(
-      "{:<5} {:>3} ex  {:<12} {:>7.0f} tok/batch ({:>3.0f}% real)  {:>8.1f} ms/step  {:>9.0f} real tok/s  "
-      "MFU {:>5.1f}%  arenas {:>6.1f} GiB\n",
+      "{:<5} {:>3} ex  {:<12} {:>7.0f} tok/batch ({:>3.0f}% real)  {:>8.1f} ms/step ({:>5.1f} ms to queue)  "
+      "{:>9.0f} real tok/s  MFU {:>5.1f}%  arenas {:>6.1f} GiB\n",
       preset, examples, label, processed / steps, 100 * real / processed, 1e3 * s / steps,
-      r.real_tokens_per_s, 100 * r.mfu, r.gib);
+      1e3 * median(queue_s), r.real_tokens_per_s, 100 * r.mfu, r.gib);
   if (out.json_lines) {
     json j = {{"bench", "train_gpu"},
               {"engine", "packtrain"},
@@ -208,6 +226,7 @@ Result bench(const LlamaConfig& config, const std::vector<float>& init, const st
               {"real_tokens_per_s", r.real_tokens_per_s},
               {"median_real_tokens_per_s", median(step_tokens_per_s)},
               {"median_step_ms", 1e3 * median(step_s)},
+              {"median_queue_ms", 1e3 * median(queue_s)},
               {"mfu_pct", 100 * r.mfu},
               {"arena_gib", r.gib},
               {"device_used_gib", cuda_memory_used_gib()},

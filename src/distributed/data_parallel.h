@@ -38,7 +38,7 @@
 //       (overlap, for more than one rank: during the last micro-batch, model.set_backward_progress calls
 //        dp.ready_from(offset) as each layer's backward finishes)
 //     dp.reduce_gradients();
-//     const double grad_norm = dp.clip_grad_norm(max_grad_norm);
+//     const double grad_norm = dp.clip_grad_norm(max_grad_norm);   (or _deferred, read after the step)
 //     sparse: dp.masked_decay(masks, lambda)
 //     dp.step(adamw, state.step);                      // AdamW on the owned masters
 //     const double loss = comm->sum_host({loss_sum})[0] * grad_scale;   // the same on every rank
@@ -109,6 +109,10 @@ class DataParallelOptimizer {
   // The global L2 norm of the summed gradients; scales them by min(1, max_norm / (norm + 1e-6)) as
   // ops::clip_grad_norm does. Returns the norm before clipping, the same on every rank.
   double clip_grad_norm(double max_norm);
+  // The same with the norm left on the device in norm (f64 [1] on the gradients' device) for a later read:
+  // without ZeRO-1 the host does not wait here (ops::clip_grad_norm_deferred); with it, it does (the sum
+  // over ranks' shards is a host collective).
+  void clip_grad_norm_deferred(double max_norm, const Tensor& norm);
   // grads += lambda (1 - mask) W on the owned range of the sparse linears (FfnMasks::masked_decay): the
   // gradients outside it are not summed here and AdamW does not read them.
   void masked_decay(const FfnMasks& masks, double lambda);

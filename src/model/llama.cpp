@@ -18,38 +18,7 @@ namespace pt {
 
 using ops::Write;
 
-std::vector<int32_t> shifted_targets(const Batch& batch) {
-  std::vector<int32_t> targets(batch.labels.size(), kIgnoreLabel);
-  for (size_t t = 0; t + 1 < batch.labels.size(); ++t)
-    if ((t + 1) % static_cast<size_t>(batch.row_len) != 0) targets[t] = batch.labels[t + 1];
-  return targets;
-}
-
 namespace {
-
-// The batch's segment table as attention reads it, checked on the host once per batch (so the attention
-// kernels need not report it back); a packer bug surfaces here as an error, not as wrong attention.
-void check_segments(const Batch& batch) {
-  const auto& cu = batch.cu_seqlens;
-  const int64_t T = batch.num_tokens();
-  if (cu.size() < 2 || cu.front() != 0 || cu.back() != T)
-    fail("batch: cu_seqlens must run from 0 to the batch's {} tokens in at least one segment (it has {} "
-         "entries, {} .. {}); the packer that built it is at fault",
-         T, cu.size(), cu.empty() ? 0 : cu.front(), cu.empty() ? 0 : cu.back());
-  for (size_t s = 1; s < cu.size(); ++s)
-    if (cu[s] < cu[s - 1])
-      fail("batch: cu_seqlens decreases at segment {} ({} after {}); the packer that built it is at fault",
-           s - 1, cu[s], cu[s - 1]);
-  // Rows that are exactly one segment each give attention their real lengths (LlamaModel::upload).
-  if (cu.size() - 1 != static_cast<size_t>(batch.rows)) return;
-  if (batch.row_real_len.size() != cu.size() - 1)
-    fail("batch: {} row lengths for {} rows; the packer that built it is at fault", batch.row_real_len.size(),
-         batch.rows);
-  for (size_t s = 0; s + 1 < cu.size(); ++s)
-    if (batch.row_real_len[s] < 0 || batch.row_real_len[s] > cu[s + 1] - cu[s])
-      fail("batch: row {} has {} real tokens, outside [0, {}]; the packer that built it is at fault", s,
-           batch.row_real_len[s], cu[s + 1] - cu[s]);
-}
 
 // The cpu backend computes in f32 or f64; the cuda one in bf16, with attention kernels for two head dims.
 void check_precision(const LlamaConfig& config, Device device, DType dtype) {
@@ -67,31 +36,32 @@ void check_precision(const LlamaConfig& config, Device device, DType dtype) {
   }
 }
 
+// The config, validated and computable on the device in the dtype (before anything is allocated).
+LlamaConfig checked(const LlamaConfig& config, Device device, DType dtype) {
+  config.validate("model config");
+  check_precision(config, device, dtype);
+  return config;
+}
+
 }  // namespace
 
 LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device device, DType dtype,
                        const SparsityConfig& sparsity)
-    : config_(config),
+    : config_(checked(config, device, dtype)),
       layout_(config),
       max_tokens_(max_tokens),
       dtype_(dtype),
       arena_(device),
       weight_copy_(device),
       sparse_copy_(device),
-      dense_dw_(sparsity.dense_dw) {
-  config_.validate("model config");
-  check_precision(config_, device, dtype);
+      dense_dw_(sparsity.dense_dw),
+      inputs_(device, max_tokens, config.vocab_size) {
   const int64_t T = max_tokens, C = config.hidden_size, F = config.intermediate_size, D = config.head_dim;
   const int64_t H = config.num_attention_heads, Hkv = config.num_key_value_heads, V = config.vocab_size;
   // Per-token statistics (RMSNorm rstd, attention lse) are kept in the master dtype: f32 beside bf16.
   auto real = [&](std::initializer_list<int64_t> shape) { return arena_.reserve(dtype, shape); };
   auto stat = [&](std::initializer_list<int64_t> shape) { return arena_.reserve(master_dtype(), shape); };
-  auto ints = [&](std::initializer_list<int64_t> shape) { return arena_.reserve(DType::i32, shape); };
-  ids_ = ints({T});
-  positions_ = ints({T});
-  targets_ = ints({T});
-  cu_seqlens_ = ints({T + 1});
-  valid_lens_ = ints({T});
+  loss_sums_slot_ = arena_.reserve(DType::f64, {2});
   for (int l = 0; l < config.num_hidden_layers; ++l) {
     layers_.push_back({real({T, C}), stat({T}), real({T, C}), real({T, H, D}), real({T, Hkv, D}),
                        real({T, Hkv, D}), real({T, H, D}), stat({H, T}), real({T, C}), stat({T}),
@@ -111,6 +81,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device dev
   dv_ = real({T, Hkv, D});
   dattn_ = real({T, H, D});
   arena_.allocate();
+  loss_sums_ = arena_.view(loss_sums_slot_);
   if (sparsity.enabled) build_sparse(sparsity);
 }
 
@@ -228,12 +199,12 @@ void LlamaModel::refresh_sparse(const Tensor& source) {
   }
 }
 
-Tensor LlamaModel::logits() const { return arena_.view(logits_, {tokens_, config_.vocab_size}); }
+Tensor LlamaModel::logits() const { return arena_.view(logits_, {in_.tokens, config_.vocab_size}); }
 
 void LlamaModel::copy_logits_row(int64_t t, std::span<float> out) const {
   const int64_t V = config_.vocab_size;
-  if (t < 0 || t >= tokens_)
-    fail("copy_logits_row: row {} is outside the last batch's {} tokens", t, tokens_);
+  if (t < 0 || t >= in_.tokens)
+    fail("copy_logits_row: row {} is outside the last batch's {} tokens", t, in_.tokens);
   if (static_cast<int64_t>(out.size()) != V)
     fail("copy_logits_row: the output holds {} values, the vocabulary has {}", out.size(), V);
   // The row's logits on the host in the model's dtype, then widened or narrowed to f32.
@@ -247,29 +218,10 @@ void LlamaModel::copy_logits_row(int64_t t, std::span<float> out) const {
     ops::cast(host_row, Tensor::of(out.data(), {V}));
 }
 
-void LlamaModel::upload(const Batch& batch) {
+void LlamaModel::begin_pass(const StagedBatch& batch) {
   if (weights_.empty())
     fail("the model has no weights: call load_weights(master_params) or use_working_weights before a pass");
-  const int64_t T = batch.num_tokens();
-  if (T > max_tokens_)
-    fail("a batch of {} tokens exceeds the model's activation arena ({} tokens); lower the batch size", T,
-         max_tokens_);
-  if (T == 0) fail("empty batch");
-  check_segments(batch);
-  tokens_ = T;
-  segments_ = static_cast<int64_t>(batch.cu_seqlens.size()) - 1;
-  // When every row is exactly one attention segment (padding, concat), its pad tail is skipped by
-  // giving attention each segment's real length; other strategies keep pads in segments of their own.
-  use_valid_lens_ = segments_ == batch.rows;
-  const bool gpu = arena_.device() == Device::cuda;
-  auto put = [&](int handle, const std::vector<int32_t>& v) {
-    copy_bytes(arena_.view(handle).data, gpu, v.data(), false, v.size() * sizeof(int32_t));
-  };
-  put(ids_, batch.input_ids);
-  put(positions_, batch.position_ids);
-  put(targets_, shifted_targets(batch));
-  put(cu_seqlens_, batch.cu_seqlens);
-  if (use_valid_lens_) put(valid_lens_, batch.row_real_len);
+  in_ = inputs_.acquire(batch);
 }
 
 ops::AttentionParams LlamaModel::attention_params(const LayerActs& a, int64_t T) const {
@@ -277,11 +229,11 @@ ops::AttentionParams LlamaModel::attention_params(const LayerActs& a, int64_t T)
   ops::AttentionParams p{arena_.view(a.q, {T, H, D}),
                          arena_.view(a.k, {T, Hkv, D}),
                          arena_.view(a.v, {T, Hkv, D}),
-                         arena_.view(cu_seqlens_, {segments_ + 1}),
-                         use_valid_lens_ ? arena_.view(valid_lens_, {segments_}) : Tensor(),
+                         in_.cu_seqlens,
+                         in_.valid_lens,
                          arena_.view(a.attn, {T, H, D}),
                          arena_.view(a.lse, {H, T})};
-  p.segments_checked = true;  // by upload
+  p.segments_checked = true;  // by BatchInputs::stage
   return p;
 }
 
@@ -289,11 +241,9 @@ void LlamaModel::run_forward(int64_t T) {
   const auto& c = config_;
   const int64_t C = c.hidden_size, F = c.intermediate_size, D = c.head_dim, V = c.vocab_size;
   const int64_t H = c.num_attention_heads, Hkv = c.num_key_value_heads;
-  Tensor ids = arena_.view(ids_, {T}), pos = arena_.view(positions_, {T});
-
   Tensor first_in =
       layers_.empty() ? arena_.view(final_in_, {T, C}) : arena_.view(layers_[0].resid_in, {T, C});
-  ops::embedding_forward(ids, weight(layout_.embedding(), {V, C}), first_in);
+  ops::embedding_forward(in_.ids, weight(layout_.embedding(), {V, C}), first_in, /*ids_checked=*/true);
   for (size_t l = 0; l < layers_.size(); ++l) {
     const LayerActs& a = layers_[l];
     const LayerParams& w = layout_.layer(static_cast<int>(l));
@@ -304,7 +254,7 @@ void LlamaModel::run_forward(int64_t T) {
     ops::linear_forward(xn1, weight(w.wq, {H * D, C}), arena_.view(a.q, {T, H * D}));
     ops::linear_forward(xn1, weight(w.wk, {Hkv * D, C}), arena_.view(a.k, {T, Hkv * D}));
     ops::linear_forward(xn1, weight(w.wv, {Hkv * D, C}), arena_.view(a.v, {T, Hkv * D}));
-    ops::rope_forward_qk(q, k, pos, c.rope_theta, q, k);
+    ops::rope_forward_qk(q, k, in_.positions, c.rope_theta, q, k);
     ops::attention_forward(attention_params(a, T));
     ops::copy(x, mid);
     ops::linear_forward(arena_.view(a.attn, {T, H * D}), weight(w.wo, {C, H * D}), mid, Write::accumulate);
@@ -341,25 +291,46 @@ LossSum LlamaModel::forward_backward(const Batch& batch, const Tensor& params, c
 }
 
 LossSum LlamaModel::forward(const Batch& batch) {
-  upload(batch);
-  run_forward(tokens_);
-  auto ce = ops::cross_entropy(logits(), arena_.view(targets_, {tokens_}), 1.0, Tensor());
-  return {ce.loss_sum, ce.tokens};
+  if (passes_pending_ > 0) fail("forward: take_loss() the queued passes' loss first");
+  const StagedBatch staged = inputs_.stage_now(batch);
+  begin_pass(staged);
+  run_forward(in_.tokens);
+  loss(1.0, false);
+  inputs_.release(staged);
+  return take_loss();
 }
 
 LossSum LlamaModel::forward_backward(const Batch& batch, const Tensor& grads, double grad_scale) {
+  if (passes_pending_ > 0) fail("forward_backward: take_loss() the queued passes' loss first");
+  forward_backward(inputs_.stage_now(batch), grads, grad_scale);
+  return take_loss();
+}
+
+void LlamaModel::loss(double grad_scale, bool backward) {
+  ops::cross_entropy_accumulate(logits(), in_.targets, grad_scale, backward ? logits() : Tensor(), loss_sums_);
+  ++passes_pending_;
+}
+
+LossSum LlamaModel::take_loss() {
+  double sums[2] = {0, 0};
+  copy_bytes(sums, false, loss_sums_.data, device() == Device::cuda, sizeof sums);
+  zero_bytes(loss_sums_.data, device() == Device::cuda, sizeof sums);
+  passes_pending_ = 0;
+  return {sums[0], static_cast<int64_t>(sums[1])};
+}
+
+void LlamaModel::forward_backward(const StagedBatch& batch, const Tensor& grads, double grad_scale) {
   check_master("gradients", grads);
-  upload(batch);
-  const int64_t T = tokens_;
+  begin_pass(batch);
+  const int64_t T = in_.tokens;
   run_forward(T);
   const auto& c = config_;
   const int64_t C = c.hidden_size, F = c.intermediate_size, D = c.head_dim, V = c.vocab_size;
   const int64_t H = c.num_attention_heads, Hkv = c.num_key_value_heads;
-  Tensor pos = arena_.view(positions_, {T});
   Tensor dx = arena_.view(dx_, {T, C}), dtmp = arena_.view(dtmp_, {T, C}), dxn = arena_.view(dxn_, {T, C});
 
   // The logits buffer becomes dlogits in place: no second [T, V] buffer.
-  auto ce = ops::cross_entropy(logits(), arena_.view(targets_, {T}), grad_scale, logits());
+  loss(grad_scale, true);
   ops::linear_backward(logits(), arena_.view(xn_f_, {T, C}), weight(layout_.lm_head(), {V, C}), dxn,
                        Write::overwrite, param(grads, layout_.lm_head(), {V, C}), Write::accumulate);
   ops::rmsnorm_backward(dxn, arena_.view(final_in_, {T, C}), weight(layout_.final_norm(), {C}),
@@ -404,7 +375,7 @@ LossSum LlamaModel::forward_backward(const Batch& batch, const Tensor& grads, do
                          arena_.view(dattn_, {T, H * D}), Write::overwrite, param(grads, w.wo, {C, H * D}),
                          Write::accumulate);
     ops::attention_backward(attention_params(a, T), {arena_.view(dattn_, {T, H, D}), dq, dk, dv});
-    ops::rope_backward_qk(dq, dk, pos, c.rope_theta, dq, dk);
+    ops::rope_backward_qk(dq, dk, in_.positions, c.rope_theta, dq, dk);
     Tensor xn1 = arena_.view(a.xn1, {T, C});
     ops::linear_backward(arena_.view(dq_, {T, H * D}), xn1, weight(w.wq, {H * D, C}), dxn, Write::overwrite,
                          param(grads, w.wq, {H * D, C}), Write::accumulate);
@@ -417,10 +388,9 @@ LossSum LlamaModel::forward_backward(const Batch& batch, const Tensor& grads, do
     ops::add(dtmp, dx);
     report(w.attn_norm);
   }
-  ops::embedding_backward(arena_.view(ids_, {T}), dx, param(grads, layout_.embedding(), {V, C}),
-                          Write::accumulate);
+  ops::embedding_backward(in_.ids, dx, param(grads, layout_.embedding(), {V, C}), Write::accumulate);
+  inputs_.release(batch);
   report(0);
-  return {ce.loss_sum, ce.tokens};
 }
 
 }  // namespace pt

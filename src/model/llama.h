@@ -18,6 +18,7 @@
 #include "core/arena.h"
 #include "core/tensor.h"
 #include "data/packing/batch.h"
+#include "model/batch_inputs.h"
 #include "model/config.h"
 #include "model/parameters.h"
 #include "model/sparsity.h"
@@ -38,10 +39,6 @@ struct LossSum {
   double loss_sum = 0;  // sum of -log p over targets
   int64_t tokens = 0;   // targets counted
 };
-
-// Targets aligned with the logits, from HF-convention labels: target[t] = labels[t + 1] within a row,
-// -100 at the last token of every row (nothing follows it there).
-std::vector<int32_t> shifted_targets(const Batch& batch);
 
 class LlamaModel {
  public:
@@ -84,9 +81,20 @@ class LlamaModel {
   // The MVUE draws that prune the sparse linears' output gradients in the following forward_backward.
   void set_mvue_seed(const MvueSeed& seed) { mvue_seed_ = seed; }
 
-  // Loss of one micro-batch with the loaded weights; gradients of (loss_sum * grad_scale) are ADDED to
-  // grads (flat, layout order, master dtype, on the model's device), so micro-batches accumulate.
-  // grad_scale is 1 / (targets of the whole optimizer step).
+  // Batches run in two steps so that the host never waits for the device in between: stage() checks a
+  // batch on the host and starts copying it to the device (model/batch_inputs.h), and a pass on the staged
+  // batch queues its work. Stage the next batch while a pass runs to hide its copy.
+  using StagedBatch = BatchInputs::Ticket;
+  StagedBatch stage(const Batch& batch) { return inputs_.stage(batch); }
+  // Loss and gradients of one staged micro-batch with the loaded weights. Gradients of (loss_sum *
+  // grad_scale) are ADDED to grads (flat, layout order, master dtype, on the model's device), so
+  // micro-batches accumulate; grad_scale is 1 / (targets of the whole optimizer step). The loss is summed
+  // on the device: take_loss() reads it.
+  void forward_backward(const StagedBatch& batch, const Tensor& grads, double grad_scale);
+  // The loss summed over the passes since the last take_loss (this waits for them), then cleared.
+  LossSum take_loss();
+  // One pass on a batch staged for it, loss returned (evaluation, tests): stage, pass, take_loss. There
+  // must be no pass whose loss is not taken yet.
   LossSum forward_backward(const Batch& batch, const Tensor& grads, double grad_scale);
   LossSum forward(const Batch& batch);
   // Progress of the backward passes that follow (empty: none reported): called after the LM head and final
@@ -100,7 +108,6 @@ class LlamaModel {
   // Shorthands for load_weights(params) and then the pass.
   LossSum forward_backward(const Batch& batch, const Tensor& params, const Tensor& grads, double grad_scale);
   LossSum forward(const Batch& batch, const Tensor& params);
-
   // Logits [tokens, vocab] of the last forward on the model's device, in its dtype (valid until the next
   // call; forward_backward overwrites them with their gradient).
   Tensor logits() const;
@@ -131,10 +138,13 @@ class LlamaModel {
   void refresh_sparse(const Tensor& source);
   // The layer's linear as it runs now: sparse while masks are set, else nullptr (dense).
   const ops::SparseLinear* sparse(size_t layer, FfnLinear which) const;
-  void upload(const Batch& batch);
-  // The attention inputs of one layer for the uploaded batch of T tokens.
+  // The pass's inputs: the staged batch's, acquired (its copy ordered before the pass's kernels).
+  void begin_pass(const StagedBatch& batch);
+  // The attention inputs of one layer for the pass's batch of T tokens.
   ops::AttentionParams attention_params(const LayerActs& a, int64_t T) const;
   void run_forward(int64_t T);
+  // The loss of the pass's logits added to loss_sums_; dlogits in place of the logits when backward.
+  void loss(double grad_scale, bool backward);
   void check_master(const char* what, const Tensor& t) const;
   // A parameter tensor inside a flat buffer (weights or gradients) at an element offset.
   static Tensor param(const Tensor& flat, int64_t offset, std::initializer_list<int64_t> shape);
@@ -158,11 +168,13 @@ class LlamaModel {
   MvueSeed mvue_seed_;
   std::function<void(int64_t)> backward_progress_;
   bool dense_dw_ = false;
+  BatchInputs inputs_;
+  BatchInputs::View in_;  // the current pass's inputs
+  Tensor loss_sums_;      // f64 [2] on the device: loss_sum, tokens since the last take_loss
+  int passes_pending_ = 0;
   std::vector<LayerActs> layers_;
-  int ids_, positions_, targets_, cu_seqlens_, valid_lens_, final_in_, rstd_f_, xn_f_, logits_;
+  int final_in_, rstd_f_, xn_f_, logits_, loss_sums_slot_;
   int dx_, dtmp_, dxn_, dact_, dh_, dq_, dk_, dv_, dattn_;
-  int64_t segments_ = 0, tokens_ = 0;
-  bool use_valid_lens_ = false;
 };
 
 }  // namespace pt

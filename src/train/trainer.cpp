@@ -63,12 +63,24 @@ Device resolve_device(const std::string& name) {
   fail("--device must be auto, cpu or cuda (got \"{}\")", name);
 }
 
-// One optimizer step's micro-batches (this rank's) and the counts the loss normaliser and the log need.
+// One optimizer step's micro-batches (this rank's), the counts the loss normaliser and the log need, and
+// the data position after them.
 struct StepBatches {
   std::vector<Batch> micro;
   int64_t targets = 0, real_tokens = 0, processed_tokens = 0;
   int64_t global_real_tokens = 0;  // of every rank
   double flops = 0;
+  int64_t epoch = 0, batches_in_epoch = 0;
+  std::optional<int64_t> position;
+
+  // Into the trainer state once the step is done.
+  void record(TrainerState& state) const {
+    state.epoch = epoch;
+    if (position)
+      state.position = position;
+    else
+      state.batches_in_epoch = batches_in_epoch;
+  }
 };
 
 StepBatches counted(std::vector<Batch> micro, const LlamaConfig& config) {
@@ -85,7 +97,8 @@ StepBatches counted(std::vector<Batch> micro, const LlamaConfig& config) {
 }
 
 // The steps of a run: a single process's batch stream (grad_accum batches a step), or this rank's share
-// of each global step (data parallel). Either records its position in the trainer state.
+// of each global step (data parallel). It reads one step ahead on request (peek), so the trainer can stage
+// the next step's first micro-batch while the current step runs.
 class StepSource {
  public:
   StepSource(const DatasetSplit& split, const PackingOptions& packing, int32_t grad_accum,
@@ -98,32 +111,40 @@ class StepSource {
       batches_.emplace(split, packing, state.epoch, state.batches_in_epoch);
   }
 
+  const StepBatches& peek(const LlamaConfig& config) {
+    if (!ahead_) ahead_ = fetch(config);
+    return *ahead_;
+  }
+
   StepBatches next(const LlamaConfig& config) {
+    peek(config);
+    StepBatches s = std::move(*ahead_);
+    ahead_.reset();
+    return s;
+  }
+
+ private:
+  StepBatches fetch(const LlamaConfig& config) {
     if (batches_) {
       std::vector<Batch> micro;
       for (int32_t i = 0; i < grad_accum_; ++i) micro.push_back(batches_->next());
-      return counted(std::move(micro), config);
+      StepBatches s = counted(std::move(micro), config);
+      s.epoch = batches_->epoch();
+      s.batches_in_epoch = batches_->batches_in_epoch();
+      return s;
     }
     dist::RankStep step = steps_->next();
     StepBatches s = counted(std::move(step.micro), config);
     s.global_real_tokens = step.global_real_tokens();
+    s.epoch = steps_->epoch();
+    s.position = steps_->position();
     return s;
   }
 
-  void record(TrainerState& state) const {
-    if (batches_) {
-      state.epoch = batches_->epoch();
-      state.batches_in_epoch = batches_->batches_in_epoch();
-    } else {
-      state.epoch = steps_->epoch();
-      state.position = steps_->position();
-    }
-  }
-
- private:
   int32_t grad_accum_;
   std::optional<BatchStream> batches_;
   std::optional<dist::RankStepStream> steps_;
+  std::optional<StepBatches> ahead_;
 };
 
 void check_train_config(const TrainConfig& tc) {
@@ -347,6 +368,13 @@ TrainResult train(const TrainConfig& tc) {
   // This invocation ends at last_step: the run's end, or earlier with --stop-after (to resume later).
   const int64_t first_step = state.step;
   const int64_t last_step = tc.stop_after > 0 ? std::min(tc.steps, first_step + tc.stop_after) : tc.steps;
+  // The step's gradient norm stays on the device until the step's end: the host queues a whole step
+  // without waiting for the device, and reads the loss and the norm once at its end.
+  Arena step_stats(device);
+  const int norm_slot = step_stats.reserve(DType::f64, {1});
+  step_stats.allocate();
+  const Tensor grad_norm_dev = step_stats.view(norm_slot);
+  std::optional<LlamaModel::StagedBatch> staged_ahead;  // the next step's first micro-batch
   const auto run_start = Clock::now();
   if (state.step == 0) validate();
   comm->take_stats();  // collectives of the setup do not count in the first step
@@ -363,7 +391,7 @@ TrainResult train(const TrainConfig& tc) {
     prepare_sparsity(state.step);
     refresh_weights();
     grads.zero();
-    double loss_sum = 0;
+    LlamaModel::StagedBatch staged = staged_ahead ? *staged_ahead : model.stage(batches.micro[0]);
     for (size_t i = 0; i < batches.micro.size(); ++i) {
       const auto micro = static_cast<int64_t>(i) * comm->size() + comm->rank();
       model.set_mvue_seed({state.seed, state.step, micro});
@@ -371,7 +399,8 @@ TrainResult train(const TrainConfig& tc) {
       // are final (one process has nothing to reduce).
       if (overlap && i + 1 == batches.micro.size())
         model.set_backward_progress([&](int64_t offset) { dp.ready_from(offset); });
-      loss_sum += model.forward_backward(batches.micro[i], grads.view, grad_scale).loss_sum;
+      model.forward_backward(staged, grads.view, grad_scale);
+      if (i + 1 < batches.micro.size()) staged = model.stage(batches.micro[i + 1]);  // copied during the pass
     }
     model.set_backward_progress({});
     // 3. Sum the gradients over ranks, clip, then masked decay on the sparse linears' pruned weights. The
@@ -382,7 +411,7 @@ TrainResult train(const TrainConfig& tc) {
     if (lead && overlap && state.step == first_step)
       log_info("gradient reduction: {} of {} buckets started during the backward pass",
                dp.reducer().started_early(), dp.reducer().buckets().size());
-    const double grad_norm = dp.clip_grad_norm(tc.max_grad_norm);
+    dp.clip_grad_norm_deferred(tc.max_grad_norm, grad_norm_dev);
     if (const double lambda = schedule.decay_at(state.step); model.sparse_active() && lambda > 0)
       dp.masked_decay(*masks, lambda);
     // 4. Step, and advance the state a checkpoint records.
@@ -391,8 +420,14 @@ TrainResult train(const TrainConfig& tc) {
     adamw.lr = lr.at(state.step);
     dp.step(adamw, state.step);
     weights_current = false;
+    // While the device runs the step: the next step's batches, and its first micro-batch's copy queued.
+    staged_ahead.reset();
+    if (state.step < last_step) staged_ahead = model.stage(source.peek(config).micro[0]);
+    const double loss_sum = model.take_loss().loss_sum;  // waits for the step
+    double grad_norm = 0;
+    copy_bytes(&grad_norm, false, grad_norm_dev.data, device == Device::cuda, sizeof grad_norm);
     const double loss = comm->sum_host(std::span<const double>(&loss_sum, 1))[0] * grad_scale;
-    source.record(state);
+    batches.record(state);
     state.tokens_seen += batches.global_real_tokens;
     // 5. Log, validate, save.
     const double step_s = std::chrono::duration<double>(Clock::now() - t0).count();

@@ -6,10 +6,12 @@
 // (token ids, targets) wait for it.
 #pragma once
 
+#include <memory>
 #include <span>
 
 #include "ops/adamw.h"
 #include "ops/cross_entropy.h"
+#include "ops/upload.h"
 #include "ops/write_mode.h"
 
 namespace pt::ops::cuda {
@@ -59,5 +61,8 @@ int64_t mask_flips(const Tensor& a, const Tensor& b);
 void apply_mask(const Tensor& w, const Tensor& mask, const Tensor& out);
 void masked_decay(const Tensor& w, const Tensor& mask, double lambda, const Tensor& grad);
 void mvue24(const Tensor& g, uint64_t seed, const Tensor& out);
+
+// ops/upload.h's slot: pinned staging and a copy on copy_stream(), ordered by events.
+std::unique_ptr<UploadSlot::Impl> make_upload(size_t bytes);
 
 }  // namespace pt::ops::cuda

@@ -8,6 +8,10 @@ namespace pt::ops::cuda {
 
 cudaStream_t current_stream();
 
+// The side stream of host-to-device input copies (ops/upload.h): non-blocking, so it never waits on the
+// default stream implicitly; events order it.
+cudaStream_t copy_stream();
+
 // Waits for the current stream, e.g. before the host reads a result copied back from the device.
 void sync_current_stream();
 

@@ -1,0 +1,131 @@
+#include "model/batch_inputs.h"
+
+#include "core/error.h"
+
+#include <algorithm>
+
+namespace pt {
+
+std::vector<int32_t> shifted_targets(const Batch& batch) {
+  std::vector<int32_t> targets(batch.labels.size(), kIgnoreLabel);
+  for (size_t t = 0; t + 1 < batch.labels.size(); ++t)
+    if ((t + 1) % static_cast<size_t>(batch.row_len) != 0) targets[t] = batch.labels[t + 1];
+  return targets;
+}
+
+namespace {
+
+// The segment table as attention reads it; a packer bug surfaces here as an error, not as wrong attention.
+void check_segments(const Batch& batch) {
+  const auto& cu = batch.cu_seqlens;
+  const int64_t T = batch.num_tokens();
+  if (cu.size() < 2 || cu.front() != 0 || cu.back() != T)
+    fail("batch: cu_seqlens must run from 0 to the batch's {} tokens in at least one segment (it has {} "
+         "entries, {} .. {}); the packer that built it is at fault",
+         T, cu.size(), cu.empty() ? 0 : cu.front(), cu.empty() ? 0 : cu.back());
+  for (size_t s = 1; s < cu.size(); ++s)
+    if (cu[s] < cu[s - 1])
+      fail("batch: cu_seqlens decreases at segment {} ({} after {}); the packer that built it is at fault",
+           s - 1, cu[s], cu[s - 1]);
+  // Rows that are exactly one segment each give attention their real lengths.
+  if (cu.size() - 1 != static_cast<size_t>(batch.rows)) return;
+  if (batch.row_real_len.size() != cu.size() - 1)
+    fail("batch: {} row lengths for {} rows; the packer that built it is at fault", batch.row_real_len.size(),
+         batch.rows);
+  for (size_t s = 0; s + 1 < cu.size(); ++s)
+    if (batch.row_real_len[s] < 0 || batch.row_real_len[s] > cu[s + 1] - cu[s])
+      fail("batch: row {} has {} real tokens, outside [0, {}]; the packer that built it is at fault", s,
+           batch.row_real_len[s], cu[s + 1] - cu[s]);
+}
+
+void check_sizes(const Batch& batch) {
+  const auto T = static_cast<size_t>(batch.num_tokens());
+  if (batch.input_ids.size() != T || batch.labels.size() != T || batch.position_ids.size() != T)
+    fail("batch: {} rows of {} tokens but {} ids, {} labels and {} position ids; the packer that built it is "
+         "at fault",
+         batch.rows, batch.row_len, batch.input_ids.size(), batch.labels.size(), batch.position_ids.size());
+}
+
+// A slot's ints: ids, positions and targets [T] each, cu_seqlens [T + 1], valid lengths [T], for the
+// model's T = max_tokens.
+int64_t slot_ints(int64_t T) { return 5 * T + 1; }
+
+}  // namespace
+
+BatchInputs::BatchInputs(Device device, int64_t max_tokens, int64_t vocab_size)
+    : max_tokens_(max_tokens), vocab_size_(vocab_size), arena_(device) {
+  for (Slot& s : slots_) {
+    s.handle = arena_.reserve(DType::i32, {slot_ints(max_tokens)});
+    s.upload = std::make_unique<ops::UploadSlot>(device, static_cast<size_t>(slot_ints(max_tokens)) * 4);
+  }
+  arena_.allocate();
+}
+
+BatchInputs::Ticket BatchInputs::stage(const Batch& batch) {
+  const int slot = next_ahead_;
+  next_ahead_ = (next_ahead_ + 1) % kAheadSlots;
+  return stage_into(slot, batch);
+}
+
+BatchInputs::Ticket BatchInputs::stage_now(const Batch& batch) { return stage_into(kNowSlot, batch); }
+
+BatchInputs::Ticket BatchInputs::stage_into(int slot, const Batch& batch) {
+  const int64_t T = batch.num_tokens(), Tm = max_tokens_;
+  if (T == 0) fail("empty batch");
+  if (T > Tm)
+    fail("a batch of {} tokens exceeds the model's activation arena ({} tokens); lower the batch size", T,
+         Tm);
+  check_sizes(batch);
+  check_segments(batch);
+  Slot& s = slots_[static_cast<size_t>(slot)];
+  auto* host = reinterpret_cast<int32_t*>(s.upload->host());
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t id = batch.input_ids[static_cast<size_t>(t)];
+    if (id < 0 || id >= vocab_size_)
+      fail("batch: token {} has id {}, outside the model's vocabulary of {}; check the tokenizer's vocab size "
+           "against the model's",
+           t, id, vocab_size_);
+    host[t] = id;
+  }
+  std::copy(batch.position_ids.begin(), batch.position_ids.end(), host + Tm);
+  for (int64_t t = 0; t < T; ++t) {  // shifted_targets, written in place
+    const bool last_of_row = (t + 1) % batch.row_len == 0;
+    const int32_t target = last_of_row ? kIgnoreLabel : batch.labels[static_cast<size_t>(t + 1)];
+    if (target != kIgnoreLabel && (target < 0 || target >= vocab_size_))
+      fail("batch: label of token {} is {}, neither in the vocabulary of {} nor the ignore label {}", t + 1,
+           target, vocab_size_, kIgnoreLabel);
+    host[2 * Tm + t] = target;
+  }
+  std::copy(batch.cu_seqlens.begin(), batch.cu_seqlens.end(), host + 3 * Tm);
+  s.tokens = T;
+  s.segments = static_cast<int64_t>(batch.cu_seqlens.size()) - 1;
+  s.valid_lens = s.segments == batch.rows;
+  if (s.valid_lens) std::copy(batch.row_real_len.begin(), batch.row_real_len.end(), host + 4 * Tm + 1);
+  s.upload->send(arena_.view(s.handle).data);
+  s.serial = ++serial_;
+  return {slot, s.serial};
+}
+
+BatchInputs::View BatchInputs::acquire(const Ticket& ticket) {
+  if (ticket.slot < 0 || ticket.slot > kNowSlot || slots_[static_cast<size_t>(ticket.slot)].serial != ticket.serial)
+    fail("BatchInputs: this staged batch has been replaced by a later one (more than {} batches staged ahead "
+         "of their passes); stage each batch after the pass two before it is queued",
+         kAheadSlots);
+  Slot& s = slots_[static_cast<size_t>(ticket.slot)];
+  s.upload->acquire();
+  auto* base = static_cast<int32_t*>(arena_.view(s.handle).data);
+  const Device device = arena_.device();
+  const int64_t T = s.tokens, Tm = max_tokens_;
+  auto ints = [&](int64_t offset, int64_t n) { return Tensor(base + offset, DType::i32, {n}, device); };
+  return {ints(0, T),
+          ints(Tm, T),
+          ints(2 * Tm, T),
+          ints(3 * Tm, s.segments + 1),
+          s.valid_lens ? ints(4 * Tm + 1, s.segments) : Tensor(),
+          T,
+          s.segments};
+}
+
+void BatchInputs::release(const Ticket& ticket) { slots_[static_cast<size_t>(ticket.slot)].upload->release(); }
+
+}  // namespace pt

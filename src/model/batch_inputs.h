@@ -1,0 +1,70 @@
+// A batch's integer inputs on the model's device: token ids, position ids, targets (the labels shifted to
+// the logits), cu_seqlens and, when every row is one attention segment, the rows' real lengths.
+//
+// stage() checks them on the host, where a packer bug or an id beyond the vocabulary becomes a named error
+// rather than wrong attention or an out-of-range read, and the device kernels need not report back (which
+// would make the host wait for the device in every pass). Then it sends them to a device slot: on cuda
+// from pinned memory on a side stream (ops/upload.h), so staging the next batch while a pass runs hides
+// the copy. Two slots alternate for batches staged ahead of their pass; a third serves passes that follow
+// at once.
+#pragma once
+
+#include "core/arena.h"
+#include "data/packing/batch.h"
+#include "ops/upload.h"
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace pt {
+
+// Targets aligned with the logits, from HF-convention labels: target[t] = labels[t + 1] within a row,
+// -100 at the last token of every row (nothing follows it there).
+std::vector<int32_t> shifted_targets(const Batch& batch);
+
+class BatchInputs {
+ public:
+  // A staged batch: valid until its slot is staged again.
+  struct Ticket {
+    int slot = -1;
+    uint64_t serial = 0;
+  };
+  // What a pass reads: tensors on the device, sized to the batch; valid_lens is empty unless every row is
+  // one segment (padding, concat), whose pad tails attention then skips.
+  struct View {
+    Tensor ids, positions, targets, cu_seqlens, valid_lens;
+    int64_t tokens = 0, segments = 0;
+  };
+
+  BatchInputs(Device device, int64_t max_tokens, int64_t vocab_size);
+
+  // For a pass queued later: the ahead slots alternate, so the next batch can be staged while a pass runs.
+  Ticket stage(const Batch& batch);
+  // For a pass queued right after (evaluation, single passes), in a slot of its own.
+  Ticket stage_now(const Batch& batch);
+  // Compute work queued from now on sees the ticket's inputs. Fails for a ticket whose slot was staged again.
+  View acquire(const Ticket& ticket);
+  // Every pass that reads the ticket's slot is queued; the slot may be staged again after them.
+  void release(const Ticket& ticket);
+
+ private:
+  static constexpr int kAheadSlots = 2, kNowSlot = 2;
+  struct Slot {
+    int handle = -1;
+    std::unique_ptr<ops::UploadSlot> upload;
+    uint64_t serial = 0;
+    int64_t tokens = 0, segments = 0;
+    bool valid_lens = false;
+  };
+  Ticket stage_into(int slot, const Batch& batch);
+
+  int64_t max_tokens_, vocab_size_;
+  Arena arena_;
+  std::array<Slot, kAheadSlots + 1> slots_;
+  int next_ahead_ = 0;
+  uint64_t serial_ = 0;
+};
+
+}  // namespace pt

@@ -1,0 +1,94 @@
+// BatchInputs: what a pass reads is the batch as packed (targets shifted), bad batches are named errors
+// at staging, and a ticket whose slot was staged again is refused rather than read.
+#include "core/error.h"
+#include "model/batch_inputs.h"
+#include "model/batches.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace pt {
+namespace {
+
+using testing::packed_batches;
+using testing::random_split;
+
+constexpr int32_t kVocab = 50;
+
+std::vector<int32_t> ints(const Tensor& t) {
+  const auto* p = static_cast<const int32_t*>(t.data);
+  return std::vector<int32_t>(p, p + t.numel());
+}
+
+TEST(BatchInputs, PassesReadTheStagedBatch) {
+  const auto split = random_split({5, 1, 12, 7, 3, 9}, kVocab, 3);
+  for (Strategy strategy : {Strategy::kFlatten, Strategy::kPadding}) {
+    const auto batches = packed_batches(split, strategy, 16, 3);
+    ASSERT_GE(batches.size(), 2u);
+    BatchInputs inputs(Device::cpu, 64, kVocab);
+    // Both staged before either is read: the ahead slots alternate.
+    const auto first = inputs.stage(batches[0]), second = inputs.stage(batches[1]);
+    for (const auto& [ticket, b] : {std::pair{first, &batches[0]}, std::pair{second, &batches[1]}}) {
+      const BatchInputs::View v = inputs.acquire(ticket);
+      EXPECT_EQ(v.tokens, b->num_tokens());
+      EXPECT_EQ(ints(v.ids), b->input_ids);
+      EXPECT_EQ(ints(v.positions), b->position_ids);
+      EXPECT_EQ(ints(v.targets), shifted_targets(*b));
+      EXPECT_EQ(ints(v.cu_seqlens), b->cu_seqlens);
+      EXPECT_EQ(v.segments + 1, static_cast<int64_t>(b->cu_seqlens.size()));
+      // Rows that are one segment each (padding) carry their real lengths; flatten's segments do not.
+      if (strategy == Strategy::kPadding)
+        EXPECT_EQ(ints(v.valid_lens), b->row_real_len);
+      else
+        EXPECT_TRUE(v.valid_lens.empty());
+      inputs.release(ticket);
+    }
+  }
+}
+
+TEST(BatchInputs, RefusesATicketWhoseSlotWasStagedAgain) {
+  const auto batches = packed_batches(random_split({4, 6, 5, 8}, kVocab, 1), Strategy::kFlatten, 16, 1);
+  BatchInputs inputs(Device::cpu, 64, kVocab);
+  const auto old = inputs.stage(batches[0]);
+  inputs.stage(batches[1]);
+  const auto now = inputs.stage_now(batches[3]);  // a slot of its own: the ahead slots are untouched
+  EXPECT_NO_THROW(inputs.acquire(old));
+  EXPECT_NO_THROW(inputs.acquire(now));
+  inputs.stage(batches[2]);  // reuses the first ahead slot
+  EXPECT_THROW(inputs.acquire(old), Error);
+}
+
+TEST(BatchInputs, NamesBadBatches) {
+  const auto good = packed_batches(random_split({6, 5}, kVocab, 2), Strategy::kFlatten, 16, 2)[0];
+  BatchInputs inputs(Device::cpu, 64, kVocab);
+  auto expect_error = [&](const Batch& b, const char* words) {
+    try {
+      inputs.stage(b);
+      ADD_FAILURE() << "no error; wanted one saying: " << words;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  Batch b = good;
+  b.input_ids[3] = kVocab;
+  expect_error(b, "outside the model's vocabulary");
+  b = good;
+  b.labels[4] = -7;
+  expect_error(b, "neither in the vocabulary");
+  b = good;
+  b.cu_seqlens.back() -= 1;
+  expect_error(b, "cu_seqlens must run from 0");
+  b = good;
+  b.position_ids.pop_back();
+  expect_error(b, "position ids");
+  BatchInputs small(Device::cpu, good.num_tokens() - 1, kVocab);
+  EXPECT_THROW(small.stage(good), Error);
+  // The ignore label is a valid target.
+  b = good;
+  b.labels[4] = kIgnoreLabel;
+  EXPECT_NO_THROW(inputs.stage(b));
+}
+
+}  // namespace
+}  // namespace pt
