@@ -388,7 +388,8 @@ void LlamaModel::forward_backward(const StagedBatch& batch, const Tensor& grads,
     ops::add(dtmp, dx);
     report(w.attn_norm);
   }
-  ops::embedding_backward(in_.ids, dx, param(grads, layout_.embedding(), {V, C}), Write::accumulate);
+  ops::embedding_backward(in_.ids, dx, param(grads, layout_.embedding(), {V, C}), Write::accumulate,
+                          /*ids_checked=*/true);
   inputs_.release(batch);
   report(0);
 }

@@ -11,8 +11,14 @@ namespace pt::ops {
 void copy(const Tensor& src, const Tensor& dst) {
   if (src.dtype != dst.dtype || src.numel() != dst.numel() || src.device != dst.device)
     fail("copy: {} into {}: element types, sizes and devices must agree", src.str(), dst.str());
-  copy_bytes(dst.data, dst.device == Device::cuda, src.data, src.device == Device::cuda,
-             static_cast<size_t>(src.bytes()));
+  if (src.device == Device::cuda) {
+#ifdef PACKTRAIN_CUDA
+    return cuda::copy(src, dst);
+#else
+    fail("copy: no cuda implementation in this build; run on cpu");
+#endif
+  }
+  copy_bytes(dst.data, false, src.data, false, static_cast<size_t>(src.bytes()));
 }
 
 void cast(const Tensor& src, const Tensor& dst) {

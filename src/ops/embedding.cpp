@@ -24,7 +24,8 @@ void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out
   a.unsupported_device();
 }
 
-void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dtable, Write mode) {
+void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dtable, Write mode,
+                        bool ids_checked) {
   ArgCheck a("embedding_backward");
   a.ints("ids", ids, {-1}).real("dout", dout, {ids.size(0), -1});
   a.real_or_f32("dtable", dtable, {-1, dout.size(1)});
@@ -33,7 +34,7 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dta
       return cpu::embedding_backward(ids, dout, dtable, mode);
     case Device::cuda:
 #ifdef PACKTRAIN_CUDA
-      return cuda::embedding_backward(ids, dout, dtable, mode);
+      return cuda::embedding_backward(ids, dout, dtable, mode, ids_checked);
 #else
       break;
 #endif

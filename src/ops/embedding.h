@@ -13,7 +13,9 @@ namespace pt::ops {
 void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out, bool ids_checked = false);
 
 // dtable[V,C] (overwritten or added to) receives dout[t] in row ids[t] for every t. Deterministic: each
-// (row, column) sums its tokens in a fixed order without atomics, the same on every run.
-void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dtable, Write mode);
+// (row, column) sums its tokens in a fixed order without atomics, the same on every run. Bad ids as in
+// embedding_forward (with ids_checked, a bad id's row gets nothing).
+void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dtable, Write mode,
+                        bool ids_checked = false);
 
 }  // namespace pt::ops

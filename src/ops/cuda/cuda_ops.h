@@ -20,7 +20,8 @@ namespace pt::ops::cuda {
 void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out, bool ids_checked);
 // dtable is f32 or dout's type; tokens are grouped by id with a stable sort, so every row sums its tokens
 // in token order: deterministic and race-free.
-void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dtable, Write mode);
+void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dtable, Write mode,
+                        bool ids_checked);
 // weight is f32 or x's type; rstd is f32.
 void rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Tensor& y, const Tensor& rstd);
 // dweight is f32 or x's type and is reduced over tokens in a fixed order.
@@ -49,7 +50,8 @@ double sum_of_squares(std::span<const Tensor> tensors);
 void scale(std::span<const Tensor> tensors, double factor);
 // clip_grad_norm with the norm written to norm (f64 [1]) and the factor applied on the device: no wait.
 void clip_grad_norm_deferred(std::span<const Tensor> grads, double max_norm, const Tensor& norm);
-void add(const Tensor& src, const Tensor& dst);  // dst += src
+void add(const Tensor& src, const Tensor& dst);   // dst += src
+void copy(const Tensor& src, const Tensor& dst);  // queued on the stream (cudaMemcpy would wait for it)
 // f32 <-> bf16 with pt::float_to_bf16's rounding bit for bit, so host and device copies of weights agree.
 void cast(const Tensor& src, const Tensor& dst);
 

@@ -92,6 +92,11 @@ void cast(const Tensor& src, const Tensor& dst) {
   PT_CUDA_CHECK_LAUNCH();
 }
 
+void copy(const Tensor& src, const Tensor& dst) {
+  PT_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, static_cast<size_t>(src.bytes()), cudaMemcpyDeviceToDevice,
+                                current_stream()));
+}
+
 void add(const Tensor& src, const Tensor& dst) {
   const int64_t n = dst.numel();
   if (n == 0) return;

@@ -15,9 +15,10 @@ namespace {
 constexpr int kThreads = 256;
 constexpr unsigned char kNoBadToken = 0x7f;  // memset byte: 0x7f7f7f7f exceeds every token index
 
+// first_bad may be null: the caller checked the ids, and a bad one is only kept out of the table.
 __device__ __forceinline__ bool valid_id(int32_t id, int64_t V, int64_t t, int* first_bad) {
   if (id >= 0 && id < V) return true;
-  atomicMin(first_bad, static_cast<int>(t));
+  if (first_bad) atomicMin(first_bad, static_cast<int>(t));
   return false;
 }
 
@@ -138,7 +139,8 @@ void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out
   if (first_bad) throw_if_bad("embedding_forward", first_bad, V);
 }
 
-void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dtable, Write mode) {
+void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dtable, Write mode,
+                        bool ids_checked) {
   const int64_t T = ids.shape[0], V = dtable.shape[0], C = dtable.shape[1];
   const cudaStream_t stream = current_stream();
   if (mode == Write::overwrite && dtable.numel() > 0)
@@ -156,12 +158,12 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dta
                sorted_tokens_at = plan.reserve<int32_t>(T), sort_at = plan.reserve<char>(int64_t(sort_bytes)),
                heads_at = plan.reserve<float>(chunks * C), tails_at = plan.reserve<float>(chunks * C);
   plan.allocate();
-  int* first_bad = plan.at<int>(bad_at);
+  int* first_bad = ids_checked ? nullptr : plan.at<int>(bad_at);
   int32_t *keys = plan.at<int32_t>(keys_at), *tokens = plan.at<int32_t>(tokens_at);
   int32_t *sorted_keys = plan.at<int32_t>(sorted_keys_at),
           *sorted_tokens = plan.at<int32_t>(sorted_tokens_at);
   float *heads = plan.at<float>(heads_at), *tails = plan.at<float>(tails_at);
-  PT_CUDA_CHECK(cudaMemsetAsync(first_bad, kNoBadToken, sizeof(int), stream));
+  if (first_bad) PT_CUDA_CHECK(cudaMemsetAsync(first_bad, kNoBadToken, sizeof(int), stream));
   sort_input_kernel<<<blocks_for(T, kThreads), kThreads, 0, stream>>>(data<int32_t>(ids), T, V, keys, tokens,
                                                                       first_bad);
   PT_CUDA_CHECK_LAUNCH();
@@ -182,7 +184,7 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dta
     else
       launch(data<G>(dtable));
   });
-  throw_if_bad("embedding_backward", first_bad, V);
+  if (first_bad) throw_if_bad("embedding_backward", first_bad, V);
 }
 
 }  // namespace pt::ops::cuda
