@@ -70,7 +70,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device dev
   final_in_ = real({T, C});
   rstd_f_ = stat({T});
   xn_f_ = real({T, C});
-  logits_ = real({T, V});
+  logits_ = real({std::min(T, kLogitChunk), V});
   dx_ = real({T, C});
   dtmp_ = real({T, C});
   dxn_ = real({T, C});
@@ -199,16 +199,21 @@ void LlamaModel::refresh_sparse(const Tensor& source) {
   }
 }
 
-Tensor LlamaModel::logits() const { return arena_.view(logits_, {in_.tokens, config_.vocab_size}); }
+Tensor LlamaModel::logits() const {
+  return arena_.view(logits_, {in_.tokens - logits_begin_, config_.vocab_size});
+}
 
 void LlamaModel::copy_logits_row(int64_t t, std::span<float> out) const {
   const int64_t V = config_.vocab_size;
   if (t < 0 || t >= in_.tokens)
     fail("copy_logits_row: row {} is outside the last batch's {} tokens", t, in_.tokens);
+  if (t < logits_begin_)
+    fail("copy_logits_row: row {} is not among the last {} tokens of the batch, whose logits the model keeps",
+         t, kLogitChunk);
   if (static_cast<int64_t>(out.size()) != V)
     fail("copy_logits_row: the output holds {} values, the vocabulary has {}", out.size(), V);
   // The row's logits on the host in the model's dtype, then widened or narrowed to f32.
-  const Tensor row = param(logits(), t * V, {V});
+  const Tensor row = param(logits(), (t - logits_begin_) * V, {V});
   std::vector<char> host(static_cast<size_t>(row.bytes()));
   copy_bytes(host.data(), false, row.data, row.device == Device::cuda, host.size());
   const Tensor host_row(host.data(), dtype_, {V});
@@ -276,7 +281,6 @@ void LlamaModel::run_forward(int64_t T) {
   }
   ops::rmsnorm_forward(arena_.view(final_in_, {T, C}), weight(layout_.final_norm(), {C}), c.rms_norm_eps,
                        arena_.view(xn_f_, {T, C}), arena_.view(rstd_f_, {T}));
-  ops::linear_forward(arena_.view(xn_f_, {T, C}), weight(layout_.lm_head(), {V, C}), logits());
 }
 
 LossSum LlamaModel::forward(const Batch& batch, const Tensor& params) {
@@ -295,7 +299,7 @@ LossSum LlamaModel::forward(const Batch& batch) {
   const StagedBatch staged = inputs_.stage_now(batch);
   begin_pass(staged);
   run_forward(in_.tokens);
-  loss(1.0, false);
+  head_and_loss(1.0, Tensor());
   inputs_.release(staged);
   return take_loss();
 }
@@ -306,8 +310,24 @@ LossSum LlamaModel::forward_backward(const Batch& batch, const Tensor& grads, do
   return take_loss();
 }
 
-void LlamaModel::loss(double grad_scale, bool backward) {
-  ops::cross_entropy_accumulate(logits(), in_.targets, grad_scale, backward ? logits() : Tensor(), loss_sums_);
+void LlamaModel::head_and_loss(double grad_scale, const Tensor& grads) {
+  const int64_t T = in_.tokens, C = config_.hidden_size, V = config_.vocab_size;
+  const Tensor head = weight(layout_.lm_head(), {V, C});
+  auto rows = [](const Tensor& t, int64_t begin, int64_t n) {
+    return param(t, begin * t.shape[1], {n, t.shape[1]});
+  };
+  const Tensor xn = arena_.view(xn_f_, {T, C}), dxn = arena_.view(dxn_, {T, C});
+  for (int64_t t0 = 0; t0 < T; t0 += kLogitChunk) {
+    const int64_t n = std::min(kLogitChunk, T - t0);
+    logits_begin_ = t0;
+    const Tensor x = rows(xn, t0, n), chunk = arena_.view(logits_, {n, V});
+    ops::linear_forward(x, head, chunk);
+    ops::cross_entropy_accumulate(chunk, param(in_.targets, t0, {n}), grad_scale,
+                                  grads.empty() ? Tensor() : chunk, loss_sums_);
+    if (!grads.empty())
+      ops::linear_backward(chunk, x, head, rows(dxn, t0, n), Write::overwrite,
+                           param(grads, layout_.lm_head(), {V, C}), Write::accumulate);
+  }
   ++passes_pending_;
 }
 
@@ -329,10 +349,7 @@ void LlamaModel::forward_backward(const StagedBatch& batch, const Tensor& grads,
   const int64_t H = c.num_attention_heads, Hkv = c.num_key_value_heads;
   Tensor dx = arena_.view(dx_, {T, C}), dtmp = arena_.view(dtmp_, {T, C}), dxn = arena_.view(dxn_, {T, C});
 
-  // The logits buffer becomes dlogits in place: no second [T, V] buffer.
-  loss(grad_scale, true);
-  ops::linear_backward(logits(), arena_.view(xn_f_, {T, C}), weight(layout_.lm_head(), {V, C}), dxn,
-                       Write::overwrite, param(grads, layout_.lm_head(), {V, C}), Write::accumulate);
+  head_and_loss(grad_scale, grads);
   ops::rmsnorm_backward(dxn, arena_.view(final_in_, {T, C}), weight(layout_.final_norm(), {C}),
                         arena_.view(rstd_f_, {T}), dx, param(grads, layout_.final_norm(), {C}),
                         Write::accumulate);

@@ -108,10 +108,16 @@ class LlamaModel {
   // Shorthands for load_weights(params) and then the pass.
   LossSum forward_backward(const Batch& batch, const Tensor& params, const Tensor& grads, double grad_scale);
   LossSum forward(const Batch& batch, const Tensor& params);
-  // Logits [tokens, vocab] of the last forward on the model's device, in its dtype (valid until the next
-  // call; forward_backward overwrites them with their gradient).
+  // The LM head and the loss run over chunks of at most kLogitChunk tokens, so no [tokens, vocab] buffer
+  // exists (at 32k tokens and a 32k vocabulary it would take 2 GiB in bf16): each chunk's logits become
+  // its gradient in place, and the chunk's backward GEMMs run before the next chunk's logits.
+  static constexpr int64_t kLogitChunk = 2048;
+  // The logits of the last forward's final chunk (its last min(tokens, kLogitChunk) tokens), on the
+  // model's device in its dtype; valid until the next pass, and forward_backward overwrites them with their
+  // gradient.
   Tensor logits() const;
-  // Row t of the last forward's logits as f32 on the host, from any device (generation samples from it).
+  // Row t of the last forward's logits as f32 on the host, from any device (generation samples from it);
+  // t must lie in the final chunk (the last kLogitChunk tokens).
   void copy_logits_row(int64_t t, std::span<float> out) const;
 
  private:
@@ -143,8 +149,10 @@ class LlamaModel {
   // The attention inputs of one layer for the pass's batch of T tokens.
   ops::AttentionParams attention_params(const LayerActs& a, int64_t T) const;
   void run_forward(int64_t T);
-  // The loss of the pass's logits added to loss_sums_; dlogits in place of the logits when backward.
-  void loss(double grad_scale, bool backward);
+  // The LM head and the loss over the final norm's output, chunk by chunk, added to loss_sums_. With
+  // grads, the head's backward too: dlogits in place of each chunk's logits, then dxn and the head's
+  // weight gradient (accumulated into grads).
+  void head_and_loss(double grad_scale, const Tensor& grads);
   void check_master(const char* what, const Tensor& t) const;
   // A parameter tensor inside a flat buffer (weights or gradients) at an element offset.
   static Tensor param(const Tensor& flat, int64_t offset, std::initializer_list<int64_t> shape);
@@ -174,6 +182,7 @@ class LlamaModel {
   int passes_pending_ = 0;
   std::vector<LayerActs> layers_;
   int final_in_, rstd_f_, xn_f_, logits_, loss_sums_slot_;
+  int64_t logits_begin_ = 0;  // the first token of the chunk logits_ holds
   int dx_, dtmp_, dxn_, dact_, dh_, dq_, dk_, dv_, dattn_;
 };
 

@@ -178,6 +178,22 @@ TEST(LlamaModel, GradientAccumulationEqualsOneLargeBatch) {
   EXPECT_LE(max_relative_difference(micro.grads, big.grads), 1e-5);
 }
 
+// The LM head and the loss run over chunks of LlamaModel::kLogitChunk tokens: a batch of several chunks,
+// with chunk edges inside examples, gives what micro-batches below one chunk give.
+TEST(LlamaModel, LogitChunksDoNotChangeLossOrGradients) {
+  LlamaConfig c = small_config(true);
+  std::vector<int64_t> lengths;
+  for (int i = 0; i < 24; ++i) lengths.push_back(150 + 37 * i % 200);
+  auto split = random_split(lengths, c.vocab_size, 12);
+  auto params = init_params(c, 5, 0.2);
+  auto chunked = run_epoch(c, split, Strategy::kFlatten, 512, params, 24);  // one batch of 2-3 chunks
+  ASSERT_GT(split.num_tokens(), 2 * LlamaModel::kLogitChunk);
+  auto micro = run_epoch(c, split, Strategy::kFlatten, 512, params, 4);  // below one chunk each
+  EXPECT_EQ(chunked.targets, micro.targets);
+  EXPECT_NEAR(chunked.loss_sum, micro.loss_sum, 1e-5 * micro.loss_sum);
+  EXPECT_LE(max_relative_difference(chunked.grads, micro.grads), 1e-5);
+}
+
 // The model checks the segment table on the host, since the cuda attention no longer reads its own check
 // back: a table that does not cover the batch, runs backwards, or gives a row more real tokens than its
 // segment is an error naming the problem, never a pass.
