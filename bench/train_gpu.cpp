@@ -4,7 +4,8 @@
 // batches (lognormal lengths around 330 tokens, up to 2048; vocab 32000), packed by padding and by
 // flatten. Reports real (non-pad) tokens per second, the device memory the step's arenas hold, the
 // flatten/padding throughput ratio, and MFU on real tokens against the H200's dense bf16 peak.
-// Usage: bench_train_gpu [--steps 6] [--examples 16,64] [--skip-1b] [--sparse24] [--json FILE] [--dump-batches FILE]
+// Usage: bench_train_gpu [--steps 6] [--examples 16,64] [--skip-1b] [--sparse24] [--recompute] [--json FILE]
+//                        [--dump-batches FILE]
 // --sparse24 compares dense FFNs against 2:4 sparse ones (both flatten) on 110m and 1b instead.
 // --json writes one JSON object per configuration (median step too, for bench/report.py); --dump-batches
 // writes the model config and the flatten batches of every configuration (batch 0 warms up, the others are
@@ -89,10 +90,12 @@ struct DeviceOptimizer {
   }
 };
 
-// Where --json and --dump-batches write; either may be absent.
+// What every configuration shares: where --json and --dump-batches write (either may be absent), and
+// --recompute.
 struct Outputs {
   std::optional<std::ofstream> json_lines, dump;
   bool first_dump = true;
+  bool recompute = false;  // --recompute: every configuration recomputes norms and SwiGLU
 };
 
 std::ofstream open_output(const std::string& path, const char* flag) {
@@ -131,6 +134,7 @@ struct Result {
 // masked decay), as `packtrain train --sparse24` does between mask updates.
 Result bench(const LlamaConfig& config, const std::vector<float>& init, const std::string& preset,
              int32_t examples, Strategy strategy, int steps, Outputs& out, bool sparse = false) {
+  const Recompute recompute = out.recompute ? Recompute::norms_and_swiglu : Recompute::none;
   const DatasetSplit split =
       sft_split(int64_t{examples} * (steps + 1), 1000 + static_cast<uint64_t>(examples));
   const std::vector<Batch> batches = batches_of(split, strategy, examples);
@@ -139,7 +143,7 @@ Result bench(const LlamaConfig& config, const std::vector<float>& init, const st
   for (const auto& b : batches) max_tokens = std::max(max_tokens, b.num_tokens());
   SparsityConfig sparsity;
   sparsity.enabled = sparse;
-  LlamaModel model(config, max_tokens, Device::cuda, DType::bf16, sparsity);
+  LlamaModel model(config, max_tokens, Device::cuda, DType::bf16, sparsity, recompute);
   DeviceOptimizer opt(model.layout(), init);
   std::optional<FfnMasks> masks;
   if (sparse) {
@@ -220,6 +224,7 @@ Result bench(const LlamaConfig& config, const std::vector<float>& init, const st
               {"examples", examples},
               {"strategy", strategy_name(strategy)},
               {"sparse24", sparse},
+              {"recompute", out.recompute},
               {"steps", steps},
               {"real_tokens_per_step", real / steps},
               {"processed_tokens_per_step", processed / steps},
@@ -273,6 +278,8 @@ int main(int argc, char** argv) {
   bool sparse = false;
   app.add_flag("--sparse24", sparse,
                "compare dense against 2:4 sparse FFNs (flatten packing) instead of padding against flatten");
+  bool recompute = false;
+  app.add_flag("--recompute", recompute, "recompute norms and SwiGLU in the backward (LlamaModel Recompute)");
   app.add_option("--json", json_path, "write one JSON object per configuration here (JSON lines)");
   app.add_option("--dump-batches", dump_path,
                  "write the model configs and flatten batches here (JSON) for bench/peers/train_hf.py");
@@ -282,6 +289,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   Outputs out;
+  out.recompute = recompute;
   try {
     if (!json_path.empty()) out.json_lines = open_output(json_path, "--json");
     if (!dump_path.empty()) out.dump = open_output(dump_path, "--dump-batches");

@@ -56,6 +56,9 @@ void register_train(CLI::App& app) {
   cmd->add_option("--peak-tflops", tc->peak_tflops, "Peak TFLOP/s for MFU (0: estimated)");
   cmd->add_option("--stop-after", tc->stop_after,
                   "Stop after N steps of this invocation, with a checkpoint (resume later)");
+  cmd->add_flag("--recompute", tc->recompute,
+                "Recompute the RMSNorm and SwiGLU outputs in the backward: about 29% less activation memory "
+                "for about 5% more step time");
   // 2:4 sparse FFN training (docs/sparse24.md).
   auto* sparse =
       cmd->add_flag("--sparse24", tc->sparsity.enabled,

@@ -20,9 +20,10 @@ void check_segments(const Batch& batch) {
   const auto& cu = batch.cu_seqlens;
   const int64_t T = batch.num_tokens();
   if (cu.size() < 2 || cu.front() != 0 || cu.back() != T)
-    fail("batch: cu_seqlens must run from 0 to the batch's {} tokens in at least one segment (it has {} "
-         "entries, {} .. {}); the packer that built it is at fault",
-         T, cu.size(), cu.empty() ? 0 : cu.front(), cu.empty() ? 0 : cu.back());
+    fail(
+        "batch: cu_seqlens must run from 0 to the batch's {} tokens in at least one segment (it has {} "
+        "entries, {} .. {}); the packer that built it is at fault",
+        T, cu.size(), cu.empty() ? 0 : cu.front(), cu.empty() ? 0 : cu.back());
   for (size_t s = 1; s < cu.size(); ++s)
     if (cu[s] < cu[s - 1])
       fail("batch: cu_seqlens decreases at segment {} ({} after {}); the packer that built it is at fault",
@@ -41,9 +42,10 @@ void check_segments(const Batch& batch) {
 void check_sizes(const Batch& batch) {
   const auto T = static_cast<size_t>(batch.num_tokens());
   if (batch.input_ids.size() != T || batch.labels.size() != T || batch.position_ids.size() != T)
-    fail("batch: {} rows of {} tokens but {} ids, {} labels and {} position ids; the packer that built it is "
-         "at fault",
-         batch.rows, batch.row_len, batch.input_ids.size(), batch.labels.size(), batch.position_ids.size());
+    fail(
+        "batch: {} rows of {} tokens but {} ids, {} labels and {} position ids; the packer that built it is "
+        "at fault",
+        batch.rows, batch.row_len, batch.input_ids.size(), batch.labels.size(), batch.position_ids.size());
 }
 
 // A slot's ints: ids, positions and targets [T] each, cu_seqlens [T + 1], valid lengths [T], for the
@@ -82,9 +84,10 @@ BatchInputs::Ticket BatchInputs::stage_into(int slot, const Batch& batch) {
   for (int64_t t = 0; t < T; ++t) {
     const int32_t id = batch.input_ids[static_cast<size_t>(t)];
     if (id < 0 || id >= vocab_size_)
-      fail("batch: token {} has id {}, outside the model's vocabulary of {}; check the tokenizer's vocab size "
-           "against the model's",
-           t, id, vocab_size_);
+      fail(
+          "batch: token {} has id {}, outside the model's vocabulary of {}; check the tokenizer's vocab size "
+          "against the model's",
+          t, id, vocab_size_);
     host[t] = id;
   }
   std::copy(batch.position_ids.begin(), batch.position_ids.end(), host + Tm);
@@ -107,10 +110,12 @@ BatchInputs::Ticket BatchInputs::stage_into(int slot, const Batch& batch) {
 }
 
 BatchInputs::View BatchInputs::acquire(const Ticket& ticket) {
-  if (ticket.slot < 0 || ticket.slot > kNowSlot || slots_[static_cast<size_t>(ticket.slot)].serial != ticket.serial)
-    fail("BatchInputs: this staged batch has been replaced by a later one (more than {} batches staged ahead "
-         "of their passes); stage each batch after the pass two before it is queued",
-         kAheadSlots);
+  if (ticket.slot < 0 || ticket.slot > kNowSlot ||
+      slots_[static_cast<size_t>(ticket.slot)].serial != ticket.serial)
+    fail(
+        "BatchInputs: this staged batch has been replaced by a later one (more than {} batches staged ahead "
+        "of their passes); stage each batch after the pass two before it is queued",
+        kAheadSlots);
   Slot& s = slots_[static_cast<size_t>(ticket.slot)];
   s.upload->acquire();
   auto* base = static_cast<int32_t*>(arena_.view(s.handle).data);
@@ -126,6 +131,8 @@ BatchInputs::View BatchInputs::acquire(const Ticket& ticket) {
           s.segments};
 }
 
-void BatchInputs::release(const Ticket& ticket) { slots_[static_cast<size_t>(ticket.slot)].upload->release(); }
+void BatchInputs::release(const Ticket& ticket) {
+  slots_[static_cast<size_t>(ticket.slot)].upload->release();
+}
 
 }  // namespace pt

@@ -46,7 +46,7 @@ LlamaConfig checked(const LlamaConfig& config, Device device, DType dtype) {
 }  // namespace
 
 LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device device, DType dtype,
-                       const SparsityConfig& sparsity)
+                       const SparsityConfig& sparsity, Recompute recompute)
     : config_(checked(config, device, dtype)),
       layout_(config),
       max_tokens_(max_tokens),
@@ -55,6 +55,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device dev
       weight_copy_(device),
       sparse_copy_(device),
       dense_dw_(sparsity.dense_dw),
+      recompute_(recompute == Recompute::norms_and_swiglu),
       inputs_(device, max_tokens, config.vocab_size) {
   const int64_t T = max_tokens, C = config.hidden_size, F = config.intermediate_size, D = config.head_dim;
   const int64_t H = config.num_attention_heads, Hkv = config.num_key_value_heads, V = config.vocab_size;
@@ -62,10 +63,18 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device dev
   auto real = [&](std::initializer_list<int64_t> shape) { return arena_.reserve(dtype, shape); };
   auto stat = [&](std::initializer_list<int64_t> shape) { return arena_.reserve(master_dtype(), shape); };
   loss_sums_slot_ = arena_.reserve(DType::f64, {2});
+  // Recomputed activations: every layer's handles name the same buffer.
+  const int shared_xn = recompute_ ? real({T, C}) : -1, shared_act = recompute_ ? real({T, F}) : -1;
+  auto kept = [&](int shared, std::initializer_list<int64_t> shape) {
+    return recompute_ ? shared : real(shape);
+  };
   for (int l = 0; l < config.num_hidden_layers; ++l) {
-    layers_.push_back({real({T, C}), stat({T}), real({T, C}), real({T, H, D}), real({T, Hkv, D}),
-                       real({T, Hkv, D}), real({T, H, D}), stat({H, T}), real({T, C}), stat({T}),
-                       real({T, C}), real({T, 2 * F}), real({T, F})});
+    LayerActs a;
+    a.resid_in = real({T, C}), a.rstd1 = stat({T}), a.xn1 = kept(shared_xn, {T, C});
+    a.q = real({T, H, D}), a.k = real({T, Hkv, D}), a.v = real({T, Hkv, D}), a.attn = real({T, H, D});
+    a.lse = stat({H, T}), a.mid = real({T, C}), a.rstd2 = stat({T}), a.xn2 = kept(shared_xn, {T, C});
+    a.h = real({T, 2 * F}), a.act = kept(shared_act, {T, F});
+    layers_.push_back(a);
   }
   final_in_ = real({T, C});
   rstd_f_ = stat({T});
@@ -368,6 +377,11 @@ void LlamaModel::forward_backward(const StagedBatch& batch, const Tensor& grads,
     // dx lives on; gate|up's replaces dh, which nothing reads afterwards.
     Tensor dact = arena_.view(dact_, {T, F}), dh = arena_.view(dh_, {T, 2 * F});
     Tensor act = arena_.view(a.act, {T, F}), xn2 = arena_.view(a.xn2, {T, C});
+    if (recompute_) {
+      ops::swiglu_forward(arena_.view(a.h, {T, 2 * F}), act);
+      ops::rmsnorm_forward(arena_.view(a.mid, {T, C}), weight(w.ffn_norm, {C}), c.rms_norm_eps, xn2,
+                           arena_.view(a.rstd2, {T}));
+    }
     Tensor dw_down = param(grads, w.w_down, {C, F}), dw_gate_up = param(grads, w.w_gate_up, {2 * F, C});
     if (const ops::SparseLinear* s = sparse(l, FfnLinear::down))
       s->backward(dx, act, dact, Write::overwrite, dw_down, Write::accumulate, dense_dw_ ? Tensor() : dtmp,
@@ -394,6 +408,9 @@ void LlamaModel::forward_backward(const StagedBatch& batch, const Tensor& grads,
     ops::attention_backward(attention_params(a, T), {arena_.view(dattn_, {T, H, D}), dq, dk, dv});
     ops::rope_backward_qk(dq, dk, in_.positions, c.rope_theta, dq, dk);
     Tensor xn1 = arena_.view(a.xn1, {T, C});
+    if (recompute_)
+      ops::rmsnorm_forward(arena_.view(a.resid_in, {T, C}), weight(w.attn_norm, {C}), c.rms_norm_eps, xn1,
+                           arena_.view(a.rstd1, {T}));
     ops::linear_backward(arena_.view(dq_, {T, H * D}), xn1, weight(w.wq, {H * D, C}), dxn, Write::overwrite,
                          param(grads, w.wq, {H * D, C}), Write::accumulate);
     ops::linear_backward(arena_.view(dk_, {T, Hkv * D}), xn1, weight(w.wk, {Hkv * D, C}), dxn,

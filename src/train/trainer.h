@@ -50,6 +50,7 @@ struct TrainConfig {
   double peak_tflops = 0;       // for MFU; 0: estimated for the device
   int64_t stop_after = 0;       // stop (with a checkpoint) after this many steps of this invocation; 0: never
   SparsityConfig sparsity;      // 2:4 sparse FFN training; off by default
+  bool recompute = false;       // recompute norms and SwiGLU in the backward (less memory, a little slower)
   DistConfig dist;
 };
 

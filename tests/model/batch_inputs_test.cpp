@@ -1,7 +1,7 @@
 // BatchInputs: what a pass reads is the batch as packed (targets shifted), bad batches are named errors
 // at staging, and a ticket whose slot was staged again is refused rather than read.
-#include "core/error.h"
 #include "model/batch_inputs.h"
+#include "core/error.h"
 #include "model/batches.h"
 
 #include <gtest/gtest.h>

@@ -247,6 +247,31 @@ TEST(LlamaCuda, BatchesStagedAheadOfTheirPassesGiveOneAtATimeResults) {
   expect_grads_close(ParameterLayout(c), ahead_grads, one_at_a_time.grads, 1e-4, "staged ahead");
 }
 
+// The bf16 model recomputing norms and SwiGLU in the backward: the kernels repeat the forward's values, so
+// only dQ's atomic summation order may differ.
+TEST(LlamaCuda, RecomputedActivationsGiveTheSameGradients) {
+  SKIP_WITHOUT_GPU();
+  const LlamaConfig c = cuda_config(true);
+  const auto batches = packed_batches(random_split(kLengths, c.vocab_size, 4), Strategy::kFlatten, 256, 4);
+  const auto params = init_params(c, 6, 0.05);
+  const auto n = static_cast<int64_t>(params.size());
+  auto run_with = [&](Recompute recompute) {
+    LlamaModel model(c, max_batch_tokens(batches), Device::cuda, DType::bf16, {}, recompute);
+    DeviceBuffer master(params.size() * sizeof(float)), grads(params.size() * sizeof(float));
+    master.upload(params.data(), params.size() * sizeof(float));
+    model.load_weights(master.view(DType::f32, {n}));
+    Totals t;
+    for (const auto& b : batches)
+      t.loss_sum += model.forward_backward(b, grads.view(DType::f32, {n}), 1.0).loss_sum;
+    t.grads.resize(params.size());
+    grads.download(t.grads.data(), t.grads.size() * sizeof(float));
+    return t;
+  };
+  const Totals kept = run_with(Recompute::none), recomputed = run_with(Recompute::norms_and_swiglu);
+  EXPECT_NEAR(recomputed.loss_sum, kept.loss_sum, 1e-6 * kept.loss_sum);
+  expect_grads_close(ParameterLayout(c), recomputed.grads, kept.grads, 1e-4, "recomputed");
+}
+
 TEST(LlamaCuda, Bf16MatchesTheF32CpuModel) {
   SKIP_WITHOUT_GPU();
   for (bool tied : {false, true}) {

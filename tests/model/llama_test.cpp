@@ -194,6 +194,30 @@ TEST(LlamaModel, LogitChunksDoNotChangeLossOrGradients) {
   EXPECT_LE(max_relative_difference(chunked.grads, micro.grads), 1e-5);
 }
 
+// Recomputing the norms and SwiGLU in the backward repeats the forward's arithmetic: the same loss and
+// gradients to the bit.
+TEST(LlamaModel, RecomputedActivationsGiveTheSameGradients) {
+  for (bool tied : {false, true}) {
+    const LlamaConfig c = small_config(tied);
+    const auto batches =
+        packed_batches(random_split({4, 9, 3, 7, 6, 2}, c.vocab_size, 5), Strategy::kFlatten, 64, 3);
+    auto init = init_params(c, 7, 0.5);
+    const auto n = static_cast<int64_t>(init.size());
+    auto run = [&](Recompute recompute) {
+      LlamaModel model(c, max_batch_tokens(batches), Device::cpu, DType::f32, {}, recompute);
+      std::vector<float> grads(init.size(), 0.0f);
+      double loss = 0;
+      for (const Batch& b : batches)
+        loss += model.forward_backward(b, Tensor::of(init.data(), {n}), Tensor::of(grads.data(), {n}), 0.5)
+                    .loss_sum;
+      return std::pair{loss, grads};
+    };
+    const auto kept = run(Recompute::none), recomputed = run(Recompute::norms_and_swiglu);
+    EXPECT_EQ(recomputed.first, kept.first) << "tied=" << tied;
+    EXPECT_EQ(recomputed.second, kept.second) << "tied=" << tied;
+  }
+}
+
 // The model checks the segment table on the host, since the cuda attention no longer reads its own check
 // back: a table that does not cover the batch, runs backwards, or gives a row more real tokens than its
 // segment is an error naming the problem, never a pass.

@@ -93,8 +93,8 @@ void cast(const Tensor& src, const Tensor& dst) {
 }
 
 void copy(const Tensor& src, const Tensor& dst) {
-  PT_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, static_cast<size_t>(src.bytes()), cudaMemcpyDeviceToDevice,
-                                current_stream()));
+  PT_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, static_cast<size_t>(src.bytes()),
+                                cudaMemcpyDeviceToDevice, current_stream()));
 }
 
 void add(const Tensor& src, const Tensor& dst) {

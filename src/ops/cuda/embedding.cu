@@ -56,8 +56,9 @@ constexpr int kChunk = 32;
 
 template <class G, class D>
 __global__ void chunk_sums_kernel(const int32_t* __restrict__ keys, const int32_t* __restrict__ tokens,
-                                  const G* __restrict__ dout, D* __restrict__ dtable, float* __restrict__ heads,
-                                  float* __restrict__ tails, int64_t T_, int64_t V, int64_t C) {
+                                  const G* __restrict__ dout, D* __restrict__ dtable,
+                                  float* __restrict__ heads, float* __restrict__ tails, int64_t T_, int64_t V,
+                                  int64_t C) {
   const int64_t chunk = blockIdx.x, c = int64_t{blockIdx.y} * blockDim.x + threadIdx.x;
   if (c >= C) return;
   const int64_t begin = chunk * kChunk, end = min(T_, begin + kChunk);
@@ -173,8 +174,8 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dta
   dispatch_float("embedding_backward", "dout", dout.dtype, [&](auto tag) {
     using G = decltype(tag);
     auto launch = [&](auto* table) {
-      chunk_sums_kernel<<<grid, kThreads, 0, stream>>>(sorted_keys, sorted_tokens, data<G>(dout), table, heads,
-                                                       tails, T, V, C);
+      chunk_sums_kernel<<<grid, kThreads, 0, stream>>>(sorted_keys, sorted_tokens, data<G>(dout), table,
+                                                       heads, tails, T, V, C);
       PT_CUDA_CHECK_LAUNCH();
       spanning_sums_kernel<<<grid, kThreads, 0, stream>>>(sorted_keys, table, heads, tails, T, V, C);
       PT_CUDA_CHECK_LAUNCH();

@@ -19,8 +19,8 @@ struct AdamWScalars {
 };
 
 // The same float arithmetic as the cpu backend, element by element.
-__device__ __forceinline__ void adamw_update(const AdamWScalars& s, float decay, float& p, float grad, float& m,
-                                             float& v) {
+__device__ __forceinline__ void adamw_update(const AdamWScalars& s, float decay, float& p, float grad,
+                                             float& m, float& v) {
   m = s.beta1 * m + (1.0f - s.beta1) * grad;
   v = s.beta2 * v + (1.0f - s.beta2) * grad * grad;
   p = p * decay - s.step_size * m / (sqrtf(v) / s.sqrt_bias2 + s.eps);
@@ -47,7 +47,8 @@ __global__ void adamw_kernel(const TensorTable<4> table, const AdamWScalars s) {
     }
     return;
   }
-  for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) adamw_update(s, decay, p[j], g[j], m[j], v[j]);
+  for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x)
+    adamw_update(s, decay, p[j], g[j], m[j], v[j]);
 }
 
 // partial[first + block] = sum of squares of the block's chunk, in double, in a fixed order.

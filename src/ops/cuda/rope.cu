@@ -90,9 +90,8 @@ void rope_rotate(const Tensor& q, const Tensor& k, const Tensor& position_ids, d
     constexpr int kVec = kPack16<E>;
     const bool vector = half % kVec == 0 && aligned16({q.data, q_out.data, k.data, k_out.data});
     const int64_t per_token = heads * (vector ? half / kVec : half);
-    const int64_t tokens =
-        std::min({std::max<int64_t>(1, kItemsPerBlock / per_token), int64_t{kMaxTokensPerBlock},
-                  kMaxSharedBytes / shared_per_token, T});
+    const int64_t tokens = std::min({std::max<int64_t>(1, kItemsPerBlock / per_token),
+                                     int64_t{kMaxTokensPerBlock}, kMaxSharedBytes / shared_per_token, T});
     const int threads = static_cast<int>(std::min<int64_t>(kMaxThreads, (tokens * per_token + 31) / 32 * 32));
     const auto shared = static_cast<size_t>(tokens * shared_per_token);
     Rotation<E> r{{data<E>(q), k.empty() ? nullptr : data<E>(k)},
