@@ -19,7 +19,7 @@ struct AttentionParams {
   Tensor out;                // [T,H,D]
   Tensor lse;                // [H,T] log-sum-exp of each query's scaled scores; q's dtype, f32 for bf16 q
   double softmax_scale = 0;  // 0 means 1/sqrt(D)
-  // The caller has checked cu_seqlens and valid_lens on the host (LlamaModel::upload does). The cuda
+  // The caller has checked cu_seqlens and valid_lens on the host (BatchInputs::stage does). The cuda
   // backend then skips reading back its own check of the table, a host sync that would wait for the
   // kernels on every call and leave the GPU idle while the next launches are issued.
   bool segments_checked = false;
