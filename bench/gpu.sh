@@ -14,13 +14,13 @@
 #   train_sparse        bench_train_gpu --sparse24: dense vs 2:4 sparse FFN training steps, 110m and 1b
 #   sparse_convergence  `packtrain train` dense, 2:4 and its ablations: validation loss (bench/sparse_convergence.py)
 #   report      bench/report.py
-# SECTIONS (comma list, default all) runs a subset; two device calls of 10 minutes can split the whole set, e.g.
-# SECTIONS=attention,train_gpu,train_hf,packing then SECTIONS=sparse_ffn,train_sparse,sparse_convergence into the
-# same OUT_DIR, each ending with the report of what OUT_DIR holds.
+# SECTIONS (comma list, default all) runs a subset; three device calls of 10 minutes split the whole set, e.g.
+# SECTIONS=train_gpu,train_hf, then SECTIONS=attention,packing, then SECTIONS=sparse_ffn,train_sparse,
+# sparse_convergence into the same OUT_DIR, each ending with the report of what OUT_DIR holds.
 # The whole run keeps to TOTAL_BUDGET seconds (default 540, under the 10 minutes a device command may take):
 # each section's limit is cut to what is left, keeping 30 s for the report.
 # Environment: PYTHON (default python3, with torch, transformers, matplotlib), TOTAL_BUDGET, HF_BUDGET (seconds
-# for the HF peer, default 210), PACKING_ARGS (arguments of packing_gpu.py, default "--seeds 1,2"),
+# for the HF peer, default 300), PACKING_ARGS (arguments of packing_gpu.py, default "--seeds 1,2"),
 # SPARSE_ARGS (arguments of bench_sparse_ffn, default "--tokens 16384,65536").
 set -uo pipefail
 if [ $# -lt 2 ]; then
@@ -81,12 +81,13 @@ done
 section attention 120 bash "$bench/attention.sh" "$build" "$out"
 
 want train_gpu && rm -f "$out/train_gpu.jsonl" "$out/train_hf.jsonl"
-section train_gpu 150 "$build/bench_train_gpu" --steps 8 --json "$out/train_gpu.jsonl" \
+section train_gpu 150 "$build/bench_train_gpu" --steps 30 --json "$out/train_gpu.jsonl" \
   --dump-batches "$scratch/train_batches.json"
 
-# The peer's own budget leaves about 3 minutes for the packing, sparse and report sections.
+# HF's best (compiled flex_attention) compiles for 1-2 minutes per size; the peer's own budget leaves about
+# 3 minutes for the sections after it.
 hf_budget=$(left 210)
-hf_budget=$((hf_budget < ${HF_BUDGET:-210} ? hf_budget : ${HF_BUDGET:-210}))
+hf_budget=$((hf_budget < ${HF_BUDGET:-300} ? hf_budget : ${HF_BUDGET:-300}))
 section train_hf $((hf_budget + 40)) "$python" "$bench/peers/train_hf.py" \
   --batches "$scratch/train_batches.json" --packtrain "$out/train_gpu.jsonl" --json "$out/train_hf.jsonl" \
   --steps 8 --budget "$hf_budget"
