@@ -170,7 +170,7 @@ class LlamaModel {
   ParameterLayout layout_;
   int64_t max_tokens_;
   DType dtype_;
-  Arena arena_;        // activations and batch tables
+  Arena arena_;        // activations and the loss sums
   Arena weight_copy_;  // the bf16 working copy load_weights casts into (bf16 models that load masters)
   Tensor own_copy_;    // its view, once allocated
   Tensor weights_;     // what the ops read: the masters in place, the own working copy or the caller's
