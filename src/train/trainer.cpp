@@ -392,16 +392,20 @@ TrainResult train(const TrainConfig& tc) {
     prepare_sparsity(state.step);
     refresh_weights();
     grads.zero();
-    LlamaModel::StagedBatch staged = staged_ahead ? *staged_ahead : model.stage(batches.micro[0]);
+    // The first micro-batch was staged during the previous step, each later one while the pass before it
+    // runs. (A data-parallel rank may have no micro-batch in a step.)
+    std::optional<LlamaModel::StagedBatch> staged = staged_ahead;
     for (size_t i = 0; i < batches.micro.size(); ++i) {
+      if (!staged) staged = model.stage(batches.micro[i]);
       const auto micro = static_cast<int64_t>(i) * comm->size() + comm->rank();
       model.set_mvue_seed({state.seed, state.step, micro});
       // The last micro-batch's backward starts the reduction of each bucket as soon as its gradients
       // are final (one process has nothing to reduce).
       if (overlap && i + 1 == batches.micro.size())
         model.set_backward_progress([&](int64_t offset) { dp.ready_from(offset); });
-      model.forward_backward(staged, grads.view, grad_scale);
-      if (i + 1 < batches.micro.size()) staged = model.stage(batches.micro[i + 1]);  // copied during the pass
+      model.forward_backward(*staged, grads.view, grad_scale);
+      staged.reset();
+      if (i + 1 < batches.micro.size()) staged = model.stage(batches.micro[i + 1]);
     }
     model.set_backward_progress({});
     // 3. Sum the gradients over ranks, clip, then masked decay on the sparse linears' pruned weights. The
@@ -423,7 +427,9 @@ TrainResult train(const TrainConfig& tc) {
     weights_current = false;
     // While the device runs the step: the next step's batches, and its first micro-batch's copy queued.
     staged_ahead.reset();
-    if (state.step < last_step) staged_ahead = model.stage(source.peek(config).micro[0]);
+    if (state.step < last_step)
+      if (const StepBatches& next = source.peek(config); !next.micro.empty())
+        staged_ahead = model.stage(next.micro[0]);
     const double loss_sum = model.take_loss().loss_sum;  // waits for the step
     double grad_norm = 0;
     copy_bytes(&grad_norm, false, grad_norm_dev.data, device == Device::cuda, sizeof grad_norm);
