@@ -133,7 +133,9 @@ __device__ inline uint32_t swizzled_offset(int row, int chunk, int rows) {
   return static_cast<uint32_t>((chunk / 8) * rows * 128 + row * 128 + ((chunk % 8) ^ (row % 8)) * 16);
 }
 
-__device__ inline uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ inline uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
 
 // Starts copying rows [row0, row0 + kRows) of one head of a [T, heads, D] tensor, segment-relative to the
 // token `start`, into the swizzled tile at shared address `tile`; rows at or past `limit` (the segment's
@@ -148,9 +150,10 @@ __device__ inline void load_tile(uint32_t tile, const __nv_bfloat16* src, int64_
     const int c = static_cast<int>(threadIdx.x) + i * kThreads, r = c / kChunks, chunk = c % kChunks;
     const bool real = row0 + r < limit;
     const int64_t token = start + (real ? row0 + r : 0);  // a valid address even when nothing is read
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(tile + swizzled_offset(r, chunk, kRows)),
-                 "l"(src + (token * heads + head) * D + chunk * 8), "r"(real ? 16 : 0)
-                 : "memory");
+    asm volatile(
+        "cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(tile + swizzled_offset(r, chunk, kRows)),
+        "l"(src + (token * heads + head) * D + chunk * 8), "r"(real ? 16 : 0)
+        : "memory");
   }
 }
 __device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
@@ -207,9 +210,9 @@ __device__ inline void pin(float (&r)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
 
-#define PT_LAB_F8(d, i)                                                                                   \
-  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
-      "+f"(d[i + 7])
+#define PT_LAB_F8(d, i)                                                                       \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+      "+f"(d[i + 6]), "+f"(d[i + 7])
 
 // Accumulator fragment of m64nNk16 (f32), per thread of the warpgroup with w = warp % 4, g = lane / 4,
 // t = lane % 4: d[4i + 2h + e] is row 16 w + g + 8 h, column 8 i + 2 t + e (h, e in {0, 1}).
@@ -322,7 +325,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const Args a) {
 
   const int wg = static_cast<int>(threadIdx.x) / 128, warp = static_cast<int>(threadIdx.x) / 32 % 4;
   const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
-  const int wg_row0 = row0 + 64 * wg;             // the warpgroup's first query row in the segment
+  const int wg_row0 = row0 + 64 * wg;               // the warpgroup's first query row in the segment
   const int thread_row0 = wg_row0 + 16 * warp + g;  // this thread's rows: thread_row0 and thread_row0 + 8
 
   // cp.async groups in commit order: Q, K0, V0, then K(j+1), V(j+1) at the top of step j.
@@ -461,8 +464,8 @@ void launch_forward(const Args& a, int capacity, cudaStream_t stream) {
   static const cudaError_t configured =
       cudaFuncSetAttribute(forward_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   check(configured, "raising the dynamic shared memory limit");
-  forward_kernel<D><<<dim3(static_cast<unsigned>(capacity), static_cast<unsigned>(a.H)), kThreads, kSmem,
-                      stream>>>(a);
+  forward_kernel<D>
+      <<<dim3(static_cast<unsigned>(capacity), static_cast<unsigned>(a.H)), kThreads, kSmem, stream>>>(a);
 }
 
 }  // namespace

@@ -15,11 +15,11 @@
 namespace pt::lab {
 
 struct LabAttention {
-  const void *q, *k, *v;           // bf16 [T,H,D], [T,Hkv,D], [T,Hkv,D]
-  void* out;                       // bf16 [T,H,D]
-  float* lse;                      // [H,T]
-  const int32_t* cu_seqlens;       // [segments + 1] on the device
-  const int32_t* valid_lens;       // [segments] on the device, or null (every token real)
+  const void *q, *k, *v;      // bf16 [T,H,D], [T,Hkv,D], [T,Hkv,D]
+  void* out;                  // bf16 [T,H,D]
+  float* lse;                 // [H,T]
+  const int32_t* cu_seqlens;  // [segments + 1] on the device
+  const int32_t* valid_lens;  // [segments] on the device, or null (every token real)
   int segments = 0, T = 0, H = 0, Hkv = 0, D = 0;
   float scale = 0;  // softmax scale; 0 means 1/sqrt(D)
 };
@@ -31,8 +31,8 @@ size_t lab_scratch_bytes(int T, int segments);
 // shapes it does not support and for launch failures. `scratch` holds lab_scratch_bytes(T, segments) bytes.
 void lab_attention_forward(const LabAttention& p, void* scratch, cudaStream_t stream);
 
-// Waits for `stream`, then reads the status words the last call (same T and segments) left: "" when the kernel ran, else why it
-// did not (a build without sm_90a device code, an inconsistent segment table).
+// Waits for `stream`, then reads the status words the last call (same T and segments) left: "" when the
+// kernel ran, else why it did not (a build without sm_90a device code, an inconsistent segment table).
 std::string lab_status(const void* scratch, int T, int segments, cudaStream_t stream);
 
 }  // namespace pt::lab
