@@ -2,15 +2,16 @@
 // production pt::ops::attention_forward on the same random bf16 inputs, then times both.
 //
 // Batches: SFT-like lengths (~32k tokens, lognormal, median 330, max 2048, as bench_attention), one 8k
-// sequence, and two small edge mixes (1-token examples, lengths around multiples of 64 and 128; a batch
-// with pads through valid_lens). Shapes: H12 D64, H16 D128, H16 Hkv4 D128 (GQA).
-// Check: the lab's out and lse are poisoned with NaN first; the error printed is max |lab - production|
-// over max |production| per tensor; above 1e-2 or any NaN fails the exit code, and the first element
-// beyond the tolerance is named (token, its segment and position, head, column) to localise a bug.
-// Timing: CUDA events around `reps` back-to-back calls after one warm-up; the production op runs with
-// segments_checked (no host sync per call). FLOPs: 4 D H sum_i L_i (L_i + 1) / 2 (QK^T and PV over the
-// causal pairs). "lab/prod" is production time over lab time (above 1: the lab kernel is faster).
-// Usage: bench_attention_lab [--tokens 32768] [--reps 20] [--check-only]
+// sequence ("8k"), and two small edge mixes (1-token examples, lengths around multiples of 64 and 128; a
+// batch with pads through valid_lens). Shapes: H12 D64, H16 D128, H16 Hkv4 D128 (GQA). Check: the lab's out
+// and lse are poisoned with NaN first; the error printed is max |lab - production| over max |production| per
+// tensor; above 1e-2 or any NaN fails the exit code, and the first element beyond the tolerance is named
+// (token, its segment and position, head, column) to localise a bug. Timing: CUDA events around `reps`
+// back-to-back calls after one warm-up; the production op runs with segments_checked (no host sync per call).
+// FLOPs: 4 D H sum_i L_i (L_i + 1) / 2 (QK^T and PV over the causal pairs). "lab/prod" is production time
+// over lab time (above 1: the lab kernel is faster). A CUDA error (a fault inside the lab kernel) ends the
+// run with its message and exit code 1; run one batch under compute-sanitizer with --mix NAME. Usage:
+// bench_attention_lab [--tokens 32768] [--reps 20] [--check-only] [--mix edge|pads|sft-like|8k]
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -27,6 +28,7 @@
 #include "attention_wgmma.h"
 #include "core/device.h"
 #include "core/device_buffer.h"
+#include "core/error.h"
 #include "core/float16.h"
 #include "data/packing/synthetic_split.h"
 #include "ops/attention.h"
@@ -242,6 +244,9 @@ int main(int argc, char** argv) {
   app.add_option("--tokens", tokens, "tokens of the SFT-like batch")->check(CLI::Range(64, 1 << 22));
   app.add_option("--reps", reps, "timed calls per measurement")->check(CLI::Range(1, 1000));
   app.add_flag("--check-only", check_only, "compare only, no timing");
+  std::string only;
+  app.add_option("--mix", only, "run only this batch")
+      ->check(CLI::IsMember({"edge", "pads", "sft-like", "8k"}));
   CLI11_PARSE(app, argc, argv);
   if (cuda_device_count() == 0) {
     fmt::print("bench_attention_lab: no CUDA GPU; nothing to check or measure\n");
@@ -258,7 +263,7 @@ int main(int argc, char** argv) {
       {"edge", {1, 1, 63, 64, 65, 127, 128, 129, 1, 255, 256, 257, 300, 1, 2, 3, 500, 7, 383}, {}, false},
       {"pads", {300, 129, 64, 1, 200, 7}, {250, 1, 64, 0, 130, 7}, false},
       {"sft-like", sft_batch(tokens), {}, true},
-      {"one 8k", {8192}, {}, true},
+      {"8k", {8192}, {}, true},
   };
   const std::vector<Shape> shapes = {{12, 12, 64}, {16, 16, 128}, {16, 4, 128}};
   fmt::print("error = max|lab - production| / max|production| (fails above {:.0e} or on NaN)\n", kTolerance);
@@ -266,8 +271,14 @@ int main(int argc, char** argv) {
              "shape", "out err", "lse err", "NaN o", "NaN l", "check", "prod ms", "TFLOP/s", "lab ms",
              "TFLOP/s", "lab/prod");
   bool ok = true;
-  for (const Mix& mix : mixes)
-    for (const Shape& s : shapes) ok = run(mix, s, reps, check_only) && ok;
+  try {
+    for (const Mix& mix : mixes)
+      if (only.empty() || mix.name == only)
+        for (const Shape& s : shapes) ok = run(mix, s, reps, check_only) && ok;
+  } catch (const Error& e) {  // a CUDA error is sticky: nothing after it would run
+    fmt::print("\nbench_attention_lab: {}\n", e.what());
+    return 1;
+  }
   fmt::print("{}\n", ok ? "all checks passed" : "SOME CHECKS FAILED");
   return ok ? 0 : 1;
 }

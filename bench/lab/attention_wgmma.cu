@@ -10,6 +10,10 @@
 //   O[64 x D] += P[64 x 128] V       wgmma m64nDk16, A = P from registers (bf16), B = V from shared memory
 //                                    read transposed (MN-major, imm-trans-b = 1)
 // and lse = max * scale + log(sum) per row at the end, as the production kernel (ops/cuda/attention_*).
+// Not yet FA3: the two warpgroups meet at block barriers and wait for each of their MMAs, so the tensor
+// cores idle during softmax. Next steps once this version checks out: a producer warp loading K/V with TMA
+// into mbarrier-guarded stages (per-segment bounds via the tensor map's OOB fill or a masked last tile),
+// named barriers instead of __syncthreads, and S(j+1) = Q K(j+1)^T issued before softmax(j) (two S buffers).
 //
 // Shared layout of every tile (Q: kBlockM rows, K and V: kBlockN rows; a row is one token's D values):
 // [D/64 column blocks][rows][64 bf16 = 128 bytes], 128-byte swizzled: inside each 8-row group (1024 bytes)
