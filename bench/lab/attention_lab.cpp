@@ -10,8 +10,13 @@
 // back-to-back calls after one warm-up; the production op runs with segments_checked (no host sync per call).
 // FLOPs: 4 D H sum_i L_i (L_i + 1) / 2 (QK^T and PV over the causal pairs). "lab/prod" is production time
 // over lab time (above 1: the lab kernel is faster). A CUDA error (a fault inside the lab kernel) ends the
-// run with its message and exit code 1; run one batch under compute-sanitizer with --mix NAME. Usage:
-// bench_attention_lab [--tokens 32768] [--reps 20] [--check-only] [--mix edge|pads|sft-like|8k]
+// run with its message and exit code 1; run one batch under compute-sanitizer with --mix NAME.
+// --probe runs only the layout probe (lab_layout_probe): S = Q K^T and O = P V of one tile, D 64 and 128, on
+// an "identity" set (Q and P the identity, K[n][c] and V[n][c] = 16 (n % 16) + c % 16, so that a wrong value
+// names the row and column it came from, mod 16) and a random set (integers in [-3, 3]: a transposed or
+// mirrored operand that the identity hides), all exact in bf16 and f32; per product it prints the wrong
+// count, a map of 8 x 8 blocks (X: some element wrong) and the first wrong elements. Usage:
+// bench_attention_lab [--tokens 32768] [--reps 20] [--check-only] [--mix edge|pads|sft-like|8k] [--probe]
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -142,6 +147,96 @@ std::string locate(int64_t index, bool is_lse, const std::vector<int32_t>& cu, c
   return where;
 }
 
+// One product of the layout probe: got and want are row-major [rows, cols]; `identity` decodes a wrong value
+// v = 16 a + b as the (row mod 16, column mod 16) of the operand element it came from.
+bool report_probe(const char* what, const std::vector<float>& got, const std::vector<float>& want, int rows,
+                  int cols, bool identity) {
+  int wrong = 0;
+  std::vector<std::string> map(static_cast<size_t>(rows / 8),
+                               std::string(static_cast<size_t>(cols / 8), '.'));
+  std::vector<std::string> first;
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const float g = got[static_cast<size_t>(r * cols + c)], w = want[static_cast<size_t>(r * cols + c)];
+      if (g == w) continue;
+      ++wrong;
+      map[static_cast<size_t>(r / 8)][static_cast<size_t>(c / 8)] = 'X';
+      if (first.size() < 6) {
+        std::string line = fmt::format("      [{:3}][{:3}] got {} want {}", r, c, g, w);
+        if (identity && g >= 0 && g < 256 && g == std::floor(g))
+          line += fmt::format(" (got the element of row = {} mod 16, column = {} mod 16)", int(g) / 16,
+                              int(g) % 16);
+        first.push_back(line);
+      }
+    }
+  fmt::print("  {:<34} {}\n", what,
+             wrong == 0 ? std::string("ok") : fmt::format("{} of {} wrong", wrong, rows * cols));
+  if (wrong == 0) return true;
+  fmt::print("    rows/8 x cols/8 blocks (X: wrong):\n");
+  for (const std::string& line : map) fmt::print("      {}\n", line);
+  for (const std::string& line : first) fmt::print("{}\n", line);
+  return false;
+}
+
+DeviceBuffer upload_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> raw(v.size());
+  std::transform(v.begin(), v.end(), raw.begin(), float_to_bf16);
+  DeviceBuffer b(raw.size() * sizeof(uint16_t));
+  b.upload(raw.data(), raw.size() * sizeof(uint16_t));
+  return b;
+}
+
+// The layout probe for one head dim and one input set; returns false when a product is wrong.
+bool run_probe(int D, bool identity) {
+  constexpr int kRows = 128;  // query rows = keys = the tile
+  std::vector<float> q(static_cast<size_t>(kRows * D)), k(q.size()), v(q.size()),
+      p(static_cast<size_t>(kRows * kRows));
+  std::mt19937 rng(static_cast<uint32_t>(D) + 7);
+  std::uniform_int_distribution<int> small(-3, 3);
+  for (int r = 0; r < kRows; ++r) {
+    for (int c = 0; c < D; ++c) {
+      const size_t i = static_cast<size_t>(r * D + c);
+      q[i] = identity ? float(c == r % D) : float(small(rng));
+      k[i] = identity ? float(16 * (r % 16) + c % 16) : float(small(rng));
+      v[i] = identity ? float(16 * (r % 16) + c % 16) : float(small(rng));
+    }
+    for (int c = 0; c < kRows; ++c)
+      p[static_cast<size_t>(r * kRows + c)] = identity ? float(c == r) : float(small(rng));
+  }
+  std::vector<float> s_want(static_cast<size_t>(kRows * kRows)), o_want(q.size());
+  for (int r = 0; r < kRows; ++r) {
+    for (int n = 0; n < kRows; ++n) {
+      double acc = 0;
+      for (int c = 0; c < D; ++c)
+        acc += double(q[static_cast<size_t>(r * D + c)]) * k[static_cast<size_t>(n * D + c)];
+      s_want[static_cast<size_t>(r * kRows + n)] = static_cast<float>(acc);
+    }
+    for (int c = 0; c < D; ++c) {
+      double acc = 0;
+      for (int n = 0; n < kRows; ++n)
+        acc += double(p[static_cast<size_t>(r * kRows + n)]) * v[static_cast<size_t>(n * D + c)];
+      o_want[static_cast<size_t>(r * D + c)] = static_cast<float>(acc);
+    }
+  }
+  DeviceBuffer dq = upload_bf16(q), dk = upload_bf16(k), dv = upload_bf16(v), dp = upload_bf16(p);
+  DeviceBuffer ds(s_want.size() * 4), dout(o_want.size() * 4);
+  cuda_check(cudaMemset(ds.data(), 0xFF, ds.bytes()), "poisoning s");
+  cuda_check(cudaMemset(dout.data(), 0xFF, dout.bytes()), "poisoning o");
+  const std::string status =
+      lab::lab_layout_probe(D, dq.data(), dk.data(), dv.data(), dp.data(), static_cast<float*>(ds.data()),
+                            static_cast<float*>(dout.data()));
+  fmt::print("probe D={} {} inputs\n", D, identity ? "identity" : "random");
+  if (!status.empty()) {
+    fmt::print("  FAILED: {}\n", status);
+    return false;
+  }
+  const bool s_ok =
+      report_probe("S = Q K^T (desc_k_major, ss)", download_f32(ds), s_want, kRows, kRows, identity);
+  const bool o_ok =
+      report_probe("O = P V (registers A, desc_v)", download_f32(dout), o_want, kRows, D, identity);
+  return s_ok && o_ok;
+}
+
 float time_ms(const std::function<void()>& fn, int reps) {
   fn();  // warm-up: first launches, scratch growth
   cudaEvent_t e0, e1;
@@ -244,6 +339,8 @@ int main(int argc, char** argv) {
   app.add_option("--tokens", tokens, "tokens of the SFT-like batch")->check(CLI::Range(64, 1 << 22));
   app.add_option("--reps", reps, "timed calls per measurement")->check(CLI::Range(1, 1000));
   app.add_flag("--check-only", check_only, "compare only, no timing");
+  bool probe = false;
+  app.add_flag("--probe", probe, "run only the wgmma layout probe (one tile, exact integer inputs)");
   std::string only;
   app.add_option("--mix", only, "run only this batch")
       ->check(CLI::IsMember({"edge", "pads", "sft-like", "8k"}));
@@ -258,6 +355,18 @@ int main(int argc, char** argv) {
   if (prop.major != 9 || prop.minor != 0) {
     fmt::print("bench_attention_lab: the lab kernel needs sm_90a (H100/H200); nothing to check here\n");
     return 0;
+  }
+  if (probe) {
+    bool probe_ok = true;
+    try {
+      for (int D : {64, 128})
+        for (bool identity : {true, false}) probe_ok = run_probe(D, identity) && probe_ok;
+    } catch (const Error& e) {
+      fmt::print("\nbench_attention_lab: {}\n", e.what());
+      return 1;
+    }
+    fmt::print("{}\n", probe_ok ? "layout probe passed" : "LAYOUT PROBE FAILED");
+    return probe_ok ? 0 : 1;
   }
   const std::vector<Mix> mixes = {
       {"edge", {1, 1, 63, 64, 65, 127, 128, 129, 1, 255, 256, 257, 300, 1, 2, 3, 500, 7, 383}, {}, false},

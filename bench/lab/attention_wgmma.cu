@@ -160,20 +160,33 @@ __device__ inline void load_tile(uint32_t tile, const __nv_bfloat16* src, int64_
         : "memory");
   }
 }
+// cp.async.wait_group N (PTX 9.7.9.25.3): waits until at most the N most recent groups of this thread are
+// pending; it makes this thread's copies complete and visible to this thread only, hence the barrier after.
 __device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int kPending>
 __device__ inline void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
-// cp.async writes through the generic proxy and wgmma reads through the async proxy: each writing thread
-// fences before the barrier that publishes its writes to the warpgroups' MMAs.
+// cp.async (non-bulk) writes through the generic proxy and wgmma reads shared memory through the async proxy
+// (PTX 9.7.15 overview step 2 and 9.7.15.7.1: "an async proxy fence must be used to establish an ordering
+// between prior writes to shared memory matrices and subsequent reads of the same matrices in a
+// wgmma.mma_async"). So: cp.async.wait_group (the writes are done), fence.proxy.async by every writing
+// thread, then the CTA barrier that hands the tile to both warpgroups, the order CUTLASS uses for thread-
+// written shared memory read by the async proxy (fence_view_async_shared, then a barrier). The reverse
+// direction (a stage refilled by cp.async after wgmma read it) needs no proxy fence: wgmma.wait_group
+// returns once the MMAs, their shared-memory reads included, have completed (9.7.15.7.3), and a barrier
+// after it orders every warpgroup's wait before any thread's refill (CUTLASS's cp.async GMMA mainloop
+// sm90_mma_multistage_gmma_ss refills a stage right after warpgroup_wait<0> the same way).
 __device__ inline void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-// Matrix descriptor (PTX 9.7.15.5.1.2.2): bits 0-13 start address >> 4, 16-29 leading-dimension byte
-// offset >> 4, 32-45 stride-dimension byte offset >> 4, 49-51 base offset (0: every swizzle atom a
-// descriptor reaches starts on a 1024-byte boundary, and the start addresses below stay within 128 bytes of
-// one, so (start >> 7) % 8 is 0), 62-63 swizzle mode (1 = 128-byte swizzle).
+// Matrix descriptor (PTX 9.7.15.5.1.2.2): bits 0-13 (start address & 0x3FFFF) >> 4, 16-29 leading-dimension
+// byte offset >> 4, 32-45 stride-dimension byte offset >> 4, 49-51 base offset, 62-63 swizzle mode (1 =
+// 128-byte swizzle; CUTLASS LayoutType::B128 = 1). The base offset is 0 "when the repeating pattern ...
+// starts" on a 1024-byte boundary (128-byte swizzle), else (pattern start >> 7) & 7: every tile here starts
+// on a 1024-byte boundary (the aligned base, tile sizes multiples of 1024), and the only starts that are not
+// are the K-major k-step advances of 32, 64 or 96 bytes, whose bits 7-9 stay 0 (CUTLASS likewise keeps
+// base_offset 0 and advances the start address; its debug check is exactly (start & 0b1110000000) == 0).
 __device__ inline uint64_t make_desc(uint32_t start, uint32_t leading_bytes, uint32_t stride_bytes) {
   return static_cast<uint64_t>((start & 0x3FFFF) >> 4) | static_cast<uint64_t>(leading_bytes >> 4) << 16 |
          static_cast<uint64_t>(stride_bytes >> 4) << 32 | uint64_t{1} << 62;
@@ -182,10 +195,13 @@ __device__ inline uint64_t make_desc(uint32_t start, uint32_t leading_bytes, uin
 // K-major operand, k-step kk (contraction elements 16 kk .. 16 kk + 15) of a swizzled tile whose column
 // blocks are `rows` rows apart, starting at the tile's row `first_row` (a multiple of 8). Canonical
 // K-major 128B layout ((8,m),(T,2k)):((8T,SBO),(1,T)), T = 8 bf16: rows 128 bytes apart, 8-row groups
-// SBO = 1024 bytes apart; the leading byte offset is unused for swizzled K-major layouts ("assumed 1").
-// The 16 elements of a k-step are 32 bytes of a 128-byte row: block kk / 4, bytes 32 (kk % 4) on. The
-// swizzle applies to the final address bits, so advancing the start by 32 bytes inside the atom reads
-// logical chunks 2 (kk % 4) and 2 (kk % 4) + 1 of every row, where load_tile put them.
+// SBO = 1024 bytes apart ("the offset from the first 8 rows to the next 8 rows", 9.7.15.5.1.2.1.2); the
+// leading byte offset is unused for swizzled K-major layouts ("not used, assumed to be 1", 9.7.15.5.1.2.1.1;
+// CUTLASS make_gmma_desc<Major::K> encodes 1 = 16 bytes). The 16 elements of a k-step are 32 bytes of a
+// 128-byte row: block kk / 4, bytes 32 (kk % 4) on. The swizzle applies to the final address bits (16-byte
+// chunk bits 4-6 ^= row bits 7-9), so a start 32 (kk % 4) bytes into the atom reads logical chunks
+// 2 (kk % 4) and 2 (kk % 4) + 1 of row r at chunks (2 (kk % 4) + c) ^ (r % 8), where load_tile put them.
+// This is how CUTLASS's DescriptorIterator (start address + k offset) and DeepGEMM walk K inside an atom.
 __device__ inline uint64_t desc_k_major(uint32_t tile, int rows, int first_row, int kk) {
   return make_desc(tile + static_cast<uint32_t>((kk / 4) * rows * 128 + first_row * 128 + (kk % 4) * 32), 16,
                    1024);
@@ -194,7 +210,12 @@ __device__ inline uint64_t desc_k_major(uint32_t tile, int rows, int first_row, 
 // V as the MN-major B operand of O = P V (imm-trans-b = 1), k-step kk (keys 16 kk .. 16 kk + 15). Canonical
 // MN-major 128B layout ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)): 64 consecutive d values per 128-byte row, the
 // next 64 d values (column block) LBO = kBlockN * 128 bytes on, each key row 128 bytes on, the next 8 keys
-// SBO = 1024 bytes on. A k-step covers 16 keys = 2048 bytes, a whole number of atoms.
+// SBO = 1024 bytes on. A k-step covers 16 keys = 2048 bytes, a whole number of atoms. For MN-major the two
+// offsets swap roles against K-major: PTX 9.7.15.5.1.2.1.1 "MN-Major, swizzled layouts: [LBO is the] offset
+// from the first (swizzle-byte-size/16) rows to the next (swizzle-byte-size/16) rows" (8 rows of 128-bit
+// elements = 64 bf16 along N), 9.7.15.5.1.2.1.2 "[SBO is the] offset from the first 8 columns to the next 8
+// columns" (8 keys along K); CUTLASS make_gmma_desc<Major::MN> for B128, ((8,n),(8,k)):((1,LBO),(8,SBO)) in
+// 16-byte units, agrees. At D = 64 (N = 64) LBO is never used.
 __device__ inline uint64_t desc_v(uint32_t tile, int kk) {
   return make_desc(tile + static_cast<uint32_t>(kk * 16 * 128), kBlockN * 128, 1024);
 }
@@ -206,12 +227,22 @@ __device__ inline void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
 
-// The compiler does not know that wgmma writes its accumulators asynchronously: an empty asm that "writes"
-// every register pins the accesses of the array on the right side of wgmma_fence / wgmma_wait.
+// wgmma.fence (PTX 9.7.15.7.1) orders earlier register accesses before a wgmma.mma_async that uses the same
+// registers as accumulator or as A fragments; wgmma.wait_group (9.7.15.7.3) must precede any access to them
+// after the MMA. The compiler does not know either: an empty volatile asm that "writes" every register pins
+// the array's accesses on the right side of the fence / wait (CUTLASS's warpgroup_fence_operand, which FA3
+// applies to the accumulators and to the register-A operand alike).
 template <int N>
 __device__ inline void pin(float (&r)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N, int M>
+__device__ inline void pin(uint32_t (&r)[N][M]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int j = 0; j < M; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
 }
 
 #define PT_LAB_F8(d, i)                                                                       \
@@ -220,8 +251,15 @@ __device__ inline void pin(float (&r)[N]) {
 
 // Accumulator fragment of m64nNk16 (f32), per thread of the warpgroup with w = warp % 4, g = lane / 4,
 // t = lane % 4: d[4i + 2h + e] is row 16 w + g + 8 h, column 8 i + 2 t + e (h, e in {0, 1}).
+// PTX 9.7.15.5.1.1.1 figure "WGMMA .m64nNk16 register fragment layout for accumulator matrix D"; CUTLASS
+// CLayout_64xN
+// ((4,8,4),(2,2,N/8)):((128,1,16),(64,8,512)) over (m + 64 n) says the same. The softmax (row max and sum
+// over the quad of threads t = 0..3 that share g), the mask and the final store all index it this way.
 
-// d[64] += A[64 x 16] B[16 x 128] with A and B K-major in shared memory (descriptors a and b).
+// d[64] += A[64 x 16] B[16 x 128] with A and B K-major in shared memory (descriptors a and b). Operands after
+// the descriptors (PTX 9.7.15.5.2): scale-d (predicate; false computes D = A B), imm-scale-a/b (1: no
+// negation), imm-trans-a/b (0: K-major). scale-d stays true: the caller zeroes d before the first k-step,
+// which ptxas folds into a zero-accumulator first HGMMA (RZ in the SASS), the same as scale-d = 0 there.
 __device__ inline void wgmma_m64n128k16_ss(float (&d)[64], uint64_t a, uint64_t b) {
   asm volatile(
       "{\n"
@@ -241,7 +279,10 @@ __device__ inline void wgmma_m64n128k16_ss(float (&d)[64], uint64_t a, uint64_t 
 
 // Register A fragment of m64nNk16 (bf16), per thread as above: a[0] row 16 w + g, columns 2 t, 2 t + 1;
 // a[1] row + 8, same columns; a[2] row 16 w + g, columns 2 t + 8, 2 t + 9; a[3] row + 8, those columns
-// (the low half of each register holds the lower column). The mma.sync m16n8k16 A layout per warp.
+// (the low half of each register holds the lower column, elements a0..a7 low to high). PTX 9.7.15.5.1.1.1
+// figure "register fragment layout for matrix A": the mma.sync m16n8k16 A layout per warp, warp w owning
+// rows 16 w ..; CUTLASS defines ALayout_64x16 as CLayout_64x16, i.e. a 64 x 16 block of the accumulator
+// is already an A fragment (see to_a_fragments). The rs form has no imm-trans-a (A in registers is K-major).
 
 // d[N/2] += A[64 x 16] (registers) B[16 x N], B MN-major in shared memory (descriptor b, imm-trans-b 1).
 template <int N>
@@ -284,6 +325,15 @@ __device__ inline uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
+// The accumulator of a 64 x 128 product as the register A operand of eight k-steps: k-step kk (columns
+// 16 kk .. 16 kk + 15, accumulator column blocks 2 kk and 2 kk + 1) is s[8 kk .. 8 kk + 7] in order.
+__device__ inline void to_a_fragments(const float (&s)[64], uint32_t (&p)[8][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) p[kk][r] = pack_bf16(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+}
+
 // Max and sum over the four threads of a quad, which together hold one accumulator row.
 __device__ inline float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
@@ -308,6 +358,10 @@ __device__ void write_pad_tile(const Args& a, int64_t start, int row0, int rows,
 
 #endif  // PT_LAB_SM90A
 
+// Registers: __launch_bounds__(256, 1) lets ptxas use up to 255 per thread; the build reports 212 (D = 128)
+// and 154 (D = 64) with no local memory (cuobjdump --dump-resource-usage: LOCAL:0). setmaxnreg (PTX 9.7.19.6)
+// only moves registers between warpgroups of a warp-specialised kernel (producer down, consumers up); with
+// two identical consumer warpgroups and no producer there is nothing to move, so it is not used yet.
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const Args a) {
 #if PT_LAB_SM90A
@@ -315,12 +369,16 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const Args a) {
   const int4 seg = a.items[blockIdx.x];  // {start, real, len, row0}
   const int64_t start = seg.x;
   const int real = seg.y, len = seg.z, row0 = seg.w;
+  // GQA: query head h reads kv head h / (H / Hkv), as ops/cuda/attention_forward.cu.
   const int head = static_cast<int>(blockIdx.y), kv_head = head / (a.H / a.Hkv);
   if (row0 >= real) {
     write_pad_tile<D>(a, start, row0, min(kBlockM, len - row0), head);
     return;
   }
 
+  // The 128-byte swizzle pattern repeats every 1024 bytes and the descriptors assume base offset 0, so every
+  // tile starts on a 1024-byte boundary: the dynamic base (only 16-byte aligned, and placed after any static
+  // shared memory) is rounded up inside the 1024 bytes of slack that smem_bytes() adds.
   extern __shared__ unsigned char smem_raw[];
   constexpr uint32_t kQBytes = tile_bytes<D>(kBlockM), kKVBytes = tile_bytes<D>(kBlockN);
   const uint32_t sq = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -332,7 +390,10 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const Args a) {
   const int wg_row0 = row0 + 64 * wg;               // the warpgroup's first query row in the segment
   const int thread_row0 = wg_row0 + 16 * warp + g;  // this thread's rows: thread_row0 and thread_row0 + 8
 
-  // cp.async groups in commit order: Q, K0, V0, then K(j+1), V(j+1) at the top of step j.
+  // cp.async groups in commit order: Q, K0, V0, then K(j+1), V(j+1) at the top of step j. Waits: step j with
+  // a prefetch has V(j), K(j+1), V(j+1) as its three newest groups, so wait_group 3 completes K(j) (and Q),
+  // wait_group 2 then V(j); the last step has K(j), V(j) newest: wait_group 1, then 0. Rows at or past the
+  // segment's real length are zero-filled (src-size 0), never read from another segment.
   load_tile<D, kBlockM>(sq, a.q, start, row0, real, a.H, head);
   cp_async_commit();
   const int key_end = min(real, row0 + kBlockM);  // causal: the tile's last query sees keys < row0 + kBlockM
@@ -373,9 +434,11 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const Args a) {
     for (int kk = 0; kk < D / 16; ++kk)
       wgmma_m64n128k16_ss(s, desc_k_major(sq, kBlockM, 64 * wg, kk), desc_k_major(sk(stage), kBlockN, 0, kk));
     wgmma_commit();
-    wgmma_wait<0>();
+    wgmma_wait<0>();  // the softmax reads s (PTX 9.7.15.7.3: no accumulator access before the wait)
     pin(s);
 
+    // Mask in the accumulator layout: s[4 i + e] is row thread_row0 + 8 (e / 2), key key0 + 8 i + 2 t + e
+    // % 2. Every real row sees key 0 in step 0, so no row's max stays -inf past it.
     if (key0 + kBlockN - 1 > wg_row0 || key0 + kBlockN > real) {  // the diagonal or the segment's end
 #pragma unroll
       for (int i = 0; i < kBlockN / 8; ++i)
@@ -407,15 +470,8 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const Args a) {
 #pragma unroll
       for (int n = 0; n < D / 8; ++n) o[4 * n + 2 * h] *= rescale, o[4 * n + 2 * h + 1] *= rescale;
     }
-    // P as register A fragments: keys 16 kk .. 16 kk + 15 are accumulator column blocks 2 kk and 2 kk + 1.
     uint32_t p[kBlockN / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      p[kk][0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
-      p[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
-      p[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
-      p[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
-    }
+    to_a_fragments(s, p);
 
     if (prefetch)
       cp_async_wait<2>();  // V(j) has landed
@@ -424,12 +480,14 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const Args a) {
     fence_proxy_async();
     __syncthreads();
 
+    // The rescaled o and the freshly written p are wgmma registers: both before the fence (PTX 9.7.15.7.1).
     pin(o);
+    pin(p);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) wgmma_m64nNk16_rs<D>(o, p[kk], desc_v(sv(stage), kk));
     wgmma_commit();
-    wgmma_wait<0>();
+    wgmma_wait<0>();  // o is rescaled next step, and this stage's V (and K) reads must be complete
     pin(o);
     __syncthreads();  // both warpgroups are done with this stage before step j + 1 refills it
   }
@@ -446,6 +504,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const Args a) {
     for (int n = 0; n < D / 8; ++n)
       *reinterpret_cast<__nv_bfloat162*>(dst + 8 * n) =
           __floats2bfloat162_rn(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv);
+    // Natural-log units: row_sum = sum exp2((s - max) scale log2e) = sum exp((s - max) scale).
     if (t == 0)
       a.lse[static_cast<int64_t>(head) * a.T + start + row] =
           keep ? row_max[h] * a.scale + logf(row_sum[h]) : 0.0f;
@@ -453,6 +512,68 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const Args a) {
 #else
   // Built for another architecture: say so instead of computing anything.
   if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) a.status[kNeedsSm90a] = 1;
+#endif
+}
+
+// Layout probe: one CTA runs one step of the forward kernel's MMA path on plain inputs (q, k, v bf16 [128,
+// D], p bf16 [128, 128], all row-major) and writes the f32 accumulators out through the assumed accumulator
+// layout: s = Q K^T [128, 128] (load_tile, desc_k_major, wgmma_m64n128k16_ss) and o = P V [128, D] (P
+// through to_a_fragments, desc_v, wgmma_m64nNk16_rs). flag: 1 when the sm_90a code ran, 2 for the stub.
+template <int D>
+__global__ void __launch_bounds__(kThreads, 1)
+    probe_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                 const __nv_bfloat16* p_in, float* s_out, float* o_out, int* flag) {
+#if PT_LAB_SM90A
+  extern __shared__ unsigned char smem_raw[];
+  constexpr uint32_t kBytes = tile_bytes<D>(kBlockN);
+  const uint32_t sq = (smem_u32(smem_raw) + 1023u) & ~1023u, sk = sq + kBytes, sv = sk + kBytes;
+  load_tile<D, kBlockM>(sq, q, 0, 0, kBlockM, 1, 0);
+  load_tile<D, kBlockN>(sk, k, 0, 0, kBlockN, 1, 0);
+  load_tile<D, kBlockN>(sv, v, 0, 0, kBlockN, 1, 0);
+  cp_async_commit();
+  cp_async_wait<0>();
+  fence_proxy_async();
+  __syncthreads();
+
+  const int wg = static_cast<int>(threadIdx.x) / 128, warp = static_cast<int>(threadIdx.x) / 32 % 4;
+  const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const int row0 = 64 * wg + 16 * warp + g;  // rows row0 and row0 + 8
+  float s[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) s[i] = 0.0f;
+  pin(s);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    wgmma_m64n128k16_ss(s, desc_k_major(sq, kBlockM, 64 * wg, kk), desc_k_major(sk, kBlockN, 0, kk));
+  wgmma_commit();
+  wgmma_wait<0>();
+  pin(s);
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    const int row = row0 + 8 * (i % 4 / 2), col = 8 * (i / 4) + 2 * t + i % 2;
+    s_out[row * kBlockN + col] = s[i];
+    s[i] =
+        __bfloat162float(p_in[row * kBlockN + col]);  // P in the accumulator layout, as the softmax leaves it
+  }
+  uint32_t p[kBlockN / 16][4];
+  to_a_fragments(s, p);
+  float o[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+  pin(o);
+  pin(p);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kBlockN / 16; ++kk) wgmma_m64nNk16_rs<D>(o, p[kk], desc_v(sv, kk));
+  wgmma_commit();
+  wgmma_wait<0>();
+  pin(o);
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o_out[(row0 + 8 * (i % 4 / 2)) * D + 8 * (i / 4) + 2 * t + i % 2] = o[i];
+  if (threadIdx.x == 0) *flag = 1;
+#else
+  if (threadIdx.x == 0) *flag = 2;
 #endif
 }
 
@@ -508,6 +629,36 @@ void lab_attention_forward(const LabAttention& p, void* scratch, cudaStream_t st
   else
     launch_forward<128>(a, capacity, stream);
   check(cudaGetLastError(), "launching the forward kernel");
+}
+
+std::string lab_layout_probe(int D, const void* q, const void* k, const void* v, const void* p, float* s,
+                             float* o) {
+  if (D != 64 && D != 128)
+    throw Error("lab_layout_probe: head dims 64 and 128 are supported, got " + std::to_string(D));
+  int* flag = nullptr;
+  check(cudaMalloc(&flag, sizeof(int)), "allocating the probe flag");
+  check(cudaMemset(flag, 0, sizeof(int)), "clearing the probe flag");
+  const auto launch = [&](auto kernel, int smem) {
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+          "raising the probe's shared memory limit");
+    kernel<<<1, kThreads, smem>>>(static_cast<const __nv_bfloat16*>(q), static_cast<const __nv_bfloat16*>(k),
+                                  static_cast<const __nv_bfloat16*>(v), static_cast<const __nv_bfloat16*>(p),
+                                  s, o, flag);
+  };
+  if (D == 64)
+    launch(probe_kernel<64>, 1024 + 3 * tile_bytes<64>(kBlockN));
+  else
+    launch(probe_kernel<128>, 1024 + 3 * tile_bytes<128>(kBlockN));
+  check(cudaGetLastError(), "launching the probe");
+  int ran = 0;
+  const cudaError_t err = cudaDeviceSynchronize();
+  if (err == cudaSuccess)
+    check(cudaMemcpy(&ran, flag, sizeof(int), cudaMemcpyDeviceToHost), "reading the flag");
+  cudaFree(flag);
+  check(err, "running the probe");
+  if (ran == 2) return "the probe ran the stub: the build has no sm_90a device code";
+  if (ran != 1) return "the probe kernel did not report back";
+  return "";
 }
 
 std::string lab_status(const void* scratch, int T, int segments, cudaStream_t stream) {

@@ -31,6 +31,14 @@ size_t lab_scratch_bytes(int T, int segments);
 // shapes it does not support and for launch failures. `scratch` holds lab_scratch_bytes(T, segments) bytes.
 void lab_attention_forward(const LabAttention& p, void* scratch, cudaStream_t stream);
 
+// Layout probe (bench_attention_lab --probe): one CTA computes s = Q K^T (f32 [128, 128]) and o = P V (f32
+// [128, D]) from q, k, v (bf16 [128, D]) and p (bf16 [128, 128]), all row-major device buffers, through the
+// forward kernel's own tile loads, descriptors, wgmma wrappers and fragment layouts, so that a layout bug
+// shows as a pattern of wrong elements. Waits for the GPU; returns "" when it ran, else why not (no sm_90a
+// code).
+std::string lab_layout_probe(int D, const void* q, const void* k, const void* v, const void* p, float* s,
+                             float* o);
+
 // Waits for `stream`, then reads the status words the last call (same T and segments) left: "" when the
 // kernel ran, else why it did not (a build without sm_90a device code, an inconsistent segment table).
 std::string lab_status(const void* scratch, int T, int segments, cudaStream_t stream);
