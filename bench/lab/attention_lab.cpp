@@ -147,10 +147,12 @@ std::string locate(int64_t index, bool is_lse, const std::vector<int32_t>& cu, c
   return where;
 }
 
-// One product of the layout probe: got and want are row-major [rows, cols]; `identity` decodes a wrong value
-// v = 16 a + b as the (row mod 16, column mod 16) of the operand element it came from.
-bool report_probe(const char* what, const std::vector<float>& got, const std::vector<float>& want, int rows,
-                  int cols, bool identity) {
+// One product of the layout probe: got and want are row-major [rows, cols]. With identity inputs a value
+// v = 16 a + b is the element [row = a, column = b] (mod 16) of the B operand (`operand`: K or V), so a wrong
+// value names the element that was read instead: for S = Q K^T the wanted one is K[n][m % D] (n the S column,
+// m the S row), for O = P V it is V[m][c].
+bool report_probe(const char* what, const char* operand, const std::vector<float>& got,
+                  const std::vector<float>& want, int rows, int cols, bool identity) {
   int wrong = 0;
   std::vector<std::string> map(static_cast<size_t>(rows / 8),
                                std::string(static_cast<size_t>(cols / 8), '.'));
@@ -164,8 +166,8 @@ bool report_probe(const char* what, const std::vector<float>& got, const std::ve
       if (first.size() < 6) {
         std::string line = fmt::format("      [{:3}][{:3}] got {} want {}", r, c, g, w);
         if (identity && g >= 0 && g < 256 && g == std::floor(g))
-          line += fmt::format(" (got the element of row = {} mod 16, column = {} mod 16)", int(g) / 16,
-                              int(g) % 16);
+          line += fmt::format(" (read {}[{} mod 16][{} mod 16], wanted {}[{} mod 16][{} mod 16])", operand,
+                              int(g) / 16, int(g) % 16, operand, int(w) / 16, int(w) % 16);
         first.push_back(line);
       }
     }
@@ -231,9 +233,9 @@ bool run_probe(int D, bool identity) {
     return false;
   }
   const bool s_ok =
-      report_probe("S = Q K^T (desc_k_major, ss)", download_f32(ds), s_want, kRows, kRows, identity);
+      report_probe("S = Q K^T (desc_k_major, ss)", "K", download_f32(ds), s_want, kRows, kRows, identity);
   const bool o_ok =
-      report_probe("O = P V (registers A, desc_v)", download_f32(dout), o_want, kRows, D, identity);
+      report_probe("O = P V (registers A, desc_v)", "V", download_f32(dout), o_want, kRows, D, identity);
   return s_ok && o_ok;
 }
 

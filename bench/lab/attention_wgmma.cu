@@ -34,7 +34,8 @@
 // masking and softmax), out also on P and V (the register-A fragment, desc_v). lse right and out wrong
 // points at desc_v or the P fragments; both wrong at every length points at load_tile's swizzle or
 // desc_k_major; errors only on segments longer than one step (128 keys) point at the pipeline (stages,
-// cp.async group counting, barriers).
+// cp.async group counting, barriers). Before any of that, bench_attention_lab --probe runs one tile of both
+// products on exact integer inputs (probe_kernel below) and prints which elements land wrong.
 #include "attention_wgmma.h"
 
 #include <cuda_bf16.h>
