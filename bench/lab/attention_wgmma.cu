@@ -27,8 +27,13 @@
 // fragment layout for matrix A / accumulator D"), the canonical layouts and the meaning of the leading /
 // stride byte offsets per major-ness (9.7.15.5.1.2.1), and the descriptor bit fields (9.7.15.5.1.2.2
 // "Matrix Descriptor Format"); cross-checked against the descriptor's field list in CUTLASS
-// (cute/arch/mma_sm90_desc.hpp). The async-proxy fence after generic shared-memory writes is from the PTX
-// memory-consistency model (proxies) and CUTLASS's cp.async + GMMA mainloops.
+// (cute/arch/mma_sm90_desc.hpp, cute/atom/mma_traits_sm90_gmma.hpp make_gmma_desc and the CLayout /
+// ALayout fragment layouts). The async-proxy fence after generic shared-memory writes is from 9.7.15.7.1
+// ("wgmma.fence") and the PTX memory-consistency model (proxies). Section numbers are those of PTX ISA 9.x;
+// they shift between versions, the titles do not. Each rule is restated, with its source, at the code that
+// depends on it. The layout arithmetic (load_tile's swizzle against the descriptors' canonical layouts, both
+// operands, both head dims, every k-step) was also checked exhaustively off-GPU by an emulation of the PTX
+// address formula; what only a GPU can confirm is that the hardware follows that formula (--probe).
 //
 // Localising a failure: lse depends only on S = Q K^T (Q/K layout, desc_k_major, the accumulator layout,
 // masking and softmax), out also on P and V (the register-A fragment, desc_v). lse right and out wrong
@@ -161,8 +166,9 @@ __device__ inline void load_tile(uint32_t tile, const __nv_bfloat16* src, int64_
         : "memory");
   }
 }
-// cp.async.wait_group N (PTX 9.7.9.25.3): waits until at most the N most recent groups of this thread are
-// pending; it makes this thread's copies complete and visible to this thread only, hence the barrier after.
+// cp.async.wait_group N (PTX "cp.async.wait_group / cp.async.wait_all"): waits until at most the N most
+// recent groups of this thread are pending; it makes this thread's copies complete and visible to this thread
+// only, hence the barrier after.
 __device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int kPending>
 __device__ inline void cp_async_wait() {
@@ -360,9 +366,10 @@ __device__ void write_pad_tile(const Args& a, int64_t start, int row0, int rows,
 #endif  // PT_LAB_SM90A
 
 // Registers: __launch_bounds__(256, 1) lets ptxas use up to 255 per thread; the build reports 212 (D = 128)
-// and 154 (D = 64) with no local memory (cuobjdump --dump-resource-usage: LOCAL:0). setmaxnreg (PTX 9.7.19.6)
-// only moves registers between warpgroups of a warp-specialised kernel (producer down, consumers up); with
-// two identical consumer warpgroups and no producer there is nothing to move, so it is not used yet.
+// and 154 (D = 64) with no local memory (cuobjdump --dump-resource-usage: LOCAL:0). setmaxnreg (PTX
+// "setmaxnreg") only moves registers between warpgroups of a warp-specialised kernel (producer down,
+// consumers up); with two identical consumer warpgroups and no producer there is nothing to move, so it is
+// not used yet.
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1) forward_kernel(const Args a) {
 #if PT_LAB_SM90A
