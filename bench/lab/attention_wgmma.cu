@@ -1,4 +1,7 @@
 // Kernel lab: varlen causal attention forward with Hopper warpgroup MMA (wgmma), FlashAttention-3 style.
+// Status (2026-12-02): compiled and reviewed against the PTX ISA, not yet run on a GPU. Run
+// `bench_attention_lab --probe` (its layouts), then `--check-only` (against the production kernel), then
+// the timing; it moves into ops/cuda/ only once it checks out and beats the production kernel.
 //
 // One CTA of 256 threads per (query tile of kBlockM = 128 rows of one segment, head): warpgroup wg (threads
 // 128 wg .. 128 wg + 127) owns query rows 64 wg .. 64 wg + 63 of the tile. K and V tiles of kBlockN = 128
