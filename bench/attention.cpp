@@ -14,9 +14,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <chrono>
 #include <fstream>
-#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -24,42 +22,24 @@
 
 #include "core/device.h"
 #include "core/float16.h"
-#include "data/packing/synthetic_split.h"
+#include "gpu_bench.h"
 
 namespace {
 
 using namespace pt;
 using namespace pt::ops;
 
-// Device memory, freed on scope exit.
-struct DeviceBuffer {
-  explicit DeviceBuffer(size_t bytes) : data(cuda_malloc_zeroed(bytes)) {}
-  ~DeviceBuffer() { cuda_free(data); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* data;
-};
-
 void upload_random_bf16(const DeviceBuffer& dst, int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
   std::vector<uint16_t> v(static_cast<size_t>(n));
   for (uint16_t& x : v) x = float_to_bf16(dist(rng));
-  copy_bytes(dst.data, true, v.data(), false, v.size() * sizeof(uint16_t));
-}
-
-double mean_seconds(const std::function<void()>& fn, int reps) {
-  fn();  // warm-up: first launches, allocator pool
-  cuda_synchronize();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < reps; ++i) fn();
-  cuda_synchronize();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+  copy_bytes(dst.data(), true, v.data(), false, v.size() * sizeof(uint16_t));
 }
 
 // Prints the table's row for one batch and shape.
-void bench(const std::string& name, const std::vector<int32_t>& lengths, int64_t H, int64_t Hkv, int64_t D,
-           int reps) {
+void measure(const std::string& name, const std::vector<int32_t>& lengths, int64_t H, int64_t Hkv, int64_t D,
+             int reps) {
   std::vector<int32_t> cu(lengths.size() + 1, 0);
   std::partial_sum(lengths.begin(), lengths.end(), cu.begin() + 1);
   const int64_t T = cu.back(), S = static_cast<int64_t>(lengths.size());
@@ -70,42 +50,29 @@ void bench(const std::string& name, const std::vector<int32_t>& lengths, int64_t
   upload_random_bf16(k, T * Hkv * D, 2);
   upload_random_bf16(v, T * Hkv * D, 3);
   upload_random_bf16(dout, T * H * D, 4);
-  copy_bytes(dcu.data, true, cu.data(), false, cu.size() * 4);
+  copy_bytes(dcu.data(), true, cu.data(), false, cu.size() * 4);
   const Device gpu = Device::cuda;
-  AttentionParams p{Tensor(q.data, DType::bf16, {T, H, D}, gpu),
-                    Tensor(k.data, DType::bf16, {T, Hkv, D}, gpu),
-                    Tensor(v.data, DType::bf16, {T, Hkv, D}, gpu),
-                    Tensor(dcu.data, DType::i32, {S + 1}, gpu),
+  AttentionParams p{Tensor(q.data(), DType::bf16, {T, H, D}, gpu),
+                    Tensor(k.data(), DType::bf16, {T, Hkv, D}, gpu),
+                    Tensor(v.data(), DType::bf16, {T, Hkv, D}, gpu),
+                    Tensor(dcu.data(), DType::i32, {S + 1}, gpu),
                     Tensor(),
-                    Tensor(out.data, DType::bf16, {T, H, D}, gpu),
-                    Tensor(lse.data, DType::f32, {H, T}, gpu),
+                    Tensor(out.data(), DType::bf16, {T, H, D}, gpu),
+                    Tensor(lse.data(), DType::f32, {H, T}, gpu),
                     0,
                     /*segments_checked=*/true};
   AttentionGrads g{
-      Tensor(dout.data, DType::bf16, {T, H, D}, gpu), Tensor(dq.data, DType::bf16, {T, H, D}, gpu),
-      Tensor(dk.data, DType::bf16, {T, Hkv, D}, gpu), Tensor(dv.data, DType::bf16, {T, Hkv, D}, gpu)};
+      Tensor(dout.data(), DType::bf16, {T, H, D}, gpu), Tensor(dq.data(), DType::bf16, {T, H, D}, gpu),
+      Tensor(dk.data(), DType::bf16, {T, Hkv, D}, gpu), Tensor(dv.data(), DType::bf16, {T, Hkv, D}, gpu)};
 
   double pairs = 0;  // causal (query, key) pairs per head
   for (int32_t L : lengths) pairs += 0.5 * double(L) * double(L + 1);
   const double fwd_flops = 4.0 * double(D) * double(H) * pairs, bwd_flops = 2.5 * fwd_flops;
-  const double fwd = mean_seconds([&] { attention_forward(p); }, reps);
-  const double bwd = mean_seconds([&] { attention_backward(p, g); }, reps);
+  const double fwd = bench::gpu_time_ms([&] { attention_forward(p); }, reps) / 1e3;
+  const double bwd = bench::gpu_time_ms([&] { attention_backward(p, g); }, reps) / 1e3;
   fmt::print("{:<10} {:<36} {:>8.3f} {:>8.1f} {:>8.3f} {:>8.1f} {:>10.1f}\n", name,
              fmt::format("T={} S={} H={} Hkv={} D={}", T, S, H, Hkv, D), fwd * 1e3, fwd_flops / fwd / 1e12,
              bwd * 1e3, bwd_flops / bwd / 1e12, (fwd_flops + bwd_flops) / (fwd + bwd) / 1e12);
-}
-
-// SFT-like lengths filling exactly `tokens` (the last example is cut to fit).
-std::vector<int32_t> sft_batch(int64_t tokens) {
-  std::vector<int32_t> out;
-  int64_t total = 0;
-  for (int64_t len : sft_like_lengths(tokens, 11)) {
-    const int64_t take = std::min(len, tokens - total);
-    if (take == 0) break;
-    out.push_back(static_cast<int32_t>(take));
-    total += take;
-  }
-  return out;
 }
 
 }  // namespace
@@ -127,15 +94,15 @@ int main(int argc, char** argv) {
   fmt::print("device: {}\n", cuda_device_name(0));
   fmt::print("{:<10} {:<36} {:>8} {:>8} {:>8} {:>8} {:>10}\n", "batch", "shape", "fwd ms", "TFLOP/s",
              "bwd ms", "TFLOP/s", "fwd+bwd TF");
-  const std::vector<int32_t> sft = sft_batch(tokens), one = {8192};
+  const std::vector<int32_t> sft = bench::sft_batch(tokens), one = {8192};
   if (!lengths_out.empty()) {
     std::ofstream out(lengths_out);
     for (int32_t len : sft) out << len << "\n";
   }
   for (const auto& [name, lengths] : {std::pair{"sft-like", sft}, std::pair{"one 8k", one}}) {
-    bench(name, lengths, 12, 12, 64, reps);
-    bench(name, lengths, 16, 16, 128, reps);
-    bench(name, lengths, 16, 4, 128, reps);
+    measure(name, lengths, 12, 12, 64, reps);
+    measure(name, lengths, 16, 16, 128, reps);
+    measure(name, lengths, 16, 4, 128, reps);
   }
   return 0;
 }

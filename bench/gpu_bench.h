@@ -2,6 +2,7 @@
 // measured between device synchronisations) and device tensors the benchmark owns.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -11,6 +12,7 @@
 #include "core/device.h"
 #include "core/device_buffer.h"
 #include "core/tensor.h"
+#include "data/packing/synthetic_split.h"
 
 namespace pt::bench {
 
@@ -21,6 +23,20 @@ inline double gpu_time_ms(const std::function<void()>& fn, int iters) {
   for (int i = 0; i < iters; ++i) fn();
   cuda_synchronize();
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / iters;
+}
+
+// SFT-like lengths filling exactly `tokens` (the last example is cut to fit): the attention benchmarks'
+// batch.
+inline std::vector<int32_t> sft_batch(int64_t tokens) {
+  std::vector<int32_t> out;
+  int64_t total = 0;
+  for (int64_t len : sft_like_lengths(tokens, 11)) {
+    const int64_t take = std::min(len, tokens - total);
+    if (take == 0) break;
+    out.push_back(static_cast<int32_t>(take));
+    total += take;
+  }
+  return out;
 }
 
 // Device tensors that live as long as the pool: zero-filled from make() (a valid input for every op the

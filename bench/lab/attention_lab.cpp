@@ -30,12 +30,12 @@
 #include <string>
 #include <vector>
 
+#include "../gpu_bench.h"
 #include "attention_wgmma.h"
 #include "core/device.h"
 #include "core/device_buffer.h"
 #include "core/error.h"
 #include "core/float16.h"
-#include "data/packing/synthetic_split.h"
 #include "ops/attention.h"
 
 namespace {
@@ -58,19 +58,6 @@ struct Mix {
 struct Shape {
   int H, Hkv, D;
 };
-
-// SFT-like lengths filling exactly `tokens` (the last example is cut to fit), as bench_attention.
-std::vector<int32_t> sft_batch(int64_t tokens) {
-  std::vector<int32_t> out;
-  int64_t total = 0;
-  for (int64_t len : sft_like_lengths(tokens, 11)) {
-    const int64_t take = std::min(len, tokens - total);
-    if (take == 0) break;
-    out.push_back(static_cast<int32_t>(take));
-    total += take;
-  }
-  return out;
-}
 
 DeviceBuffer upload_random_bf16(int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -373,7 +360,7 @@ int main(int argc, char** argv) {
   const std::vector<Mix> mixes = {
       {"edge", {1, 1, 63, 64, 65, 127, 128, 129, 1, 255, 256, 257, 300, 1, 2, 3, 500, 7, 383}, {}, false},
       {"pads", {300, 129, 64, 1, 200, 7}, {250, 1, 64, 0, 130, 7}, false},
-      {"sft-like", sft_batch(tokens), {}, true},
+      {"sft-like", bench::sft_batch(tokens), {}, true},
       {"8k", {8192}, {}, true},
   };
   const std::vector<Shape> shapes = {{12, 12, 64}, {16, 16, 128}, {16, 4, 128}};
