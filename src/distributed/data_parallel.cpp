@@ -113,10 +113,10 @@ double DataParallelOptimizer::clip_grad_norm(double max_norm) {
 }
 
 void DataParallelOptimizer::clip_grad_norm_deferred(double max_norm, const Tensor& norm) {
+  if (!zero1_) return ops::clip_grad_norm_deferred(owned_grads_, max_norm, norm);  // checks norm too
   if (norm.dtype != DType::f64 || norm.numel() != 1 || norm.device != comm_.device())
     fail("clip_grad_norm_deferred: the norm goes to an f64[1] tensor on {}, got {}",
          device_name(comm_.device()), norm.str());
-  if (!zero1_) return ops::clip_grad_norm_deferred(owned_grads_, max_norm, norm);
   const double host = clip_grad_norm(max_norm);
   copy_bytes(norm.data, norm.device == Device::cuda, &host, false, sizeof host);
 }

@@ -91,14 +91,14 @@ BatchInputs::Ticket BatchInputs::stage_into(int slot, const Batch& batch) {
     host[t] = id;
   }
   std::copy(batch.position_ids.begin(), batch.position_ids.end(), host + Tm);
-  for (int64_t t = 0; t < T; ++t) {  // shifted_targets, written in place
-    const bool last_of_row = (t + 1) % batch.row_len == 0;
-    const int32_t target = last_of_row ? kIgnoreLabel : batch.labels[static_cast<size_t>(t + 1)];
+  const std::vector<int32_t> targets = shifted_targets(batch);
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t target = targets[static_cast<size_t>(t)];
     if (target != kIgnoreLabel && (target < 0 || target >= vocab_size_))
       fail("batch: label of token {} is {}, neither in the vocabulary of {} nor the ignore label {}", t + 1,
            target, vocab_size_, kIgnoreLabel);
-    host[2 * Tm + t] = target;
   }
+  std::copy(targets.begin(), targets.end(), host + 2 * Tm);
   std::copy(batch.cu_seqlens.begin(), batch.cu_seqlens.end(), host + 3 * Tm);
   s.tokens = T;
   s.segments = static_cast<int64_t>(batch.cu_seqlens.size()) - 1;

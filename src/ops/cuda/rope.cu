@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <cmath>
 #include <string>
 
 #include "ops/cuda/check.h"
@@ -13,41 +12,38 @@ namespace pt::ops::cuda {
 namespace {
 
 constexpr int kMaxThreads = 256;
-constexpr int kItemsPerBlock = 2048;  // vector pairs a block rotates: ~8 per thread, to amortise the angles
+constexpr int kItemsPerBlock = 512;  // vector pairs a block rotates: ~2 per thread
 constexpr int kMaxTokensPerBlock = 64;
 constexpr int kMaxSharedBytes = 48 << 10;
-constexpr int kHostFreqs = 64;  // head dims up to 128 take their frequencies from the host
 
-// Up to two tensors [T, heads, D] (q and k) rotated by the same per-token angles, in one launch, and the
-// first kHostFreqs frequencies theta^(-2i/D), computed on the host in double as the cpu computes them
-// (the device computes any further ones).
+// Up to two tensors [T, heads, D] (q and k) rotated by the same per-token angles, in one launch.
 template <class T>
 struct Rotation {
   const T* in[2];
   T* out[2];
   int heads[2];  // heads[1] = 0 rotates one tensor
-  double theta;
-  double inv_freq[kHostFreqs];
 };
 
-// Each block takes `tokens` consecutive tokens. It first computes the cos and sin of every (token, i <
-// D/2) angle in double, as the cpu does, into shared memory; then its threads rotate pairs (i..i+kVec,
-// i+D/2..i+D/2+kVec) of every head of those tokens with kVec-wide accesses. A thread reads a pair before
-// writing it, so out may be in.
+// Each block takes `tokens` consecutive tokens. It first computes theta^(-2i/D) and the cos and sin of
+// every (token, i < D/2) angle in double, as the cpu does, into shared memory; then its threads rotate
+// pairs (i..i+kVec, i+D/2..i+D/2+kVec) of every head of those tokens with kVec-wide accesses. A thread
+// reads a pair before writing it, so out may be in.
 template <class T, int kVec>
-__global__ void rotate_kernel(const Rotation<T> r, const int32_t* __restrict__ pos, float sign, int64_t T_,
-                              int D, int tokens) {
-  extern __shared__ float shared[];
+__global__ void rotate_kernel(Rotation<T> r, const int32_t* __restrict__ pos, double theta, float sign,
+                              int64_t T_, int D, int tokens) {
+  extern __shared__ double shared[];
   const int half = D / 2;
-  float* cos_t = shared;
+  double* inv_freq = shared;
+  float* cos_t = reinterpret_cast<float*>(inv_freq + half);
   float* sin_t = cos_t + tokens * half;
   const int64_t t0 = int64_t{blockIdx.x} * tokens;
   tokens = static_cast<int>(min(int64_t{tokens}, T_ - t0));
+  for (int i = threadIdx.x; i < half; i += blockDim.x) inv_freq[i] = pow(theta, -double(2 * i) / double(D));
+  __syncthreads();
   for (int j = threadIdx.x; j < tokens * half; j += blockDim.x) {
     const int token = j / half, i = j - token * half;
     double s, c;
-    const double freq = i < kHostFreqs ? r.inv_freq[i] : pow(r.theta, -double(2 * i) / double(D));
-    sincos(double(pos[t0 + token]) * freq, &s, &c);
+    sincos(double(pos[t0 + token]) * inv_freq[i], &s, &c);
     cos_t[j] = float(c);
     sin_t[j] = sign * float(s);
   }
@@ -80,30 +76,28 @@ void rope_rotate(const Tensor& q, const Tensor& k, const Tensor& position_ids, d
   const int64_t heads = q.shape[1] + (k.empty() ? 0 : k.shape[1]);
   if (T * heads * D == 0) return;
   const char* op = sign > 0 ? "rope_forward" : "rope_backward";
-  const int64_t half = D / 2, shared_per_token = half * 2 * int64_t{sizeof(float)};
-  if (shared_per_token > kMaxSharedBytes || heads > (1 << 20))
+  const int64_t half = D / 2, shared_per_token = half * 2 * int64_t{sizeof(float)},
+                shared_fixed = half * int64_t{sizeof(double)};
+  if (shared_fixed + shared_per_token > kMaxSharedBytes || heads > (1 << 20))
     throw Error(std::string(op) + ": " + std::to_string(heads) + " heads of dim " + std::to_string(D) +
-                ": the cuda kernel takes head dims up to " + std::to_string(kMaxSharedBytes / 4) +
+                ": the cuda kernel takes head dims up to " + std::to_string(kMaxSharedBytes / 8) +
                 " and up to 2^20 heads per token");
   dispatch_float(op, "input", q.dtype, [&](auto tag) {
     using E = decltype(tag);
     constexpr int kVec = kPack16<E>;
     const bool vector = half % kVec == 0 && aligned16({q.data, q_out.data, k.data, k_out.data});
     const int64_t per_token = heads * (vector ? half / kVec : half);
-    const int64_t tokens = std::min({std::max<int64_t>(1, kItemsPerBlock / per_token),
-                                     int64_t{kMaxTokensPerBlock}, kMaxSharedBytes / shared_per_token, T});
+    const int64_t tokens =
+        std::min({std::max<int64_t>(1, kItemsPerBlock / per_token), int64_t{kMaxTokensPerBlock},
+                  (kMaxSharedBytes - shared_fixed) / shared_per_token, T});
     const int threads = static_cast<int>(std::min<int64_t>(kMaxThreads, (tokens * per_token + 31) / 32 * 32));
-    const auto shared = static_cast<size_t>(tokens * shared_per_token);
+    const auto shared = static_cast<size_t>(shared_fixed + tokens * shared_per_token);
     Rotation<E> r{{data<E>(q), k.empty() ? nullptr : data<E>(k)},
                   {data<E>(q_out), k.empty() ? nullptr : data<E>(k_out)},
-                  {static_cast<int>(q.shape[1]), k.empty() ? 0 : static_cast<int>(k.shape[1])},
-                  theta,
-                  {}};
-    for (int64_t i = 0; i < std::min<int64_t>(half, kHostFreqs); ++i)
-      r.inv_freq[i] = std::pow(theta, -double(2 * i) / double(D));
+                  {static_cast<int>(q.shape[1]), k.empty() ? 0 : static_cast<int>(k.shape[1])}};
     auto kernel = vector ? rotate_kernel<E, kVec> : rotate_kernel<E, 1>;
     kernel<<<blocks_for(T, static_cast<int>(tokens)), threads, shared, current_stream()>>>(
-        r, data<int32_t>(position_ids), float(sign), T, static_cast<int>(D), static_cast<int>(tokens));
+        r, data<int32_t>(position_ids), theta, float(sign), T, static_cast<int>(D), static_cast<int>(tokens));
     PT_CUDA_CHECK_LAUNCH();
   });
 }
