@@ -5,7 +5,9 @@
 // products, as the backward computes them). Times are per call over back-to-back calls with one wait at
 // the end, as the training step queues them (and as the torch peer is timed): the segment table is built
 // here, valid by construction, so the calls skip the read-back of its device-side check, as the model's do.
-// Usage: bench_attention [--tokens 32768] [--reps 10] [--lengths-out FILE]
+// The forward runs on the kernel ops/cuda/attention.h picks (wgmma on an H100/H200); --kernels mma,wgmma
+// measures each, one row per kernel (the last column names it).
+// Usage: bench_attention [--tokens 32768] [--reps 10] [--kernels auto] [--lengths-out FILE]
 // --lengths-out writes the SFT-like lengths (one per line) so bench/peers/attention_torch.py measures torch's
 // FlashAttention-2 on exactly the same batch (bench/attention.sh runs both and prints the ratios).
 #include "ops/attention.h"
@@ -21,13 +23,31 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/error.h"
 #include "core/float16.h"
 #include "gpu_bench.h"
+#ifdef PACKTRAIN_CUDA
+#include "ops/cuda/attention.h"
+#endif
 
 namespace {
 
 using namespace pt;
 using namespace pt::ops;
+
+#ifdef PACKTRAIN_CUDA
+// Selects the forward kernel by name ("auto", "mma", "wgmma"); throws pt::Error where it cannot run.
+void use_kernel(const std::string& name) {
+  using cuda::AttentionKernel;
+  cuda::set_attention_kernel(name == "mma"     ? AttentionKernel::mma
+                             : name == "wgmma" ? AttentionKernel::wgmma
+                                               : AttentionKernel::automatic);
+}
+std::string kernel_in_use() { return cuda::attention_kernel_name(cuda::attention_kernel()); }
+#else
+void use_kernel(const std::string&) {}
+std::string kernel_in_use() { return "none"; }
+#endif
 
 void upload_random_bf16(const DeviceBuffer& dst, int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -70,9 +90,10 @@ void measure(const std::string& name, const std::vector<int32_t>& lengths, int64
   const double fwd_flops = 4.0 * double(D) * double(H) * pairs, bwd_flops = 2.5 * fwd_flops;
   const double fwd = bench::gpu_time_ms([&] { attention_forward(p); }, reps) / 1e3;
   const double bwd = bench::gpu_time_ms([&] { attention_backward(p, g); }, reps) / 1e3;
-  fmt::print("{:<10} {:<36} {:>8.3f} {:>8.1f} {:>8.3f} {:>8.1f} {:>10.1f}\n", name,
+  fmt::print("{:<10} {:<36} {:>8.3f} {:>8.1f} {:>8.3f} {:>8.1f} {:>10.1f}  {}\n", name,
              fmt::format("T={} S={} H={} Hkv={} D={}", T, S, H, Hkv, D), fwd * 1e3, fwd_flops / fwd / 1e12,
-             bwd * 1e3, bwd_flops / bwd / 1e12, (fwd_flops + bwd_flops) / (fwd + bwd) / 1e12);
+             bwd * 1e3, bwd_flops / bwd / 1e12, (fwd_flops + bwd_flops) / (fwd + bwd) / 1e12,
+             kernel_in_use());
 }
 
 }  // namespace
@@ -85,6 +106,10 @@ int main(int argc, char** argv) {
   app.add_option("--reps", reps, "timed calls per measurement")->check(CLI::Range(1, 1000));
   std::string lengths_out;
   app.add_option("--lengths-out", lengths_out, "write the SFT-like lengths here, one per line");
+  std::vector<std::string> kernels = {"auto"};
+  app.add_option("--kernels", kernels, "forward kernels to measure: auto, mma, wgmma")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"auto", "mma", "wgmma"}));
   CLI11_PARSE(app, argc, argv);
   if (cuda_device_count() == 0) {
     fmt::print("bench_attention: no CUDA GPU in this {} build; nothing to measure\n",
@@ -92,17 +117,25 @@ int main(int argc, char** argv) {
     return 0;
   }
   fmt::print("device: {}\n", cuda_device_name(0));
-  fmt::print("{:<10} {:<36} {:>8} {:>8} {:>8} {:>8} {:>10}\n", "batch", "shape", "fwd ms", "TFLOP/s",
-             "bwd ms", "TFLOP/s", "fwd+bwd TF");
+  fmt::print("{:<10} {:<36} {:>8} {:>8} {:>8} {:>8} {:>10}  {}\n", "batch", "shape", "fwd ms", "TFLOP/s",
+             "bwd ms", "TFLOP/s", "fwd+bwd TF", "kernel");
   const std::vector<int32_t> sft = bench::sft_batch(tokens), one = {8192};
   if (!lengths_out.empty()) {
     std::ofstream out(lengths_out);
     for (int32_t len : sft) out << len << "\n";
   }
-  for (const auto& [name, lengths] : {std::pair{"sft-like", sft}, std::pair{"one 8k", one}}) {
-    measure(name, lengths, 12, 12, 64, reps);
-    measure(name, lengths, 16, 16, 128, reps);
-    measure(name, lengths, 16, 4, 128, reps);
+  try {
+    for (const std::string& kernel : kernels) {
+      use_kernel(kernel);
+      for (const auto& [name, lengths] : {std::pair{"sft-like", sft}, std::pair{"one 8k", one}}) {
+        measure(name, lengths, 12, 12, 64, reps);
+        measure(name, lengths, 16, 16, 128, reps);
+        measure(name, lengths, 16, 4, 128, reps);
+      }
+    }
+  } catch (const Error& e) {
+    fmt::print(stderr, "bench_attention: {}\n", e.what());
+    return 1;
   }
   return 0;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "ops/cuda/attention.h"
@@ -31,13 +32,14 @@ size_t round_up(size_t bytes) { return (bytes + 255) / 256 * 256; }
 struct Call {
   const char* op;
   attn::Args args{};
-  int head_dim = 0, segments = 0;
+  int head_dim = 0, segments = 0, rows = attn::kTile;  // rows: of a schedule item
   const int32_t *cu = nullptr, *valid = nullptr;
   bool segments_checked = false;
 };
 
-Call prepare(const char* op, const AttentionParams& p) {
+Call prepare(const char* op, const AttentionParams& p, int rows = attn::kTile) {
   Call c{op};
+  c.rows = rows;
   require(p.q.dtype == DType::bf16, op,
           std::string("the cuda backend takes bf16 q, k, v and out (fp32 accumulation inside), got ") +
               dtype_name(p.q.dtype) + "; convert to bf16 or run on cpu");
@@ -64,7 +66,7 @@ Call prepare(const char* op, const AttentionParams& p) {
   a.H = static_cast<int>(H);
   a.Hkv = static_cast<int>(p.k.size(1));
   a.scale = static_cast<float>(p.softmax_scale > 0 ? p.softmax_scale : 1.0 / std::sqrt(double(c.head_dim)));
-  a.schedule.capacity = (a.T + c.segments * (attn::kTile - 1)) / attn::kTile;
+  a.schedule.capacity = (a.T + c.segments * (rows - 1)) / rows;
   return c;
 }
 
@@ -84,7 +86,7 @@ void run(Call& c, size_t extra_bytes, Launch&& launch) {
   plan.allocate();
   auto* items = plan.at<int4>(items_at);
   auto* status = plan.at<int>(status_at);
-  attn::launch_schedule(c.cu, c.valid, c.segments, c.args.T, items, c.args.schedule.capacity, status,
+  attn::launch_schedule(c.cu, c.valid, c.segments, c.args.T, c.rows, items, c.args.schedule.capacity, status,
                         nullptr);
   c.args.schedule.items = items;
   c.args.schedule.count = status + attn::kCount;
@@ -112,15 +114,65 @@ void run(Call& c, size_t extra_bytes, Launch&& launch) {
       (c.valid ? " with valid length " + std::to_string(real) : std::string()) + "; nothing was written");
 }
 
+AttentionKernel parse_attention_kernel(const char* text) {
+  const std::string s = text ? text : "";
+  if (s.empty() || s == "auto") return AttentionKernel::automatic;
+  if (s == "mma") return AttentionKernel::mma;
+  if (s == "wgmma") return AttentionKernel::wgmma;
+  throw Error("PACKTRAIN_ATTENTION_KERNEL must be auto, mma or wgmma, got '" + s + "'");
+}
+
+AttentionKernel& chosen_kernel() {
+  static AttentionKernel chosen = parse_attention_kernel(std::getenv("PACKTRAIN_ATTENTION_KERNEL"));
+  return chosen;
+}
+
 }  // namespace
 
+const char* attention_kernel_name(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::automatic:
+      return "auto";
+    case AttentionKernel::mma:
+      return "mma";
+    case AttentionKernel::wgmma:
+      return "wgmma";
+  }
+  return "?";
+}
+
+bool attention_kernel_available(AttentionKernel kernel) {
+  return kernel != AttentionKernel::wgmma || attn::forward_sm90_available();
+}
+
+void set_attention_kernel(AttentionKernel kernel) {
+  if (!attention_kernel_available(kernel))
+    throw Error(std::string("attention kernel ") + attention_kernel_name(kernel) +
+                " needs an sm_90 GPU and a build with sm_90a code");
+  chosen_kernel() = kernel;
+}
+
+AttentionKernel attention_kernel() {
+  const AttentionKernel chosen = chosen_kernel();
+  if (chosen == AttentionKernel::automatic)
+    return attn::forward_sm90_available() ? AttentionKernel::wgmma : AttentionKernel::mma;
+  if (!attention_kernel_available(chosen))
+    throw Error(
+        "PACKTRAIN_ATTENTION_KERNEL=wgmma needs an sm_90 GPU and a build with sm_90a code; use auto "
+        "or mma");
+  return chosen;
+}
+
 void attention_forward(const AttentionParams& p) {
-  Call c = prepare("attention_forward", p);
+  const bool wgmma = attention_kernel() == AttentionKernel::wgmma;
+  Call c = prepare("attention_forward", p, wgmma ? attn::kSm90Rows : attn::kTile);
   run(c, 0, [&](char*) {
-    if (c.head_dim == 64)
-      attn::launch_forward<64>(c.args, nullptr);
+    if (wgmma)
+      c.head_dim == 64 ? attn::launch_forward_sm90<64>(c.args, nullptr)
+                       : attn::launch_forward_sm90<128>(c.args, nullptr);
     else
-      attn::launch_forward<128>(c.args, nullptr);
+      c.head_dim == 64 ? attn::launch_forward<64>(c.args, nullptr)
+                       : attn::launch_forward<128>(c.args, nullptr);
   });
 }
 

@@ -8,6 +8,18 @@
 
 namespace pt::ops::cuda {
 
+// The forward kernel: wgmma (Hopper warpgroup MMA, attention_forward_sm90.cu) where the GPU is sm_90 and
+// the build holds sm_90a code, else mma.sync (attention_forward.cu); the backward is mma.sync. The
+// environment variable PACKTRAIN_ATTENTION_KERNEL (auto, mma, wgmma) overrides the automatic choice;
+// tests and benchmarks call set_attention_kernel to run each.
+enum class AttentionKernel { automatic, mma, wgmma };
+const char* attention_kernel_name(AttentionKernel kernel);
+bool attention_kernel_available(AttentionKernel kernel);
+// Throws pt::Error for a kernel this GPU or build cannot run.
+void set_attention_kernel(AttentionKernel kernel);
+// The kernel the next call runs (never automatic).
+AttentionKernel attention_kernel();
+
 void attention_forward(const AttentionParams& p);
 void attention_backward(const AttentionParams& p, const AttentionGrads& g);
 

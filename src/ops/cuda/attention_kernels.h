@@ -8,9 +8,9 @@
 
 namespace pt::ops::cuda::attn {
 
-// The work list: one item per (segment, tile of kTile rows), built on the device from cu_seqlens so the
-// host never waits for it. Grids are sized from the bound sum_s ceil(len_s / kTile) <= (T + S (kTile-1)) /
-// kTile; blocks past *count exit at once.
+// The work list: one item per (segment, tile of `rows` rows: kTile for the mma.sync kernels, kSm90Rows for
+// the sm_90a forward), built on the device from cu_seqlens so the host never waits for it. Grids are sized
+// from the bound sum_s ceil(len_s / rows) <= (T + S (rows-1)) / rows; blocks past *count exit at once.
 struct Schedule {
   const int4* items;  // {segment start token, real tokens, length, first row of the tile}
   const int* count;
@@ -35,11 +35,19 @@ enum StatusWord { kCount = 0, kBadSegment = 1, kStatusWords = 2 };
 
 // Fills items and status from cu_seqlens [S+1] and valid_lens [S] (or null). Inconsistent tables never
 // lead to out-of-range accesses: they leave zero items and name the segment.
-void launch_schedule(const int32_t* cu_seqlens, const int32_t* valid_lens, int segments, int tokens,
+void launch_schedule(const int32_t* cu_seqlens, const int32_t* valid_lens, int segments, int tokens, int rows,
                      int4* items, int capacity, int* status, cudaStream_t stream);
 
+// The mma.sync forward (any sm_80+ GPU): schedule items of kTile rows.
 template <int D>
 void launch_forward(const Args& a, cudaStream_t stream);
+
+// The wgmma forward (attention_forward_sm90.cu): schedule items of kSm90Rows rows. Available when the GPU is
+// sm_90 and the build holds sm_90a code for it.
+constexpr int kSm90Rows = 128;
+bool forward_sm90_available();
+template <int D>
+void launch_forward_sm90(const Args& a, cudaStream_t stream);
 
 // Keys per block of the backward. Its work list holds the schedule items that start such a tile, at most
 // min(schedule capacity, (T + S (kBackwardKeys-1)) / kBackwardKeys) of them.

@@ -1,7 +1,8 @@
 // The CUDA attention (bf16 in and out, fp32 lse) against the CPU reference run in fp32 on the same
 // bf16-rounded inputs, over length mixes that stress the tile schedule: 1-token examples, long examples,
 // hundreds of short ones, lengths off every tile multiple, SFT-like mixes and padded segments. Outputs are
-// poisoned with NaN bytes first and fenced by guard regions that must stay untouched.
+// poisoned with NaN bytes first and fenced by guard regions that must stay untouched. Every forward kernel
+// the GPU can run is checked (mma.sync everywhere, wgmma on sm_90a).
 #include "ops/attention.h"
 
 #include <fmt/format.h>
@@ -19,6 +20,9 @@
 #include "core/device.h"
 #include "core/float16.h"
 #include "data/packing/synthetic_split.h"
+#ifdef PACKTRAIN_CUDA
+#include "ops/cuda/attention.h"
+#endif
 
 namespace pt::ops {
 namespace {
@@ -211,6 +215,27 @@ struct CudaRun {
   AttentionGrads grads;
 };
 
+#ifdef PACKTRAIN_CUDA
+// Runs `body` once per forward kernel this GPU can run, with that kernel selected, and restores the
+// automatic choice after.
+template <class Body>
+void for_each_kernel(Body&& body) {
+  using cuda::AttentionKernel;
+  for (AttentionKernel kernel : {AttentionKernel::mma, AttentionKernel::wgmma}) {
+    if (!cuda::attention_kernel_available(kernel)) continue;
+    SCOPED_TRACE(std::string("forward kernel ") + cuda::attention_kernel_name(kernel));
+    cuda::set_attention_kernel(kernel);
+    body();
+  }
+  cuda::set_attention_kernel(AttentionKernel::automatic);
+}
+#else
+template <class Body>
+void for_each_kernel(Body&& body) {
+  body();
+}
+#endif
+
 class CudaAttention : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
@@ -221,16 +246,18 @@ class CudaAttention : public ::testing::TestWithParam<Case> {
 TEST_P(CudaAttention, MatchesCpuReference) {
   const Case& c = GetParam();
   const Problem ref = make_problem(c);
-  const CudaRun run(c, ref);
   const int64_t H = c.H, Hkv = c.Hkv, D = c.D;
   const Comparison cmp(ref.cu);
-  cmp.expect_close("out", to_float(run.gout.download<uint16_t>()), ref.out, H, D, true, 1e-2, true);
-  cmp.expect_close("lse", run.glse.download<float>(), ref.lse, H, 1, false, 1e-2, false);
-  cmp.expect_close("dq", to_float(run.gdq.download<uint16_t>()), ref.dq, H, D, true, 1e-2, true);
-  cmp.expect_close("dk", to_float(run.gdk.download<uint16_t>()), ref.dk, Hkv, D, true, 1e-2, true);
-  cmp.expect_close("dv", to_float(run.gdv.download<uint16_t>()), ref.dv, Hkv, D, true, 1e-2, true);
-  for (const GuardedBuffer* b : {&run.gout, &run.glse, &run.gdq, &run.gdk, &run.gdv})
-    EXPECT_TRUE(b->guards_intact()) << "a kernel wrote outside its tensor";
+  for_each_kernel([&] {
+    const CudaRun run(c, ref);
+    cmp.expect_close("out", to_float(run.gout.download<uint16_t>()), ref.out, H, D, true, 1e-2, true);
+    cmp.expect_close("lse", run.glse.download<float>(), ref.lse, H, 1, false, 1e-2, false);
+    cmp.expect_close("dq", to_float(run.gdq.download<uint16_t>()), ref.dq, H, D, true, 1e-2, true);
+    cmp.expect_close("dk", to_float(run.gdk.download<uint16_t>()), ref.dk, Hkv, D, true, 1e-2, true);
+    cmp.expect_close("dv", to_float(run.gdv.download<uint16_t>()), ref.dv, Hkv, D, true, 1e-2, true);
+    for (const GuardedBuffer* b : {&run.gout, &run.glse, &run.gdq, &run.gdk, &run.gdv})
+      EXPECT_TRUE(b->guards_intact()) << "a kernel wrote outside its tensor";
+  });
 }
 
 std::vector<int32_t> sft_lengths(int64_t count, uint64_t seed) {
@@ -310,12 +337,14 @@ TEST_F(CudaAttentionErrors, RejectsF32AndBadSegmentTables) {
   EXPECT_THROW(attention_forward(f32), Error);
   AttentionParams bf = f32;
   for (Tensor* t : {&bf.q, &bf.k, &bf.v, &bf.out}) t->dtype = DType::bf16;
-  try {
-    attention_forward(bf);
-    ADD_FAILURE() << "a cu_seqlens that ends short of T was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("cu_seqlens"), std::string::npos) << e.what();
-  }
+  for_each_kernel([&] {
+    try {
+      attention_forward(bf);
+      ADD_FAILURE() << "a cu_seqlens that ends short of T was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cu_seqlens"), std::string::npos) << e.what();
+    }
+  });
 }
 
 }  // namespace

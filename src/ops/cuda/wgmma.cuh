@@ -1,0 +1,204 @@
+// Hopper (sm_90a) building blocks: warpgroup MMA (wgmma.mma_async) with operands in 128-byte swizzled
+// shared memory, its matrix descriptors and fences, the accumulator / register-A fragment layouts, and
+// cp.async tile loads into the swizzled layout. Used by the sm_90a attention kernels; the layouts were
+// checked on an H200 by a probe of one tile of S = Q K^T and O = P V (bench/lab history) and by the
+// attention tests against the CPU reference.
+//
+// Encoding rules from the PTX ISA, "Register Fragments and Shared Memory Matrix Layouts" (the accumulator
+// and register-A fragments of m64nNk16, the canonical layouts, the leading / stride byte offsets per
+// major-ness, "Matrix Descriptor Format"), and "wgmma.fence" / the memory-consistency model (proxies) for
+// the fences. Section numbers shift between PTX versions; the titles do not.
+//
+// Shared layout of every tile: [columns / 64][rows][64 bf16 = 128 bytes], 128-byte swizzled: inside each
+// 8-row group (1024 bytes) the 16-byte chunk c of row r sits at chunk c ^ (r % 8). This is wgmma's "128B
+// swizzling" atom, so every tile starts on a 1024-byte boundary. A tile whose rows run along the
+// contraction is read K-major; one whose rows are the contraction index is read MN-major (transposed).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+// wgmma exists only in the arch-specific sm_90a target; kernels built for other targets compile to stubs.
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define PT_SM90A 1
+#else
+#define PT_SM90A 0
+#endif
+
+namespace pt::ops::cuda::sm90 {
+
+#if PT_SM90A
+
+__device__ inline uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Byte offset of 16-byte chunk `chunk` (0 .. columns/8 - 1) of row `row` in a swizzled tile of `rows` rows.
+__device__ inline uint32_t swizzled_offset(int row, int chunk, int rows) {
+  return static_cast<uint32_t>((chunk / 8) * rows * 128 + row * 128 + ((chunk % 8) ^ (row % 8)) * 16);
+}
+
+// cp.async of 16 bytes into shared address dst; src_bytes 0 writes zeros (src must still be a valid address).
+__device__ inline void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
+               : "memory");
+}
+// cp.async.wait_group N waits until at most the N most recent groups of this thread are pending; the
+// copies are then visible to this thread only, hence a barrier after it.
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ inline void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// cp.async and plain stores write shared memory through the generic proxy; wgmma reads it through the async
+// proxy. Writers fence (fence.proxy.async), then a barrier hands the tile to the MMA warpgroups. The reverse
+// direction (refilling a stage after wgmma read it) needs no proxy fence: wgmma.wait_group returns once the
+// MMAs, shared-memory reads included, are complete, and a barrier after it orders the refill.
+__device__ inline void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// Matrix descriptor: bits 0-13 (start address & 0x3FFFF) >> 4, 16-29 leading-dimension byte offset >> 4,
+// 32-45 stride-dimension byte offset >> 4, 49-51 base offset (0: every swizzle pattern starts on a
+// 1024-byte boundary; K-major k-step advances of 32, 64, 96 bytes keep address bits 7-9 zero), 62-63
+// swizzle mode (1 = 128-byte swizzle).
+__device__ inline uint64_t make_desc(uint32_t start, uint32_t leading_bytes, uint32_t stride_bytes) {
+  return static_cast<uint64_t>((start & 0x3FFFF) >> 4) | static_cast<uint64_t>(leading_bytes >> 4) << 16 |
+         static_cast<uint64_t>(stride_bytes >> 4) << 32 | uint64_t{1} << 62;
+}
+
+// K-major operand: k-step kk (contraction elements 16 kk .. 16 kk + 15) of a swizzled tile of `rows` rows,
+// from its row `first_row` (a multiple of 8). Canonical K-major 128B layout: rows 128 bytes apart, 8-row
+// groups SBO = 1024 bytes apart; LBO is unused for swizzled K-major layouts (encoded as 16 bytes). The 16
+// elements of a k-step are 32 bytes of a 128-byte row: column block kk / 4, bytes 32 (kk % 4) on; the
+// hardware applies the swizzle to the final address bits, so a start inside the atom reads the chunks where
+// load_tile put them.
+__device__ inline uint64_t desc_k_major(uint32_t tile, int rows, int first_row, int kk) {
+  return make_desc(tile + static_cast<uint32_t>((kk / 4) * rows * 128 + first_row * 128 + (kk % 4) * 32), 16,
+                   1024);
+}
+
+// MN-major operand (imm-trans = 1): k-step kk (tile rows 16 kk .. 16 kk + 15 are the contraction index) of
+// a swizzled tile of `rows` rows. Canonical MN-major 128B layout: 64 consecutive N (or M) values per
+// 128-byte row, the next 64 (column block) LBO = rows * 128 bytes on, the next 8 contraction rows SBO =
+// 1024 bytes on. A k-step covers 16 rows = 2048 bytes, a whole number of atoms.
+__device__ inline uint64_t desc_mn_major(uint32_t tile, int rows, int kk) {
+  return make_desc(tile + static_cast<uint32_t>(kk * 16 * 128), static_cast<uint32_t>(rows) * 128, 1024);
+}
+
+__device__ inline void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ inline void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int kPending>
+__device__ inline void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+
+// wgmma.fence orders earlier register accesses before a wgmma that uses the same registers (accumulator or
+// register A); wgmma.wait_group must precede any access after it. The compiler knows neither: an empty
+// volatile asm that "writes" every register pins the array's accesses on the right side of the fence/wait.
+template <int N>
+__device__ inline void pin(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N, int M>
+__device__ inline void pin(uint32_t (&r)[N][M]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int j = 0; j < M; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
+}
+
+// Accumulator fragment of m64nNk16 (f32), per thread of the warpgroup with w = warp % 4, g = lane / 4,
+// t = lane % 4: d[4i + 2h + e] is row 16 w + g + 8 h, column 8 i + 2 t + e (h, e in {0, 1}).
+// Register A fragment of m64nNk16 (bf16): a[0] row 16 w + g, columns 2 t, 2 t + 1; a[1] row + 8; a[2] row
+// 16 w + g, columns 2 t + 8, 2 t + 9; a[3] row + 8 (lower column in the low half). So a 64 x 16 block of
+// the accumulator is already an A fragment (to_a_fragments).
+
+#define PT_WGMMA_F8(d, i)                                                                     \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+      "+f"(d[i + 6]), "+f"(d[i + 7])
+
+// d[64] += A[64 x 16] B[16 x 128], A and B K-major in shared memory. The operands after the descriptors:
+// scale-d (true: accumulate; callers zero d before the first k-step), imm-scale-a/b 1, imm-trans-a/b 0.
+__device__ inline void wgmma_m64n128k16_ss(float (&d)[64], uint64_t a, uint64_t b) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "%64, %65, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : PT_WGMMA_F8(d, 0), PT_WGMMA_F8(d, 8), PT_WGMMA_F8(d, 16), PT_WGMMA_F8(d, 24), PT_WGMMA_F8(d, 32),
+        PT_WGMMA_F8(d, 40), PT_WGMMA_F8(d, 48), PT_WGMMA_F8(d, 56)
+      : "l"(a), "l"(b), "r"(1));
+}
+
+// d[N/2] += A[64 x 16] (registers) B[16 x N], B MN-major in shared memory (imm-trans-b 1). The register-A
+// form has no imm-trans-a: A in registers is K-major.
+template <int N>
+__device__ inline void wgmma_m64nNk16_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t b) {
+  static_assert(N == 64 || N == 128);
+  if constexpr (N == 64) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "{%32, %33, %34, %35}, %36, p, 1, 1, 1;\n"
+        "}\n"
+        : PT_WGMMA_F8(d, 0), PT_WGMMA_F8(d, 8), PT_WGMMA_F8(d, 16), PT_WGMMA_F8(d, 24)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+  } else {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "{%64, %65, %66, %67}, %68, p, 1, 1, 1;\n"
+        "}\n"
+        : PT_WGMMA_F8(d, 0), PT_WGMMA_F8(d, 8), PT_WGMMA_F8(d, 16), PT_WGMMA_F8(d, 24), PT_WGMMA_F8(d, 32),
+          PT_WGMMA_F8(d, 40), PT_WGMMA_F8(d, 48), PT_WGMMA_F8(d, 56)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+  }
+}
+
+#undef PT_WGMMA_F8
+
+__device__ inline uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// A 64 x 128 accumulator as the register A operand of eight k-steps: k-step kk (columns 16 kk .. 16 kk +
+// 15, accumulator column blocks 2 kk and 2 kk + 1) is s[8 kk .. 8 kk + 7] in order.
+__device__ inline void to_a_fragments(const float (&s)[64], uint32_t (&p)[8][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) p[kk][r] = pack_bf16(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+}
+
+// Max and sum over the four threads of a quad, which together hold one accumulator row.
+__device__ inline float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ inline float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+#endif  // PT_SM90A
+
+}  // namespace pt::ops::cuda::sm90
