@@ -9,6 +9,9 @@
 #include "ops/sparse24_common.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 namespace pt::ops::cuda {
 
@@ -73,21 +76,94 @@ __global__ void masked_decay_kernel(const T* __restrict__ w, const uint8_t* __re
   if (i < n && !mask[i]) store(grad + i, load(grad + i) + lambda * load(w + i));
 }
 
-// One thread per (group of 4 rows, column), columns across neighbouring threads so every row's loads
-// and stores coalesce. g and out may be one buffer: a thread reads its 4 entries before writing them.
-template <class T>
-__global__ void mvue_kernel(const T* g, T* out, int64_t M, int64_t N, int64_t items, uint64_t seed) {
-  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (i >= items) return;
-  const int64_t q = i / N, n = i % N;
-  const int64_t rows = M - 4 * q < 4 ? M - 4 * q : 4;
-  float in[4], kept[4];
+// A row's kVec elements as one access of PackBits, the builtin vector type of their size, through the
+// cache-streaming __ldcs / __stcs: every byte is read and written once, so it should not push other data
+// out of L2, and the builtin type keeps each access whole (the compiler split some Pack stores into
+// scalar ones). The conversions are those of load() and store().
+template <class T, int kVec, int kBytes = static_cast<int>(sizeof(T)) * kVec>
+using PackBits = std::conditional_t<
+    kBytes == 16, uint4,
+    std::conditional_t<kBytes == 8, uint2, std::conditional_t<kBytes == 4, unsigned, unsigned short>>>;
+
+template <int kVec, class T>
+__device__ __forceinline__ void load_row(const T* p, float (&out)[kVec]) {
+  using Bits = PackBits<T, kVec>;
+  const Bits bits = __ldcs(reinterpret_cast<const Bits*>(p));
+  Pack<T, kVec> pack;
+  static_assert(sizeof pack == sizeof bits);
+  memcpy(&pack, &bits, sizeof pack);
 #pragma unroll
-  for (int r = 0; r < 4; ++r) in[r] = r < rows ? load(g + (4 * q + r) * N + n) : 0.0f;
-  sparse24::mvue_group24(in, sparse24::mvue_uniform(seed, q, n), kept);
+  for (int k = 0; k < kVec; ++k) out[k] = load(&pack.v[k]);
+}
+
+template <int kVec, class T>
+__device__ __forceinline__ void store_row(T* p, const float (&in)[kVec]) {
+  using Bits = PackBits<T, kVec>;
+  Pack<T, kVec> pack;
 #pragma unroll
-  for (int r = 0; r < 4; ++r)
-    if (r < rows) store(out + (4 * q + r) * N + n, kept[r]);
+  for (int k = 0; k < kVec; ++k) store(&pack.v[k], in[k]);
+  Bits bits;
+  memcpy(&bits, &pack, sizeof bits);
+  __stcs(reinterpret_cast<Bits*>(p), bits);
+}
+
+// One thread per group of 4 rows and kVec consecutive columns, moved in one access per row (16 bytes
+// at the widest); threads along x take neighbouring column vectors of the same rows, so every warp reads
+// and writes whole 16-byte-aligned runs of each row. Groups go along y in a grid-stride loop (gridDim.y
+// is capped at 65535), so no thread divides 64-bit indices. The rows past M of the last group enter the
+// MVUE as 0 and are not stored, as on the cpu. g and out may be one buffer: a thread reads its entries
+// before writing them, and no other thread touches them.
+template <class T, int kVec>
+__global__ void __launch_bounds__(kThreads)
+    mvue_kernel(const T* g, T* out, int64_t M, int64_t N, int64_t groups, uint64_t seed) {
+  const int64_t n0 = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) * kVec;
+  if (n0 >= N) return;
+  for (int64_t q = int64_t{blockIdx.y} * blockDim.y + threadIdx.y; q < groups;
+       q += int64_t{gridDim.y} * blockDim.y) {
+    const int64_t offset = 4 * q * N + n0;
+    const int rows = M - 4 * q < 4 ? static_cast<int>(M - 4 * q) : 4;
+    float in[4][kVec] = {}, kept[4][kVec];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      if (r < rows) load_row<kVec>(g + offset + r * N, in[r]);
+    }
+    // The hash of (seed, q) inside mvue_uniform is the same for every k: the unrolled loop computes it
+    // once, and only the column's final mix runs per k.
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      const float column[4] = {in[0][k], in[1][k], in[2][k], in[3][k]};
+      float result[4];
+      sparse24::mvue_group24(column, sparse24::mvue_uniform(seed, q, n0 + k), result);
+#pragma unroll
+      for (int r = 0; r < 4; ++r) kept[r][k] = result[r];
+    }
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+      if (r < rows) store_row<kVec>(out + offset + r * N, kept[r]);
+  }
+}
+
+// Launches mvue_kernel with the widest kVec (at most 16 bytes) that divides N and to which both pointers
+// are aligned, so every row's vectors are aligned; kVec = 1 takes any shape and offset. A block is 256
+// threads: kThreads along the columns for wide tensors, fewer (down to a warp) with several groups per
+// block for narrow ones.
+template <class T, int kVec = kPack16<T>>
+void launch_mvue(const T* g, T* out, int64_t M, int64_t N, uint64_t seed) {
+  if constexpr (kVec > 1) {
+    const auto aligned = [](const void* p) {
+      return reinterpret_cast<uintptr_t>(p) % (kVec * sizeof(T)) == 0;
+    };
+    if (N % kVec != 0 || !aligned(g) || !aligned(out)) return launch_mvue<T, kVec / 2>(g, out, M, N, seed);
+  }
+  const int64_t vectors = N / kVec, groups = (M + 3) / 4;
+  int x = 32;
+  while (x < kThreads && x < vectors) x *= 2;
+  const dim3 block(x, kThreads / x);
+  constexpr int64_t kMaxGridY = 65535;
+  const dim3 grid(blocks_for(vectors, x),
+                  static_cast<unsigned>(std::min(kMaxGridY, (groups + block.y - 1) / block.y)));
+  mvue_kernel<T, kVec><<<grid, block, 0, current_stream()>>>(g, out, M, N, groups, seed);
+  PT_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -153,13 +229,11 @@ void masked_decay(const Tensor& w, const Tensor& mask, double lambda, const Tens
 }
 
 void mvue24(const Tensor& g, uint64_t seed, const Tensor& out) {
-  const int64_t M = g.shape[0], N = g.shape[1], items = (M + 3) / 4 * N;
-  if (items == 0) return;
+  const int64_t M = g.shape[0], N = g.shape[1];
+  if (M == 0 || N == 0) return;
   dispatch_float("mvue24", "g", g.dtype, [&](auto tag) {
     using E = decltype(tag);
-    mvue_kernel<<<blocks_for(items, kThreads), kThreads, 0, current_stream()>>>(data<E>(g), data<E>(out), M,
-                                                                                N, items, seed);
-    PT_CUDA_CHECK_LAUNCH();
+    launch_mvue(data<E>(g), data<E>(out), M, N, seed);
   });
 }
 

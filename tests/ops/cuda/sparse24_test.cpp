@@ -1,9 +1,9 @@
 // CUDA 2:4 sparsity ops against the cpu backend on fresh random inputs, outputs poisoned before each run:
-// masks and f32 MVUE bit for bit (both backends share the per-block arithmetic), bf16 within the bf16
-// bound, counts exactly.
+// masks and MVUE bit for bit (both backends share the per-block arithmetic), counts exactly.
 #include "ops/sparse24.h"
 
 #include "cuda_test_util.h"
+#include "shifted.h"
 
 #include <random>
 #include <tuple>
@@ -143,9 +143,39 @@ std::vector<double> gradients(int64_t n, uint64_t seed) {
   return g;
 }
 
-// f32: the same draws and the same fp32 arithmetic as the cpu, bit for bit. bf16: the cpu runs on the
-// bf16 values widened to f32; the device rounds its results to bf16, so the kept entries agree within the
-// bf16 bound, pruned ones exactly, and nothing is NaN.
+// The cpu's f32 results as the device stores them: f32 as is, bf16 rounded to nearest even.
+std::vector<unsigned char> as_stored(const std::vector<float>& v, DType dtype) {
+  std::vector<unsigned char> bytes(v.size() * static_cast<size_t>(dtype_size(dtype)));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (dtype == DType::bf16) {
+      const uint16_t h = float_to_bf16(v[i]);
+      std::memcpy(&bytes[2 * i], &h, 2);
+    } else {
+      std::memcpy(&bytes[4 * i], &v[i], 4);
+    }
+  }
+  return bytes;
+}
+
+// Elements of `size` bytes that differ between got[got_at..] and want, or -1 when got is too short.
+int64_t element_differences(const std::vector<unsigned char>& got, size_t got_at,
+                            const std::vector<unsigned char>& want, size_t size) {
+  if (got.size() < got_at + want.size()) return -1;
+  int64_t d = 0;
+  for (size_t i = 0; i < want.size(); i += size) d += std::memcmp(&got[got_at + i], &want[i], size) != 0;
+  return d;
+}
+
+// The cpu's MVUE of g (values as the device stores them) with the device's fp32 arithmetic.
+std::vector<float> cpu_mvue(const std::vector<double>& g, int64_t M, int64_t N, uint64_t seed) {
+  std::vector<float> gf = as_floats(g), want(gf.size());
+  mvue24(Tensor::of(gf.data(), {M, N}), seed, Tensor::of(want.data(), {M, N}));
+  return want;
+}
+
+// The same draws and the same fp32 arithmetic as the cpu, so the results agree bit for bit: in f32, and
+// in bf16 once the cpu's f32 results are rounded as the device stores them (the cpu ran on the bf16
+// values widened to f32).
 TEST(CudaMvue24, MatchesCpuInPlaceAndNot) {
   SKIP_WITHOUT_GPU();
   const uint64_t seed = 0x5eed;
@@ -154,24 +184,23 @@ TEST(CudaMvue24, MatchesCpuInPlaceAndNot) {
              {1, 7}, {3, 1}, {6, 33}, {13, 256}, {4096, 64}, {5003, 96}, {5000, 1030}}) {
       SCOPED_TRACE(fmt::format("{} M={} N={}", dtype_name(dtype), M, N));
       std::vector<double> g = rounded(gradients(M * N, static_cast<uint64_t>(M * 31 + N)), dtype);
-      std::vector<float> gf = as_floats(g), want(gf.size());
-      mvue24(Tensor::of(gf.data(), {M, N}), seed, Tensor::of(want.data(), {M, N}));
+      const std::vector<float> want = cpu_mvue(g, M, N, seed);
       const std::vector<double> want_d(want.begin(), want.end());
+      const std::vector<unsigned char> want_bytes = as_stored(want, dtype);
+      const auto size = static_cast<size_t>(dtype_size(dtype));
 
       DeviceTensor d_g = upload(g, dtype, {M, N}), d_out = poisoned(dtype, {M, N});
       mvue24(d_g.t, seed, d_out.t);
       const std::vector<double> got = download(d_out.t);
-      int64_t pattern_differs = 0, bits_differ = 0, nonfinite = 0;
+      int64_t pattern_differs = 0, nonfinite = 0;
       for (size_t i = 0; i < got.size(); ++i) {
         pattern_differs += (got[i] == 0) != (want_d[i] == 0);
-        bits_differ += got[i] != want_d[i];
         nonfinite += !std::isfinite(got[i]);
       }
       EXPECT_EQ(pattern_differs, 0) << "kept entries differ from the cpu's";
       EXPECT_EQ(nonfinite, 0);
-      if (dtype == DType::f32) {
-        EXPECT_EQ(bits_differ, 0) << "f32 values differ from the cpu's";
-      }
+      EXPECT_EQ(element_differences(download_bytes(d_out.t), 0, want_bytes, size), 0)
+          << "values differ from the cpu's";
       EXPECT_CLOSE(d_out.t, want_d, tolerance(dtype));
 
       mvue24(d_g.t, seed, d_g.t);  // in place
@@ -179,6 +208,48 @@ TEST(CudaMvue24, MatchesCpuInPlaceAndNot) {
                                static_cast<size_t>(d_out.t.bytes())))
           << "in place differs";
     }
+}
+
+// Every access width of the kernel, which N and the pointers' alignment pick (offsets of 0, 1, 2 and 4
+// elements with N = 1..8 and a few wider rows reach each width from 16 bytes down to one element),
+// partial last groups and M < 4: bit for bit against the cpu, out of place with either side shifted and
+// in place, and nothing written outside the output.
+TEST(CudaMvue24, BitExactOnEveryWidthOffsetAndPartialGroup) {
+  SKIP_WITHOUT_GPU();
+  const uint64_t seed = 0xfeed;
+  constexpr int64_t kGuard = 16;  // poisoned elements after the output, which must stay poisoned
+  for (DType dtype : kTypes)
+    for (int64_t M : {1, 2, 3, 4, 5, 6, 13})
+      for (int64_t N : {1, 2, 3, 4, 5, 6, 7, 8, 12, 24, 40, 1030})
+        for (int64_t offset : {0, 1, 2, 4}) {
+          SCOPED_TRACE(fmt::format("{} M={} N={} offset={}", dtype_name(dtype), M, N, offset));
+          const std::vector<double> g = rounded(gradients(M * N, static_cast<uint64_t>(M * 131 + N)), dtype);
+          const std::vector<unsigned char> want = as_stored(cpu_mvue(g, M, N, seed), dtype);
+          const auto size = static_cast<size_t>(dtype_size(dtype));
+          const std::vector<unsigned char> poison(size, 0xFF);
+
+          // g aligned, out `offset` elements into a poisoned buffer with kGuard more after it.
+          DeviceTensor d_g = upload(g, dtype, {M, N});
+          DeviceTensor d_out = poisoned(dtype, {offset + M * N + kGuard});
+          mvue24(d_g.t, seed, shifted_view(d_out, dtype, offset, {M, N}));
+          const std::vector<unsigned char> all = download_bytes(d_out.t);
+          EXPECT_EQ(element_differences(all, static_cast<size_t>(offset) * size, want, size), 0)
+              << "out shifted";
+          int64_t outside = 0;
+          for (int64_t i = 0; i < offset + M * N + kGuard; ++i)
+            if (i < offset || i >= offset + M * N)
+              outside += element_differences(all, static_cast<size_t>(i) * size, poison, size);
+          EXPECT_EQ(outside, 0) << "elements written outside the output";
+
+          // g `offset` elements in, out aligned.
+          DeviceTensor d_g_shifted = upload_shifted(g, dtype, {M, N}, offset);
+          DeviceTensor d_out_aligned = poisoned(dtype, {M, N});
+          mvue24(d_g_shifted.t, seed, d_out_aligned.t);
+          EXPECT_EQ(element_differences(download_bytes(d_out_aligned.t), 0, want, size), 0) << "g shifted";
+
+          mvue24(d_g_shifted.t, seed, d_g_shifted.t);  // in place, both shifted
+          EXPECT_EQ(element_differences(download_bytes(d_g_shifted.t), 0, want, size), 0) << "in place";
+        }
 }
 
 }  // namespace
