@@ -177,6 +177,7 @@ void attention_forward(const AttentionParams& p) {
 }
 
 void attention_backward(const AttentionParams& p, const AttentionGrads& g) {
+  const bool wgmma = attention_kernel() == AttentionKernel::wgmma;
   Call c = prepare("attention_backward", p);
   attn::Args& a = c.args;
   a.dout = static_cast<const __nv_bfloat16*>(g.dout.data);
@@ -200,10 +201,12 @@ void attention_backward(const AttentionParams& p, const AttentionGrads& g) {
     const attn::BackwardScratch scratch{reinterpret_cast<float*>(extra + delta_bytes),
                                         reinterpret_cast<int*>(extra + delta_bytes + accum_bytes),
                                         static_cast<int>(key_capacity)};
-    if (c.head_dim == 64)
-      attn::launch_backward<64>(a, scratch, nullptr);
+    if (wgmma)
+      c.head_dim == 64 ? attn::launch_backward_sm90<64>(a, scratch, nullptr)
+                       : attn::launch_backward_sm90<128>(a, scratch, nullptr);
     else
-      attn::launch_backward<128>(a, scratch, nullptr);
+      c.head_dim == 64 ? attn::launch_backward<64>(a, scratch, nullptr)
+                       : attn::launch_backward<128>(a, scratch, nullptr);
   });
 }
 

@@ -8,9 +8,9 @@
 
 namespace pt::ops::cuda {
 
-// The forward kernel: wgmma (Hopper warpgroup MMA, attention_forward_sm90.cu) where the GPU is sm_90 and
-// the build holds sm_90a code, else mma.sync (attention_forward.cu); the backward is mma.sync. The
-// environment variable PACKTRAIN_ATTENTION_KERNEL (auto, mma, wgmma) overrides the automatic choice;
+// The kernels, forward and backward: wgmma (Hopper warpgroup MMA, attention_{forward,backward}_sm90.cu)
+// where the GPU is sm_90 and the build holds sm_90a code, else mma.sync (attention_{forward,backward}.cu).
+// The environment variable PACKTRAIN_ATTENTION_KERNEL (auto, mma, wgmma) overrides the automatic choice;
 // tests and benchmarks call set_attention_kernel to run each.
 enum class AttentionKernel { automatic, mma, wgmma };
 const char* attention_kernel_name(AttentionKernel kernel);

@@ -52,7 +52,7 @@ constexpr int kBackwardThreads = 32 * kBackwardWarps;
 
 template <int D>
 struct BackwardShape {
-  static constexpr int kRows = 64;  // queries per step
+  static constexpr int kRows = kBackwardRows;
   // Queries per S^T .. dK pass within a step: fewer accumulators beside dK and dV (D128 would spill) at the
   // price of loading K's and V's fragments once per pass.
   static constexpr int kSubRows = D == 128 ? 32 : 64;
@@ -256,21 +256,35 @@ __global__ void __launch_bounds__(256)
 }  // namespace
 
 template <int D>
-void launch_backward(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
+void launch_backward_prologue(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
   const int64_t rows = static_cast<int64_t>(a.T) * a.H;
   delta_kernel<D><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(a, scratch.dq_accum);
-  constexpr int kSmem = BackwardShape<D>::kSmem;
-  static const cudaError_t configured =
-      cudaFuncSetAttribute(backward_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  (void)configured;  // a failure resurfaces as the launch error, which the caller checks
-  order_kernel<BackwardShape<D>::kRows><<<1, kOrderThreads, 0, stream>>>(a, scratch);
-  const unsigned blocks = static_cast<unsigned>(scratch.key_capacity) * static_cast<unsigned>(a.Hkv);
-  backward_kernel<D><<<blocks, kBackwardThreads, kSmem, stream>>>(a, scratch);
-  const int64_t elements = rows * D;
+  order_kernel<kBackwardRows><<<1, kOrderThreads, 0, stream>>>(a, scratch);
+}
+
+template <int D>
+void launch_dq_convert(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
+  const int64_t elements = static_cast<int64_t>(a.T) * a.H * D;
   dq_convert_kernel<<<static_cast<unsigned>((elements / 8 + 255) / 256), 256, 0, stream>>>(
       a, scratch.dq_accum, elements);
 }
 
+template <int D>
+void launch_backward(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
+  constexpr int kSmem = BackwardShape<D>::kSmem;
+  static const cudaError_t configured =
+      cudaFuncSetAttribute(backward_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  (void)configured;  // a failure resurfaces as the launch error, which the caller checks
+  launch_backward_prologue<D>(a, scratch, stream);
+  const unsigned blocks = static_cast<unsigned>(scratch.key_capacity) * static_cast<unsigned>(a.Hkv);
+  backward_kernel<D><<<blocks, kBackwardThreads, kSmem, stream>>>(a, scratch);
+  launch_dq_convert<D>(a, scratch, stream);
+}
+
+template void launch_backward_prologue<64>(const Args&, const BackwardScratch&, cudaStream_t);
+template void launch_backward_prologue<128>(const Args&, const BackwardScratch&, cudaStream_t);
+template void launch_dq_convert<64>(const Args&, const BackwardScratch&, cudaStream_t);
+template void launch_dq_convert<128>(const Args&, const BackwardScratch&, cudaStream_t);
 template void launch_backward<64>(const Args&, const BackwardScratch&, cudaStream_t);
 template void launch_backward<128>(const Args&, const BackwardScratch&, cudaStream_t);
 

@@ -120,8 +120,8 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
-      wgmma_m64n128k16_ss(s, desc_k_major(sq, kSm90Rows, 64 * wg, kk),
-                          desc_k_major(sk(stage), kBlockN, 0, kk));
+      wgmma_m64nNk16_ss<128>(s, desc_k_major(sq, kSm90Rows, 64 * wg, kk),
+                             desc_k_major(sk(stage), kBlockN, 0, kk));
     wgmma_commit();
     wgmma_wait<0>();  // the softmax reads s
     pin(s);

@@ -49,9 +49,10 @@ bool forward_sm90_available();
 template <int D>
 void launch_forward_sm90(const Args& a, cudaStream_t stream);
 
-// Keys per block of the backward. Its work list holds the schedule items that start such a tile, at most
-// min(schedule capacity, (T + S (kBackwardKeys-1)) / kBackwardKeys) of them.
-constexpr int kBackwardKeys = 128;
+// Keys per block of the backward, and queries per step. Its work list holds the schedule items that start
+// such a key tile, at most min(schedule capacity, (T + S (kBackwardKeys-1)) / kBackwardKeys) of them,
+// longest first (by query tiles of kBackwardRows after the keys).
+constexpr int kBackwardKeys = 128, kBackwardRows = 64;
 
 struct BackwardScratch {
   float* dq_accum;   // [T,H,D]: dq / scale, summed by atomics
@@ -59,8 +60,17 @@ struct BackwardScratch {
   int key_capacity;  // the bound above
 };
 
-// One pass over key tiles: dK and dV per block, dQ summed by atomics in scratch.dq_accum.
+// One pass over key tiles: dK and dV per block, dQ summed by atomics in scratch.dq_accum. The mma.sync
+// version (attention_backward.cu) runs on any sm_80+ GPU, the wgmma one (attention_backward_sm90.cu) where
+// forward_sm90_available(). Both are launch_backward_prologue (delta = rowsum(dout * out), dq_accum
+// cleared, the key-tile order), their kernel, then launch_dq_convert (dq = scale * dq_accum in bf16).
+template <int D>
+void launch_backward_prologue(const Args& a, const BackwardScratch& scratch, cudaStream_t stream);
+template <int D>
+void launch_dq_convert(const Args& a, const BackwardScratch& scratch, cudaStream_t stream);
 template <int D>
 void launch_backward(const Args& a, const BackwardScratch& scratch, cudaStream_t stream);
+template <int D>
+void launch_backward_sm90(const Args& a, const BackwardScratch& scratch, cudaStream_t stream);
 
 }  // namespace pt::ops::cuda::attn

@@ -1,5 +1,5 @@
 // What the sm_90a (wgmma) attention kernels share: tiles of one head of a [T, heads, D] tensor copied into
-// the 128-byte swizzled shared layout of ops/cuda/wgmma.cuh.
+// the 128-byte swizzled shared layout of ops/cuda/wgmma.cuh, and register fragments stored into it.
 #pragma once
 
 #include "ops/cuda/wgmma.cuh"
@@ -25,6 +25,24 @@ __device__ inline void load_tile(uint32_t tile, const __nv_bfloat16* src, int64_
     sm90::cp_async_16(tile + sm90::swizzled_offset(r, chunk, kRows),
                       src + (token * heads + head) * D + chunk * 8, real ? 16 : 0);
   }
+}
+
+// Stores a warpgroup's 64 x 64 register-A fragments (to_a_fragments of a 64 x 64 accumulator) as rows
+// first_row .. first_row + 63 of a swizzled 64-column tile of `rows` rows, for a later MN-major read
+// (the backward's dS^T). Fragment [kk][r] of thread (warp w, g, t) is row 16 w + g + 8 (r % 2), columns
+// 16 kk + 8 (r / 2) + 2 t and + 1: chunk 2 kk + r / 2, bytes 4 t of it. The eight rows of a quad group
+// fall into distinct swizzled chunks, so a warp's 32 stores hit 32 banks.
+__device__ inline void store_a_fragments(uint32_t tile, int rows, int first_row, const uint32_t (&f)[4][4]) {
+  const int warp = static_cast<int>(threadIdx.x) / 32 % 4, lane = static_cast<int>(threadIdx.x) % 32;
+  const int row = first_row + 16 * warp + lane / 4;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const uint32_t at =
+          tile + sm90::swizzled_offset(row + 8 * (r % 2), 2 * kk + r / 2, rows) + 4 * (lane % 4);
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(f[kk][r]) : "memory");
+    }
 }
 
 #endif  // PT_SM90A

@@ -2,7 +2,8 @@
 // shared memory, its matrix descriptors and fences, the accumulator / register-A fragment layouts, and
 // cp.async tile loads into the swizzled layout. Used by the sm_90a attention kernels; the layouts were
 // checked on an H200 by a probe of one tile of S = Q K^T and O = P V (bench/lab history) and by the
-// attention tests against the CPU reference.
+// attention tests against the CPU reference; the forms only the backward uses (N = 64 and 32, MN-major A,
+// MN-major B from a column offset) by bench_wgmma_probe.
 //
 // Encoding rules from the PTX ISA, "Register Fragments and Shared Memory Matrix Layouts" (the accumulator
 // and register-A fragments of m64nNk16, the canonical layouts, the leading / stride byte offsets per
@@ -44,6 +45,11 @@ __device__ inline void cp_async_16(uint32_t dst, const void* src, int src_bytes)
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
                : "memory");
 }
+// cp.async of 4 bytes (.ca: .cg takes only 16), for per-row scalars; src_bytes 0 writes zeros.
+__device__ inline void cp_async_4(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
+               : "memory");
+}
 // cp.async.wait_group N waits until at most the N most recent groups of this thread are pending; the
 // copies are then visible to this thread only, hence a barrier after it.
 __device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
@@ -79,11 +85,16 @@ __device__ inline uint64_t desc_k_major(uint32_t tile, int rows, int first_row, 
 }
 
 // MN-major operand (imm-trans = 1): k-step kk (tile rows 16 kk .. 16 kk + 15 are the contraction index) of
-// a swizzled tile of `rows` rows. Canonical MN-major 128B layout: 64 consecutive N (or M) values per
-// 128-byte row, the next 64 (column block) LBO = rows * 128 bytes on, the next 8 contraction rows SBO =
-// 1024 bytes on. A k-step covers 16 rows = 2048 bytes, a whole number of atoms.
-__device__ inline uint64_t desc_mn_major(uint32_t tile, int rows, int kk) {
-  return make_desc(tile + static_cast<uint32_t>(kk * 16 * 128), static_cast<uint32_t>(rows) * 128, 1024);
+// a swizzled tile of `rows` rows, its N (or M) values from tile column first_col on. Canonical MN-major
+// 128B layout: 64 consecutive N (or M) values per 128-byte row, the next 64 (column block) LBO = rows * 128
+// bytes on, the next 8 contraction rows SBO = 1024 bytes on. A k-step covers 16 rows = 2048 bytes, a whole
+// number of atoms. first_col: a multiple of 64 (a column block), or 32 on from one for an N = 32 operand:
+// a start 64 bytes into the atom, which (as the K-major k-step starts) keeps address bits 7-9 and so the
+// base offset 0, the hardware swizzling the final addresses (bench_wgmma_probe checks this form).
+__device__ inline uint64_t desc_mn_major(uint32_t tile, int rows, int kk, int first_col = 0) {
+  return make_desc(
+      tile + static_cast<uint32_t>((first_col / 64) * rows * 128 + (first_col % 64) * 2 + kk * 16 * 128),
+      static_cast<uint32_t>(rows) * 128, 1024);
 }
 
 __device__ inline void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -119,23 +130,51 @@ __device__ inline void pin(uint32_t (&r)[N][M]) {
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
       "+f"(d[i + 6]), "+f"(d[i + 7])
 
-// d[64] += A[64 x 16] B[16 x 128], A and B K-major in shared memory. The operands after the descriptors:
-// scale-d (true: accumulate; callers zero d before the first k-step), imm-scale-a/b 1, imm-trans-a/b 0.
-__device__ inline void wgmma_m64n128k16_ss(float (&d)[64], uint64_t a, uint64_t b) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-      "%64, %65, p, 1, 1, 0, 0;\n"
-      "}\n"
-      : PT_WGMMA_F8(d, 0), PT_WGMMA_F8(d, 8), PT_WGMMA_F8(d, 16), PT_WGMMA_F8(d, 24), PT_WGMMA_F8(d, 32),
-        PT_WGMMA_F8(d, 40), PT_WGMMA_F8(d, 48), PT_WGMMA_F8(d, 56)
-      : "l"(a), "l"(b), "r"(1));
+// d[N/2] += A[64 x 16] B[16 x N], A and B in shared memory. The operands after the descriptors: scale-d
+// (true: accumulate; callers zero d before the first k-step), imm-scale-a/b 1, imm-trans-a/b kTransA /
+// kTransB (0: K-major, 1: MN-major; the transposed forms exist for bf16/f16 only, which this is).
+template <int N, int kTransA = 0, int kTransB = 0>
+__device__ inline void wgmma_m64nNk16_ss(float (&d)[N / 2], uint64_t a, uint64_t b) {
+  static_assert(N == 32 || N == 64 || N == 128);
+  if constexpr (N == 32) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+        "%16, %17, p, 1, 1, %19, %20;\n"
+        "}\n"
+        : PT_WGMMA_F8(d, 0), PT_WGMMA_F8(d, 8)
+        : "l"(a), "l"(b), "r"(1), "n"(kTransA), "n"(kTransB));
+  } else if constexpr (N == 64) {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+        "%32, %33, p, 1, 1, %35, %36;\n"
+        "}\n"
+        : PT_WGMMA_F8(d, 0), PT_WGMMA_F8(d, 8), PT_WGMMA_F8(d, 16), PT_WGMMA_F8(d, 24)
+        : "l"(a), "l"(b), "r"(1), "n"(kTransA), "n"(kTransB));
+  } else {
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "%64, %65, p, 1, 1, %67, %68;\n"
+        "}\n"
+        : PT_WGMMA_F8(d, 0), PT_WGMMA_F8(d, 8), PT_WGMMA_F8(d, 16), PT_WGMMA_F8(d, 24), PT_WGMMA_F8(d, 32),
+          PT_WGMMA_F8(d, 40), PT_WGMMA_F8(d, 48), PT_WGMMA_F8(d, 56)
+        : "l"(a), "l"(b), "r"(1), "n"(kTransA), "n"(kTransB));
+  }
 }
 
 // d[N/2] += A[64 x 16] (registers) B[16 x N], B MN-major in shared memory (imm-trans-b 1). The register-A
@@ -180,13 +219,19 @@ __device__ inline uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-// A 64 x 128 accumulator as the register A operand of eight k-steps: k-step kk (columns 16 kk .. 16 kk +
-// 15, accumulator column blocks 2 kk and 2 kk + 1) is s[8 kk .. 8 kk + 7] in order.
-__device__ inline void to_a_fragments(const float (&s)[64], uint32_t (&p)[8][4]) {
+// A 64 x (16 kSteps) accumulator as the register A operand of kSteps k-steps: k-step kk (columns 16 kk ..
+// 16 kk + 15, accumulator column blocks 2 kk and 2 kk + 1) is s[8 kk .. 8 kk + 7] in order.
+template <int kSteps>
+__device__ inline void to_a_fragments(const float (&s)[8 * kSteps], uint32_t (&p)[kSteps][4]) {
 #pragma unroll
-  for (int kk = 0; kk < 8; ++kk)
+  for (int kk = 0; kk < kSteps; ++kk)
 #pragma unroll
     for (int r = 0; r < 4; ++r) p[kk][r] = pack_bf16(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+}
+
+// Adds (x, y) to p[0], p[1] in global memory: one vector reduction (sm_90), no return value.
+__device__ inline void red_add_f32x2(float* p, float x, float y) {
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(x), "f"(y) : "memory");
 }
 
 // Max and sum over the four threads of a quad, which together hold one accumulator row.
