@@ -12,7 +12,9 @@ From each run's metrics.jsonl: the validation loss curve, the final validation l
 the median real tokens/s, and the mean mask flip rate. Writes OUT/sparse_convergence.jsonl (one summary per
 run), OUT/sparse_convergence.png (validation loss curves) and each run's metrics and log.
 Usage: sparse_convergence.py --packtrain BUILD/packtrain --data data/prepared/default --out OUT_DIR
-       [--model 110m] [--steps 600] [--tokens 16384] [--device cuda]
+       [--model 110m] [--steps 600] [--tokens 16384] [--device cuda] [--eval-every 50] [--eval-batches 0]
+Keep steps x tokens within one epoch of the dataset's train split: past it the dense model overfits first
+and the comparison says nothing about 2:4 (scripts/setup_pretrain_corpus.sh makes a corpus large enough).
 """
 import argparse
 import json
@@ -90,6 +92,7 @@ def main():
     ap.add_argument("--lr", default="1e-3")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--eval-every", type=int, default=50)
+    ap.add_argument("--eval-batches", type=int, default=0, help="validation batches (0: the whole split)")
     args = ap.parse_args()
     if not os.path.isfile(os.path.join(args.data, "metadata.json")):
         sys.exit(f"{args.data}: no prepared dataset (run scripts/main.sh or packtrain prepare first)")
@@ -104,6 +107,7 @@ def main():
                    "--model", args.model, "--device", args.device, "--strategy", "flatten",
                    "--tokens", str(args.tokens), "--steps", str(args.steps), "--warmup", str(args.steps // 20),
                    "--lr", args.lr, "--min-lr", str(float(args.lr) / 10), "--eval-every", str(args.eval_every),
+                   "--eval-batches", str(args.eval_batches),
                    "--save-every", "0", "--log-every", "10", "--seed", "1"] + extra
             print(f"== {name}: {' '.join(cmd)}", flush=True)
             with open(os.path.join(args.out, f"convergence_{tag}.log"), "w") as log:

@@ -166,10 +166,12 @@ AttentionKernel attention_kernel() {
 void attention_forward(const AttentionParams& p) {
   const bool wgmma = attention_kernel() == AttentionKernel::wgmma;
   Call c = prepare("attention_forward", p, wgmma ? attn::kSm90Rows : attn::kTile);
-  run(c, 0, [&](char*) {
+  const size_t order_bytes = wgmma ? sizeof(int) * static_cast<size_t>(c.args.schedule.capacity) : 0;
+  run(c, order_bytes, [&](char* extra) {
+    int* order = reinterpret_cast<int*>(extra);
     if (wgmma)
-      c.head_dim == 64 ? attn::launch_forward_sm90<64>(c.args, nullptr)
-                       : attn::launch_forward_sm90<128>(c.args, nullptr);
+      c.head_dim == 64 ? attn::launch_forward_sm90<64>(c.args, order, nullptr)
+                       : attn::launch_forward_sm90<128>(c.args, order, nullptr);
     else
       c.head_dim == 64 ? attn::launch_forward<64>(c.args, nullptr)
                        : attn::launch_forward<128>(c.args, nullptr);

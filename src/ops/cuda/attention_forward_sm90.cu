@@ -15,6 +15,7 @@
 
 #include "ops/cuda/attention_kernels.h"
 #include "ops/cuda/attention_sm90.cuh"
+#include "ops/cuda/block_scan.cuh"
 
 namespace pt::ops::cuda::attn {
 
@@ -55,10 +56,10 @@ __device__ void write_pad_tile(const Args& a, int64_t start, int row0, int rows,
 // Registers: __launch_bounds__(256, 1) lets ptxas use up to 255 per thread; it takes 212 (D = 128) and 154
 // (D = 64) with no local memory.
 template <int D>
-__global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a) {
+__global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a, const int* order) {
 #if PT_SM90A
   if (static_cast<int>(blockIdx.x) >= *a.schedule.count) return;
-  const int4 seg = a.schedule.items[blockIdx.x];  // {start, real, len, row0}
+  const int4 seg = a.schedule.items[order[blockIdx.x]];  // {start, real, len, row0}
   const int64_t start = seg.x;
   const int real = seg.y, len = seg.z, row0 = seg.w;
   const int head = static_cast<int>(blockIdx.y), kv_head = head / (a.H / a.Hkv);
@@ -202,6 +203,30 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a)
 #endif  // PT_SM90A: other targets hold an empty kernel that forward_sm90_available() never selects
 }
 
+// The blocks' order: schedule items by decreasing number of key steps (a counting sort; items with
+// kOrderBuckets - 1 or more share the top bucket), so that the long tiles of long examples start first and
+// short ones fill the last wave instead of one long tile running alone at the end.
+constexpr int kOrderThreads = 1024, kOrderBuckets = 1024;
+
+__global__ void __launch_bounds__(kOrderThreads) order_kernel(const Args a, int* order) {
+  __shared__ int next[kOrderBuckets];  // per bucket: its count, then the next free position
+  static_assert(kOrderBuckets == kOrderThreads);
+  const int count = *a.schedule.count, tid = static_cast<int>(threadIdx.x);
+  auto bucket = [](int4 item) {  // bucket 0 holds the most key steps
+    const int steps = (min(item.y, item.w + kSm90Rows) + kBlockN - 1) / kBlockN;
+    return kOrderBuckets - 1 - min(steps, kOrderBuckets - 1);
+  };
+  next[tid] = 0;
+  __syncthreads();
+  for (int i = tid; i < count; i += kOrderThreads) atomicAdd(&next[bucket(a.schedule.items[i])], 1);
+  __syncthreads();
+  int total = 0;
+  next[tid] = block_exclusive_scan<kOrderThreads>(next[tid], &total);  // each bucket's first position
+  __syncthreads();
+  for (int i = tid; i < count; i += kOrderThreads)
+    order[atomicAdd(&next[bucket(a.schedule.items[i])], 1)] = i;
+}
+
 }  // namespace
 
 bool forward_sm90_available() {
@@ -217,15 +242,16 @@ bool forward_sm90_available() {
 }
 
 template <int D>
-void launch_forward_sm90(const Args& a, cudaStream_t stream) {
+void launch_forward_sm90(const Args& a, int* order, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<D>();
   static const cudaError_t configured =
       cudaFuncSetAttribute(forward_kernel_sm90<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   (void)configured;  // a failure resurfaces as the launch error, which the caller checks
-  forward_kernel_sm90<D><<<dim3(a.schedule.capacity, a.H), kThreads, kSmem, stream>>>(a);
+  order_kernel<<<1, kOrderThreads, 0, stream>>>(a, order);
+  forward_kernel_sm90<D><<<dim3(a.schedule.capacity, a.H), kThreads, kSmem, stream>>>(a, order);
 }
 
-template void launch_forward_sm90<64>(const Args&, cudaStream_t);
-template void launch_forward_sm90<128>(const Args&, cudaStream_t);
+template void launch_forward_sm90<64>(const Args&, int*, cudaStream_t);
+template void launch_forward_sm90<128>(const Args&, int*, cudaStream_t);
 
 }  // namespace pt::ops::cuda::attn

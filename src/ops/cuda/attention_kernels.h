@@ -46,8 +46,9 @@ void launch_forward(const Args& a, cudaStream_t stream);
 // sm_90 and the build holds sm_90a code for it.
 constexpr int kSm90Rows = 128;
 bool forward_sm90_available();
+// order: scratch for schedule.capacity ints (the blocks' order, longest work first).
 template <int D>
-void launch_forward_sm90(const Args& a, cudaStream_t stream);
+void launch_forward_sm90(const Args& a, int* order, cudaStream_t stream);
 
 // Keys per block of the backward, and queries per step. Its work list holds the schedule items that start
 // such a key tile, at most min(schedule capacity, (T + S (kBackwardKeys-1)) / kBackwardKeys) of them,
