@@ -15,6 +15,8 @@
 
 #include <cstdint>
 
+#include "ops/cuda/fragments.cuh"
+
 namespace pt::ops::cuda::attn {
 
 constexpr int kTile = 64;  // rows per schedule item: query rows per forward block, and its key step
@@ -123,11 +125,6 @@ __device__ inline void gemm_rb(float (&c)[N][4], const uint32_t (&a)[K / 16][4],
   }
 }
 
-__device__ inline uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
 // Rounds a 16 x K accumulator tile to bf16 A fragments: columns 16kk..16kk+15 are C tiles 2kk and 2kk+1.
 template <int K>
 __device__ inline void to_a_fragments(uint32_t (&a)[K / 16][4], const float (&c)[K / 8][4]) {
@@ -138,27 +135,6 @@ __device__ inline void to_a_fragments(uint32_t (&a)[K / 16][4], const float (&c)
     a[kk][2] = pack_bf16(c[2 * kk + 1][0], c[2 * kk + 1][1]);
     a[kk][3] = pack_bf16(c[2 * kk + 1][2], c[2 * kk + 1][3]);
   }
-}
-
-// *p += x, p[1] += y in global memory, without returning the old values (unordered: the summation order of
-// concurrent adds is not deterministic). sm_90 adds both in one vector reduction.
-__device__ inline void red_add_f32x2(float* p, float x, float y) {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(x), "f"(y) : "memory");
-#else
-  atomicAdd(p, x);
-  atomicAdd(p + 1, y);
-#endif
-}
-
-// Max and sum over the four threads of a quad, which together hold one accumulator row.
-__device__ inline float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ inline float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
 // Writes a warp's 16 x D accumulator rows as bf16 rows of a [T, heads, D] tensor, row half h (rows g and

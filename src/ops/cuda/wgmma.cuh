@@ -20,6 +20,8 @@
 
 #include <cstdint>
 
+#include "ops/cuda/fragments.cuh"
+
 // wgmma exists only in the arch-specific sm_90a target; kernels built for other targets compile to stubs.
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define PT_SM90A 1
@@ -214,11 +216,6 @@ __device__ inline void wgmma_m64nNk16_rs(float (&d)[N / 2], const uint32_t (&a)[
 
 #undef PT_WGMMA_F8
 
-__device__ inline uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
 // A 64 x (16 kSteps) accumulator as the register A operand of kSteps k-steps: k-step kk (columns 16 kk ..
 // 16 kk + 15, accumulator column blocks 2 kk and 2 kk + 1) is s[8 kk .. 8 kk + 7] in order.
 template <int kSteps>
@@ -227,21 +224,6 @@ __device__ inline void to_a_fragments(const float (&s)[8 * kSteps], uint32_t (&p
   for (int kk = 0; kk < kSteps; ++kk)
 #pragma unroll
     for (int r = 0; r < 4; ++r) p[kk][r] = pack_bf16(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
-}
-
-// Adds (x, y) to p[0], p[1] in global memory: one vector reduction (sm_90), no return value.
-__device__ inline void red_add_f32x2(float* p, float x, float y) {
-  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(x), "f"(y) : "memory");
-}
-
-// Max and sum over the four threads of a quad, which together hold one accumulator row.
-__device__ inline float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ inline float quad_sum(float x) {
-  x += __shfl_xor_sync(0xffffffffu, x, 1);
-  return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
 #endif  // PT_SM90A
