@@ -13,6 +13,7 @@
 #   sparse_ffn  bench_sparse_ffn --json, when that binary exists
 #   train_sparse        bench_train_gpu --sparse24: dense vs 2:4 sparse FFN training steps, 110m and 1b
 #   sparse_convergence  `packtrain train` dense, 2:4 and its ablations: validation loss (bench/sparse_convergence.py)
+#                       on data/pretrain/corpus.jsonl when scripts/setup_pretrain_corpus.sh made it
 #   report      bench/report.py
 # SECTIONS (comma list, default all) runs a subset; three device calls of 10 minutes split the whole set, e.g.
 # SECTIONS=train_gpu,train_hf, then SECTIONS=attention,packing, then SECTIONS=sparse_ffn,train_sparse,
@@ -115,9 +116,25 @@ fi
 want train_sparse && rm -f "$out/train_sparse.jsonl"
 section train_sparse 150 "$build/bench_train_gpu" --sparse24 --steps 8 --json "$out/train_sparse.jsonl"
 
-# shellcheck disable=SC2086  # CONVERGENCE_ARGS is a list of arguments
-section sparse_convergence 240 "$python" "$bench/sparse_convergence.py" --packtrain "$build/packtrain" \
-  --data "$data" --out "$out" ${CONVERGENCE_ARGS:-}
+# The convergence runs need more tokens than one epoch of the default corpus holds: the pre-training corpus
+# (scripts/setup_pretrain_corpus.sh) when it is there, prepared here if need be; else the default corpus,
+# which sparse_convergence.py flags when the run exceeds one epoch.
+conv_data=$data
+conv_args=${CONVERGENCE_ARGS:-}
+if want sparse_convergence && [ -f data/pretrain/corpus.jsonl ] && [ -x "$build/packtrain" ]; then
+  if [ ! -f data/prepared/pretrain/metadata.json ]; then
+    section prepare_pretrain 120 "$build/packtrain" prepare --input data/pretrain/corpus.jsonl \
+      --tokenizer data/default/tokenizer.json --output data/prepared/pretrain --max-len 2048 --long split \
+      --threads "$(nproc)"
+  fi
+  if [ -f data/prepared/pretrain/metadata.json ]; then
+    conv_data=data/prepared/pretrain
+    conv_args=${CONVERGENCE_ARGS:---steps 1200 --eval-every 100 --eval-batches 16}
+  fi
+fi
+# shellcheck disable=SC2086  # conv_args is a list of arguments
+section sparse_convergence 330 "$python" "$bench/sparse_convergence.py" --packtrain "$build/packtrain" \
+  --data "$conv_data" --out "$out" $conv_args
 
 section report 60 "$python" "$bench/report.py" "$out"
 echo "all sections: $((SECONDS - started)) s; report: $out/REPORT.md"

@@ -96,6 +96,13 @@ def main():
     args = ap.parse_args()
     if not os.path.isfile(os.path.join(args.data, "metadata.json")):
         sys.exit(f"{args.data}: no prepared dataset (run scripts/main.sh or packtrain prepare first)")
+    with open(os.path.join(args.data, "metadata.json")) as f:
+        train_tokens = json.load(f)["splits"]["train"]["tokens"]
+    epochs = args.steps * args.tokens / train_tokens
+    print(f"{args.steps} steps x {args.tokens} tokens = {epochs:.2f} epochs of {train_tokens} train tokens", flush=True)
+    if epochs > 1:
+        print("warning: more than one epoch: the dense model overfits first, so the final losses do not compare "
+              "2:4 with dense; use a larger dataset (scripts/setup_pretrain_corpus.sh) or fewer steps", flush=True)
     os.makedirs(args.out, exist_ok=True)
     results = []
     scratch = tempfile.mkdtemp(prefix="sparse_convergence_")
@@ -117,7 +124,7 @@ def main():
                 print(f"   failed (exit {rc}); see convergence_{tag}.log")
                 continue
             shutil.copy(metrics, os.path.join(args.out, f"convergence_{tag}.jsonl"))
-            results.append(summarize(name, read_metrics(metrics)))
+            results.append(summarize(name, read_metrics(metrics)) | {"epochs": epochs})
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     dense = next((r for r in results if r["run"] == "dense" and r["final_val_loss"]), None)
