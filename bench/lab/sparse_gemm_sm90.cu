@@ -112,8 +112,8 @@ __device__ inline void ld_shared_v4(uint32_t (&r)[4], uint32_t addr) {
 }
 
 __device__ inline void stmatrix_x4_trans(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0),
-               "r"(r1), "r"(r2), "r"(r3)
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+               "r"(r0), "r"(r1), "r"(r2), "r"(r3)
                : "memory");
 }
 
@@ -153,7 +153,8 @@ struct Loader {
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const bool real = 16 * i < b_real;
-      cp_async_16(stage + b_dst + i * 16 * 128, real ? b_src + i * b_step + kt * kTileK : b_any, real ? 16 : 0);
+      cp_async_16(stage + b_dst + i * 16 * 128, real ? b_src + i * b_step + kt * kTileK : b_any,
+                  real ? 16 : 0);
     }
     cp_async_16(stage + e_dst, e_src + kt * kMetaBlockBytes, 16);
   }
@@ -284,51 +285,50 @@ __global__ void sparse_gemm_kernel(const GemmArgs a) { (void)a; }
 
 // One thread per row and 16 columns: 8 packed values (one 16-byte store) and the 16-bit half of one
 // metadata word. Kept set: mask != 0, or nonzero bits (either sign of zero counts as zero) without a mask.
-__global__ void compress24_kernel(const uint16_t* __restrict__ w, const uint8_t* __restrict__ mask,
-                                  uint16_t* __restrict__ values, uint16_t* __restrict__ meta, int64_t N,
+// Per group of 4: the first two kept columns, completed by the lowest unkept ones (zero values there).
+__global__ void compress24_kernel(const uint4* __restrict__ w, const uint4* __restrict__ mask,
+                                  uint4* __restrict__ values, uint16_t* __restrict__ meta, int64_t N,
                                   int64_t K, int* overfull) {
   const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x, segments = K / 16;
   if (i >= N * segments) return;
   const int64_t n = i / segments, seg = i % segments;
-  uint16_t v[16];
-  const uint4* src = reinterpret_cast<const uint4*>(w + n * K + seg * 16);
-  *reinterpret_cast<uint4*>(v) = src[0];
-  *reinterpret_cast<uint4*>(v + 8) = src[1];
+  const uint4 lo = w[2 * i], hi = w[2 * i + 1];  // row n, columns 16 seg .. 16 seg + 15
+  const uint32_t words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
   unsigned keep = 0;
   if (mask != nullptr) {
-    uint8_t m[16];
-    *reinterpret_cast<uint4*>(m) = *reinterpret_cast<const uint4*>(mask + n * K + seg * 16);
+    const uint4 m = mask[i];
+    const uint32_t bytes[4] = {m.x, m.y, m.z, m.w};
 #pragma unroll
-    for (int k = 0; k < 16; ++k) keep |= (m[k] != 0 ? 1u : 0u) << k;
+    for (int k = 0; k < 16; ++k) keep |= ((bytes[k / 4] >> (8 * (k % 4)) & 0xFFu) != 0 ? 1u : 0u) << k;
   } else {
 #pragma unroll
-    for (int k = 0; k < 16; ++k) keep |= ((v[k] & 0x7fff) != 0 ? 1u : 0u) << k;
+    for (int k = 0; k < 16; ++k) keep |= ((words[k / 2] >> (16 * (k % 2)) & 0x7FFFu) != 0 ? 1u : 0u) << k;
   }
-  uint16_t out[8];
+  uint32_t out[4];
   unsigned bits = 0;
   int bad = 0;
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
     const unsigned nib = keep >> (4 * q) & 0xFu;
-    bad += __popc(nib) > 2;
-    // The first two kept columns; missing ones are the lowest unkept columns (distinct, zero values).
-    int idx[2], found = 0;
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
-      if ((nib >> k & 1u) && found < 2) idx[found++] = k;
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
-      if (!(nib >> k & 1u) && found < 2) idx[found++] = k;
-    if (idx[0] > idx[1]) {
-      const int tmp = idx[0];
-      idx[0] = idx[1], idx[1] = tmp;
+    unsigned chosen = nib;
+    if (__popc(nib) > 2) {
+      ++bad;
+      const unsigned first = nib & (0u - nib), rest = nib ^ first;
+      chosen = first | (rest & (0u - rest));
     }
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      out[2 * q + h] = (nib >> idx[h] & 1u) ? v[4 * q + idx[h]] : uint16_t{0};
-    bits |= static_cast<unsigned>(idx[0] | idx[1] << 2) << (4 * q);
+    while (__popc(chosen) < 2) {
+      const unsigned unkept = ~chosen & 0xFu;
+      chosen |= unkept & (0u - unkept);
+    }
+    const int i0 = __ffs(static_cast<int>(chosen)) - 1, i1 = 31 - __clz(static_cast<int>(chosen));
+    const uint64_t group = static_cast<uint64_t>(words[2 * q + 1]) << 32 | words[2 * q];
+    const auto value = [&](int col) {
+      return (nib >> col & 1u) ? static_cast<uint32_t>(group >> (16 * col) & 0xFFFFu) : 0u;
+    };
+    out[q] = value(i0) | value(i1) << 16;
+    bits |= static_cast<unsigned>(i0 | i1 << 2) << (4 * q);
   }
-  *reinterpret_cast<uint4*>(values + n * (K / 2) + seg * 8) = *reinterpret_cast<const uint4*>(out);
+  values[i] = make_uint4(out[0], out[1], out[2], out[3]);  // row n, packed columns 8 seg .. 8 seg + 7
   // Word ((rb * K/128 + kt) * 64 + 16 w + 2 g + h) * 4 + s, 16-bit half (n % 16) / 8 (little-endian).
   const int64_t kt = seg / 8, s = seg % 8 / 2, h = seg % 2, rb = n / 64;
   const int64_t w16 = n % 64 / 16, g = n % 8, half = n % 16 / 8;
@@ -344,7 +344,8 @@ __device__ inline uint64_t mix64(uint64_t z) {
 }
 
 __global__ void fill_kernel(__nv_bfloat16* p, int64_t n, uint64_t seed, float lo, float hi) {
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
     const float u = static_cast<float>(mix64(seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(i)) >> 40) *
                     (1.0f / 16777216.0f);
     p[i] = __float2bfloat16(lo + (hi - lo) * u);
@@ -352,11 +353,12 @@ __global__ void fill_kernel(__nv_bfloat16* p, int64_t n, uint64_t seed, float lo
 }
 
 // Non-negative floats order as their bit patterns, so atomicMax on the bits is a float max.
-__global__ void compare_kernel(const __nv_bfloat16* got, const __nv_bfloat16* want, int64_t n, unsigned* max_diff,
-                               unsigned* max_want, unsigned long long* nans) {
+__global__ void compare_kernel(const __nv_bfloat16* got, const __nv_bfloat16* want, int64_t n,
+                               unsigned* max_diff, unsigned* max_want, unsigned long long* nans) {
   float diff = 0.0f, mag = 0.0f;
   unsigned long long bad = 0;
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
     const float x = __bfloat162float(got[i]), y = __bfloat162float(want[i]);
     if (isnan(x)) {
       ++bad;
@@ -383,7 +385,8 @@ void launch_gemm(const GemmArgs& args) {
   static const cudaError_t configured =
       cudaFuncSetAttribute(sparse_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   PT_CUDA_CHECK(configured);
-  const dim3 grid(static_cast<unsigned>(args.N / kTileN), static_cast<unsigned>((args.M + kTileM - 1) / kTileM));
+  const dim3 grid(static_cast<unsigned>(args.N / kTileN),
+                  static_cast<unsigned>((args.M + kTileM - 1) / kTileM));
   sparse_gemm_kernel<<<grid, kThreads, kSmemBytes, stream()>>>(args);
   PT_CUDA_CHECK_LAUNCH();
 }
@@ -422,20 +425,21 @@ void compress24(const void* w, const uint8_t* mask, int64_t N, int64_t K, void* 
   if (threads == 0) return;
   constexpr int kBlock = 256;
   compress24_kernel<<<static_cast<unsigned>((threads + kBlock - 1) / kBlock), kBlock, 0, stream()>>>(
-      static_cast<const uint16_t*>(w), mask, static_cast<uint16_t*>(values), static_cast<uint16_t*>(meta), N, K,
-      overfull);
+      static_cast<const uint4*>(w), reinterpret_cast<const uint4*>(mask), static_cast<uint4*>(values),
+      static_cast<uint16_t*>(meta), N, K, overfull);
   PT_CUDA_CHECK_LAUNCH();
 }
 
-void sparse_gemm(const void* x, const void* values, const void* meta, void* y, int64_t M, int64_t N, int64_t K,
-                 float beta) {
+void sparse_gemm(const void* x, const void* values, const void* meta, void* y, int64_t M, int64_t N,
+                 int64_t K, float beta) {
   require(M, N, K);
   launch_gemm({static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(values),
-               static_cast<const unsigned char*>(meta), static_cast<__nv_bfloat16*>(y), nullptr, M, N, K, beta});
+               static_cast<const unsigned char*>(meta), static_cast<__nv_bfloat16*>(y), nullptr, M, N, K,
+               beta});
 }
 
-std::string sparse_gemm_raw(const void* x, const void* values, const void* meta, float* acc, int64_t M, int64_t N,
-                            int64_t K) {
+std::string sparse_gemm_raw(const void* x, const void* values, const void* meta, float* acc, int64_t M,
+                            int64_t N, int64_t K) {
   std::string why = sparse_gemm_unsupported(M, N, K);
   if (!why.empty()) return why;
   if (!sparse_gemm_available()) return "no sm_90a kernel for this GPU (the build or the device)";
