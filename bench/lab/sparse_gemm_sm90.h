@@ -41,8 +41,8 @@ void compress24(const void* w, const uint8_t* mask, int64_t N, int64_t K, void* 
 
 // y[M, N] = x[M, K] W^T + beta y (bf16 out, f32 accumulation; beta 0 never reads y, so y may hold NaN).
 // W in the format above; x and y row-major, 16-byte aligned. On the current stream.
-void sparse_gemm(const void* x, const void* values, const void* meta, void* y, int64_t M, int64_t N, int64_t K,
-                 float beta);
+void sparse_gemm(const void* x, const void* values, const void* meta, void* y, int64_t M, int64_t N,
+                 int64_t K, float beta);
 
 // The GEMM's main loop alone, its f32 accumulators written raw to acc [N, M] (row n = weight row, column
 // = token) straight from the wgmma fragments, skipping the shared-memory epilogue: the layout probe.
