@@ -21,35 +21,13 @@
 #include "core/device.h"
 #include "core/device_buffer.h"
 #include "core/float16.h"
+#include "probe_report.h"
 #include "wgmma_probe.h"
 
 namespace {
 
 using pt::DeviceBuffer;
-
-bool report(const std::string& what, const std::vector<float>& got, const std::vector<float>& want, int rows,
-            int cols) {
-  int wrong = 0;
-  std::vector<std::string> map(static_cast<size_t>(rows / 8),
-                               std::string(static_cast<size_t>(cols / 8), '.'));
-  std::vector<std::string> first;
-  for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < cols; ++c) {
-      const size_t i = static_cast<size_t>(r * cols + c);
-      if (got[i] == want[i]) continue;
-      ++wrong;
-      map[static_cast<size_t>(r / 8)][static_cast<size_t>(c / 8)] = 'X';
-      if (first.size() < 8)
-        first.push_back(fmt::format("      [{:3}][{:3}] got {} want {}", r, c, got[i], want[i]));
-    }
-  fmt::print("  {:<44} {}\n", what,
-             wrong == 0 ? std::string("ok") : fmt::format("{} of {} wrong", wrong, rows * cols));
-  if (wrong == 0) return true;
-  fmt::print("    rows/8 x cols/8 blocks (X: wrong):\n");
-  for (const std::string& line : map) fmt::print("      {}\n", line);
-  for (const std::string& line : first) fmt::print("{}\n", line);
-  return false;
-}
+using pt::lab::report;
 
 DeviceBuffer upload_bf16(const std::vector<float>& v) {
   std::vector<uint16_t> raw(v.size());
