@@ -145,10 +145,19 @@ bool attention_kernel_available(AttentionKernel kernel) {
   return kernel != AttentionKernel::wgmma || attn::forward_sm90_available();
 }
 
-void set_attention_kernel(AttentionKernel kernel) {
+namespace {
+
+// Throws, naming where the choice came from, when this GPU or build cannot run `kernel`.
+void require_available(AttentionKernel kernel, const char* chosen_by) {
   if (!attention_kernel_available(kernel))
-    throw Error(std::string("attention kernel ") + attention_kernel_name(kernel) +
-                " needs an sm_90 GPU and a build with sm_90a code");
+    throw Error(std::string(chosen_by) + ": attention kernel " + attention_kernel_name(kernel) +
+                " needs an sm_90 GPU and a build with sm_90a code; use auto or mma");
+}
+
+}  // namespace
+
+void set_attention_kernel(AttentionKernel kernel) {
+  require_available(kernel, "set_attention_kernel");
   chosen_kernel() = kernel;
 }
 
@@ -156,10 +165,7 @@ AttentionKernel attention_kernel() {
   const AttentionKernel chosen = chosen_kernel();
   if (chosen == AttentionKernel::automatic)
     return attn::forward_sm90_available() ? AttentionKernel::wgmma : AttentionKernel::mma;
-  if (!attention_kernel_available(chosen))
-    throw Error(
-        "PACKTRAIN_ATTENTION_KERNEL=wgmma needs an sm_90 GPU and a build with sm_90a code; use auto "
-        "or mma");
+  require_available(chosen, "PACKTRAIN_ATTENTION_KERNEL");
   return chosen;
 }
 

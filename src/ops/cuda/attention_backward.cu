@@ -10,7 +10,7 @@
 
 #include "ops/cuda/attention_kernels.h"
 #include "ops/cuda/attention_mma.cuh"
-#include "ops/cuda/block_scan.cuh"
+#include "ops/cuda/attention_order.cuh"
 
 namespace pt::ops::cuda::attn {
 
@@ -208,36 +208,13 @@ __global__ void __launch_bounds__(kBackwardThreads, 1)
 }
 
 // The backward's work list: the schedule items that start a key tile, by decreasing number of query tiles
-// after them (a counting sort; tiles with kOrderBuckets - 1 or more share the top bucket), so the largest
-// blocks start first and short ones fill the gaps at the end. key_tiles[0] gets their count.
-constexpr int kOrderThreads = 1024, kOrderBuckets = 1024;
-
-template <int kRows>
+// after them. key_tiles[0] gets their count.
 __global__ void __launch_bounds__(kOrderThreads) order_kernel(const Args a, const BackwardScratch scratch) {
-  __shared__ int next[kOrderBuckets];  // per bucket: its count, then the next free position
-  static_assert(kOrderBuckets == kOrderThreads);
-  const int count = *a.schedule.count, tid = threadIdx.x;
-  auto bucket = [&](int4 item) {  // descending work: bucket 0 holds the most query tiles
-    const int tiles = (max(item.y - item.w, 0) + kRows - 1) / kRows;
-    return kOrderBuckets - 1 - min(tiles, kOrderBuckets - 1);
-  };
-  next[tid] = 0;
-  __syncthreads();
-  for (int i = tid; i < count; i += kOrderThreads) {
-    const int4 item = a.schedule.items[i];
-    if (item.w % kBackwardKeys == 0) atomicAdd(&next[bucket(item)], 1);
-  }
-  __syncthreads();
-  int total = 0;
-  next[tid] = block_exclusive_scan<kOrderThreads>(next[tid], &total);  // each bucket's first position
-  if (tid == 0) scratch.key_tiles[0] = min(total, scratch.key_capacity);
-  __syncthreads();
-  for (int i = tid; i < count; i += kOrderThreads) {
-    const int4 item = a.schedule.items[i];
-    if (item.w % kBackwardKeys != 0) continue;
-    const int at = atomicAdd(&next[bucket(item)], 1);
-    if (at < scratch.key_capacity) scratch.key_tiles[1 + at] = i;
-  }
+  const int total = order_by_work(
+      a.schedule, [](int4 item) { return item.w % kBackwardKeys == 0; },
+      [](int4 item) { return (max(item.y - item.w, 0) + kBackwardRows - 1) / kBackwardRows; },
+      scratch.key_tiles + 1, scratch.key_capacity);
+  if (threadIdx.x == 0) scratch.key_tiles[0] = min(total, scratch.key_capacity);
 }
 
 // dq = scale * dq_accum in bf16, eight elements per thread. Writes nothing for an inconsistent segment
@@ -259,7 +236,7 @@ template <int D>
 void launch_backward_prologue(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
   const int64_t rows = static_cast<int64_t>(a.T) * a.H;
   delta_kernel<D><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(a, scratch.dq_accum);
-  order_kernel<kBackwardRows><<<1, kOrderThreads, 0, stream>>>(a, scratch);
+  order_kernel<<<1, kOrderThreads, 0, stream>>>(a, scratch);
 }
 
 template <int D>

@@ -14,8 +14,8 @@
 #include <cmath>
 
 #include "ops/cuda/attention_kernels.h"
+#include "ops/cuda/attention_order.cuh"
 #include "ops/cuda/attention_sm90.cuh"
-#include "ops/cuda/block_scan.cuh"
 
 namespace pt::ops::cuda::attn {
 
@@ -203,28 +203,12 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
 #endif  // PT_SM90A: other targets hold an empty kernel that forward_sm90_available() never selects
 }
 
-// The blocks' order: schedule items by decreasing number of key steps (a counting sort; items with
-// kOrderBuckets - 1 or more share the top bucket), so that the long tiles of long examples start first and
-// short ones fill the last wave instead of one long tile running alone at the end.
-constexpr int kOrderThreads = 1024, kOrderBuckets = 1024;
-
+// The blocks' order: every schedule item, by decreasing number of key steps.
 __global__ void __launch_bounds__(kOrderThreads) order_kernel(const Args a, int* order) {
-  __shared__ int next[kOrderBuckets];  // per bucket: its count, then the next free position
-  static_assert(kOrderBuckets == kOrderThreads);
-  const int count = *a.schedule.count, tid = static_cast<int>(threadIdx.x);
-  auto bucket = [](int4 item) {  // bucket 0 holds the most key steps
-    const int steps = (min(item.y, item.w + kSm90Rows) + kBlockN - 1) / kBlockN;
-    return kOrderBuckets - 1 - min(steps, kOrderBuckets - 1);
-  };
-  next[tid] = 0;
-  __syncthreads();
-  for (int i = tid; i < count; i += kOrderThreads) atomicAdd(&next[bucket(a.schedule.items[i])], 1);
-  __syncthreads();
-  int total = 0;
-  next[tid] = block_exclusive_scan<kOrderThreads>(next[tid], &total);  // each bucket's first position
-  __syncthreads();
-  for (int i = tid; i < count; i += kOrderThreads)
-    order[atomicAdd(&next[bucket(a.schedule.items[i])], 1)] = i;
+  order_by_work(
+      a.schedule, [](int4) { return true; },
+      [](int4 item) { return (min(item.y, item.w + kSm90Rows) + kBlockN - 1) / kBlockN; }, order,
+      a.schedule.capacity);
 }
 
 }  // namespace
