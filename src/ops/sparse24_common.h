@@ -1,7 +1,8 @@
 // The per-block arithmetic of the 2:4 ops (ops/sparse24.h), shared by the cpu reference and the cuda
 // kernels so both sides run the same operations in the same order: masks agree bit for bit and mvue24
-// draws the same entries. Only additions, divisions and comparisons touch the values, so no compiler can
-// fuse them into FMAs differently on host and device. Usable from host and device code (no fmt).
+// draws the same entries. Only additions, comparisons and lone products (never a product feeding an
+// addition) touch the values, so no compiler can fuse them into FMAs differently on host and device.
+// Usable from host and device code (no fmt).
 #pragma once
 
 #include <cstdint>
@@ -119,6 +120,9 @@ PT_SPARSE24_HD float mvue_uniform(uint64_t seed, int64_t group, int64_t column) 
 // for the two entries systematic sampling keeps, 0 elsewhere; out[] = g[] when at most 2 are nonzero.
 // p by water-filling: p_i = 2 |g_i| / sum |g| when that is at most 1 for all, otherwise the largest
 // entry is kept for sure (p = 1) and the others share the second slot, p_i = |g_i| / (sum of the others).
+// No division is needed: g_i / p_i is sign(g_i) sum / 2, or sign(g_i) times the sum of the others, and
+// sampling runs on the cumulative |g| against the points u sum / 2 and (u + 1) sum / 2 (u rest), each a
+// single product (u + 1 is exact: u has 23 bits), so no multiply-add exists to be fused differently.
 template <class R>
 PT_SPARSE24_HD void mvue_group24(const R g[4], R u, R out[4]) {
   R a[4], top_a = 0;
@@ -135,30 +139,29 @@ PT_SPARSE24_HD void mvue_group24(const R g[4], R u, R out[4]) {
     return;
   }
   const R sum = ((a[0] + a[1]) + a[2]) + a[3];
-  R p[4];
-  if (top_a + top_a <= sum) {
-    PT_SPARSE24_UNROLL
-    for (int i = 0; i < 4; ++i) p[i] = (a[i] + a[i]) / sum;
-  } else {
-    R rest = 0;
-    PT_SPARSE24_UNROLL
-    for (int i = 0; i < 4; ++i) rest += i == top ? R(0) : a[i];
-    PT_SPARSE24_UNROLL
-    for (int i = 0; i < 4; ++i) p[i] = i == top ? R(1) : a[i] / rest;
-  }
-  // Entry i owns [P_{i-1}, P_i); the last one with p > 0 ends at exactly 2, so rounding in the running
-  // sum cannot leave u + 1 uncovered.
+  const bool capped = top_a + top_a > sum;  // the largest entry is kept for sure
+  R rest = 0;
+  PT_SPARSE24_UNROLL
+  for (int i = 0; i < 4; ++i) rest += i == top ? R(0) : a[i];
+  // The sampled entries (all but the capped top) split [0, total) by their cumulative |g|; the last one
+  // with |g| > 0 owns everything from its start on, so rounding in the running sum leaves no gap.
+  const R total = capped ? rest : sum * R(0.5);
+  const R t0 = u * total, t1 = capped ? R(-1) : (u + R(1)) * total;  // t1 < 0: no second point
   int last = 0;
   PT_SPARSE24_UNROLL
   for (int i = 0; i < 4; ++i)
-    if (p[i] > 0) last = i;
+    if (a[i] > 0 && !(capped && i == top)) last = i;
   R lo = 0;
-  const R u1 = u + R(1);
   PT_SPARSE24_UNROLL
   for (int i = 0; i < 4; ++i) {
-    const R hi = i == last ? R(2) : lo + p[i];
-    const bool keep = p[i] > 0 && ((lo <= u && u < hi) || (lo <= u1 && u1 < hi));
-    out[i] = keep ? g[i] / p[i] : R(0);
+    if (capped && i == top) {
+      out[i] = g[i];
+      continue;
+    }
+    const R hi = lo + a[i];
+    const bool open = i == last;  // [lo, infinity)
+    const bool keep = a[i] > 0 && ((lo <= t0 && (open || t0 < hi)) || (lo <= t1 && (open || t1 < hi)));
+    out[i] = keep ? (g[i] < 0 ? -total : total) : R(0);
     lo = hi;
   }
 }

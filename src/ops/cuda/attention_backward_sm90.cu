@@ -138,9 +138,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           wgmma_m64nNk16_ss<64>(dp, desc_k_major(sv, kBackwardKeys, 64 * wg, kk),
                                 desc_k_major(sdo(buf), kRows, 0, kk));
         wgmma_commit();
-        wgmma_wait<0>();
+        wgmma_wait<1>();  // S^T is ready; dP^T's MMAs run on under the exponentials
         pin(s);
-        pin(dp);
 
         const float* lse = slse + buf * kRows;
         const float* delta = sdelta + buf * kRows;
@@ -148,31 +147,40 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
           const float2 l = *reinterpret_cast<const float2*>(lse + 8 * i + 2 * t);
-          const float2 d = *reinterpret_cast<const float2*>(delta + 8 * i + 2 * t);
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int key = thread_key0 + 8 * (e / 2), query = row0 + 8 * i + 2 * t + e % 2;
             const bool masked = edge && (key > query || query >= real);
-            const float p =
+            s[4 * i + e] =  // P^T
                 masked ? 0.0f : exp2f(fmaf(s[4 * i + e], scale_log2, -(e % 2 ? l.y : l.x) * kLog2e));
-            s[4 * i + e] = p;                                           // P^T
-            dp[4 * i + e] = p * (dp[4 * i + e] - (e % 2 ? d.y : d.x));  // dS^T
           }
         }
-        uint32_t p[4][4], ds[4][4];
+        uint32_t p[4][4];
         to_a_fragments(s, p);
-        to_a_fragments(dp, ds);
-        // Before the MMAs that read ds: registers of a running wgmma are off limits until its wait.
-        store_a_fragments(sds, kBackwardKeys, 64 * wg, ds);
-
         pin(dv);
-        pin(dk);
         pin(p);
-        pin(ds);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < kRows / 16; ++kk)
           wgmma_m64nNk16_rs<D>(dv, p[kk], desc_mn_major(sdo(buf), kRows, kk));
+        wgmma_commit();
+        wgmma_wait<1>();  // dP^T is ready; dV's MMAs run on under dS
+        pin(dp);
+
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const float2 d = *reinterpret_cast<const float2*>(delta + 8 * i + 2 * t);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) dp[4 * i + e] = s[4 * i + e] * (dp[4 * i + e] - (e % 2 ? d.y : d.x));
+        }
+        uint32_t ds[4][4];
+        to_a_fragments(dp, ds);
+        // Before the MMAs that read ds: registers of a running wgmma are off limits until its wait.
+        store_a_fragments(sds, kBackwardKeys, 64 * wg, ds);
+
+        pin(dk);
+        pin(ds);
+        wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < kRows / 16; ++kk)
           wgmma_m64nNk16_rs<D>(dk, ds[kk], desc_mn_major(sq(buf), kRows, kk));
