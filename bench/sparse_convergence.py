@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Convergence of 2:4 sparse FFN training against dense, with the paper's ablations (Hu et al., ICML 2024).
 
-Four real `packtrain train` runs from the same seed on the same prepared dataset, same steps and tokens:
+Real `packtrain train` runs from the same seed on the same prepared dataset, same steps and tokens:
 
   dense            no sparsity
-  2:4              --sparse24: transposable masks, MVUE weight gradients, masked decay, dense fine-tuning
+  2:4              --sparse24: transposable masks, masked decay, dense fine-tuning; weight gradients by
+                   --sparse-dw auto (MVUE where the dW GEMM runs on sparse tensor cores, else exact)
+  2:4 MVUE dW      --sparse24 --sparse-dw mvue: the paper's estimator whatever the GEMMs
   2:4 no decay     --sparse24 --masked-decay 0
   2:4 no finetune  --sparse24 --dense-finetune 0 (sparse to the end)
 
@@ -14,7 +16,7 @@ run), OUT/sparse_convergence.png (validation loss curves) and each run's metrics
 Usage: sparse_convergence.py --packtrain BUILD/packtrain --data data/prepared/default --out OUT_DIR
        [--model 110m] [--steps 600] [--tokens 16384] [--device cuda] [--eval-every 50] [--eval-batches 0]
        [--runs dense,2:4,...] [--decays 2e-4,6e-4] [--seed 1]
---runs picks some of the four runs; --decays adds a "2:4 decay L" run per masked-decay lambda L (the
+--runs picks some of these runs; --decays adds a "2:4 decay L" run per masked-decay lambda L (the
 default lambda is the paper's GPT-2 124M value, 6e-5; its 350M/1.5B scripts use 2e-4).
 Keep steps x tokens within one epoch of the dataset's train split: past it the dense model overfits first
 and the comparison says nothing about 2:4 (scripts/setup_pretrain_corpus.sh makes a corpus large enough).
@@ -31,6 +33,7 @@ import tempfile
 RUNS = [
     ("dense", []),
     ("2:4", ["--sparse24"]),
+    ("2:4 MVUE dW", ["--sparse24", "--sparse-dw", "mvue"]),
     ("2:4 no decay", ["--sparse24", "--masked-decay", "0"]),
     ("2:4 no finetune", ["--sparse24", "--dense-finetune", "0"]),
 ]
@@ -96,7 +99,7 @@ def main():
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--eval-every", type=int, default=50)
     ap.add_argument("--eval-batches", type=int, default=0, help="validation batches (0: the whole split)")
-    ap.add_argument("--runs", default=",".join(name for name, _ in RUNS), help="which of the four runs")
+    ap.add_argument("--runs", default=",".join(name for name, _ in RUNS), help="which of the runs above")
     ap.add_argument("--decays", default="", help="extra 2:4 runs, one per masked-decay lambda")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()

@@ -16,6 +16,7 @@ void register_train(CLI::App& app) {
   auto threads = std::make_shared<int>(0);
   auto no_resume = std::make_shared<bool>(false);
   auto sparse_layers = std::make_shared<std::string>(tc->sparsity.layers());
+  auto sparse_dw = std::make_shared<std::string>(weight_grad_name(tc->sparsity.weight_grad));
   cmd->add_option("--data", tc->data_dir, "Prepared dataset directory (packtrain prepare)")->required();
   cmd->add_option("--out", tc->out_dir, "Run directory: metrics.jsonl, checkpoints/, final/")->required();
   cmd->add_option("--model", tc->model, "Preset (tiny, 110m, 1b) or a config.json path")
@@ -79,10 +80,10 @@ void register_train(CLI::App& app) {
                                 "Fraction of the steps, at the end, trained dense (masks dropped)"));
   sparse_option(cmd->add_option("--dense-warmup", tc->sparsity.dense_warmup,
                                 "Steps trained dense before the first masks"));
-  auto* dense_dw =
-      cmd->add_flag("--dense-dw", tc->sparsity.dense_dw,
-                    "Weight gradients from the dense output gradient instead of its MVUE pruning");
-  dense_dw->needs(sparse)->group("2:4 sparsity");
+  sparse_option(cmd->add_option("--sparse-dw", *sparse_dw,
+                                "Weight gradients: mvue (the output gradient pruned 2:4, unbiased), dense "
+                                "(exact), or auto: mvue where the dW GEMM runs on sparse tensor cores")
+                    ->check(CLI::IsMember({"auto", "mvue", "dense"})));
   // Data parallelism (docs/distributed.md): launch one process per rank with mpirun, srun or RANK/WORLD_SIZE.
   auto backend = std::make_shared<std::string>("auto");
   cmd->add_option(
@@ -105,6 +106,7 @@ void register_train(CLI::App& app) {
   cmd->callback([=] {
     TrainConfig c = *tc;
     parse_sparse_layers(*sparse_layers, c.sparsity);
+    c.sparsity.weight_grad = parse_weight_grad(*sparse_dw);
     c.packing.strategy = parse_strategy(*strategy);
     if (c.packing.examples_per_batch == 0 && c.packing.tokens_per_batch == 0)
       c.packing.examples_per_batch = 16;

@@ -54,7 +54,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device dev
       arena_(device),
       weight_copy_(device),
       sparse_copy_(device),
-      dense_dw_(sparsity.dense_dw),
+      dense_dw_(sparsity.weight_grad_on(device) == WeightGrad::dense),
       recompute_(recompute == Recompute::norms_and_swiglu),
       inputs_(device, max_tokens, config.vocab_size) {
   const int64_t T = max_tokens, C = config.hidden_size, F = config.intermediate_size, D = config.head_dim;

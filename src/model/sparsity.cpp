@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "ops/elementwise.h"
 #include "ops/sparse24.h"
+#include "ops/sparse_linear.h"
 
 #include <fmt/ranges.h>
 
@@ -43,6 +44,27 @@ void SparsityConfig::validate(const LlamaConfig& model, int64_t total_steps) con
 
 std::string SparsityConfig::layers() const {
   return gate_up && down ? "gate_up,down" : gate_up ? "gate_up" : "down";
+}
+
+WeightGrad parse_weight_grad(const std::string& text) {
+  if (text == "auto") return WeightGrad::automatic;
+  if (text == "mvue") return WeightGrad::mvue;
+  if (text == "dense") return WeightGrad::dense;
+  fail("--sparse-dw takes auto, mvue or dense (got \"{}\")", text);
+}
+
+const char* weight_grad_name(WeightGrad mode) {
+  switch (mode) {
+    case WeightGrad::automatic: return "auto";
+    case WeightGrad::mvue: return "mvue";
+    case WeightGrad::dense: return "dense";
+  }
+  return "?";
+}
+
+WeightGrad SparsityConfig::weight_grad_on(Device device) const {
+  if (weight_grad != WeightGrad::automatic) return weight_grad;
+  return ops::sparse_weight_grad_gemm(device) ? WeightGrad::mvue : WeightGrad::dense;
 }
 
 void parse_sparse_layers(const std::string& list, SparsityConfig& config) {

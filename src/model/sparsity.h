@@ -23,6 +23,14 @@ namespace pt {
 enum class FfnLinear : uint8_t { gate_up, down };
 const char* ffn_linear_name(FfnLinear which);  // "gate_up", "down" (as --sparse-layers spells them)
 
+// How a sparse linear computes its weight gradient: from the output gradient pruned 2:4 by MVUE (the
+// paper's unbiased estimator, which lets the dW GEMM run on sparse tensor cores), or from the dense output
+// gradient (exact). automatic takes MVUE only where the dW GEMM can run sparse (ops::sparse_weight_grad_gemm):
+// elsewhere the pruning would cost a pass over the gradient and add variance, and buy no speed.
+enum class WeightGrad : uint8_t { automatic, mvue, dense };
+WeightGrad parse_weight_grad(const std::string& text);  // "auto", "mvue", "dense"; throws naming --sparse-dw
+const char* weight_grad_name(WeightGrad mode);
+
 struct SparsityConfig {
   bool enabled = false;
   bool gate_up = true;  // which FFN linears are sparse while enabled
@@ -32,10 +40,12 @@ struct SparsityConfig {
   int64_t masked_decay_warmup = 0;  // lambda rises linearly over this many steps from the first sparse one
   double dense_finetune = 1.0 / 6;  // the last fraction of the steps trains dense
   int64_t dense_warmup = 0;         // the first steps train dense
-  bool dense_dw = false;            // dW from the dense output gradient instead of its MVUE 2:4 pruning
+  WeightGrad weight_grad = WeightGrad::automatic;
 
   bool sparse(FfnLinear which) const { return enabled && (which == FfnLinear::gate_up ? gate_up : down); }
   std::string layers() const;  // "gate_up,down", "gate_up" or "down"
+  // weight_grad for a model on `device`: mvue or dense, automatic resolved.
+  WeightGrad weight_grad_on(Device device) const;
   // Throws naming the flag: sizes not multiples of 4, settings out of range, no sparse step left.
   void validate(const LlamaConfig& model, int64_t total_steps) const;
 };

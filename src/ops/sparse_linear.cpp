@@ -19,6 +19,16 @@ struct SparseLinear::Accel {
 #endif
 };
 
+bool sparse_weight_grad_gemm(Device device) {
+#ifdef PACKTRAIN_CUDA
+  return device == Device::cuda && cuda::sparse_gemm_available() &&
+         cuda::sparse_gemm_mode() != cuda::SparseGemmMode::dense;
+#else
+  (void)device;
+  return false;
+#endif
+}
+
 SparseLinear::SparseLinear(const Tensor& w, int64_t max_tokens, std::string name)
     : w_(w), max_tokens_(max_tokens), name_(std::move(name)) {
   if (w.ndim != 2 || w.size(0) % 4 != 0 || w.size(1) % 4 != 0)

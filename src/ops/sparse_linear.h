@@ -18,6 +18,11 @@
 
 namespace pt::ops {
 
+// Whether the weight-gradient GEMM of sparse linears on `device` can run on sparse tensor cores: cuda with
+// cuSPARSELt and a sparse GEMM mode other than dense (ops/cuda/sparse_gemm.h). Only then does pruning the
+// output gradient by MVUE pay.
+bool sparse_weight_grad_gemm(Device device);
+
 class SparseLinear {
  public:
   // w: the masked working weight [N,K] (already multiplied by its transposable mask) on the model's

@@ -296,7 +296,8 @@ TrainResult train(const TrainConfig& tc) {
       log_info(
           "2:4 sparse FFN ({}): sparse for steps {}-{} of {}, masks every {} steps, masked decay {:g}, {} dW",
           tc.sparsity.layers(), schedule.sparse_begin() + 1, schedule.sparse_end(), tc.steps,
-          tc.sparsity.mask_every, tc.sparsity.masked_decay, tc.sparsity.dense_dw ? "dense" : "MVUE");
+          tc.sparsity.mask_every, tc.sparsity.masked_decay,
+          tc.sparsity.weight_grad_on(device) == WeightGrad::mvue ? "MVUE" : "dense");
   }
 
   StepSource source(data.train(), packing, tc.grad_accum, state, dp_data);

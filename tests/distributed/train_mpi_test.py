@@ -42,7 +42,7 @@ GLOBAL_MICRO = 6  # micro-batches' worth of examples per step: 1 x 6, 2 x 3, 3 x
 # the dense output gradient, since MVUE draws are seeded per micro-batch, which rank counts number differently;
 # a masked decay large enough to change the trajectory.
 SPARSE = ["--sparse24", "--mask-every", "2", "--dense-warmup", "1", "--dense-finetune", "0.25", "--masked-decay",
-          "0.05", "--dense-dw"]
+          "0.05", "--sparse-dw", "dense"]
 
 RECORDS_TEXT = "the {a} sat on the {p} {n}. the {a} is happy."
 

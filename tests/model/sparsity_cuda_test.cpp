@@ -41,10 +41,10 @@ LlamaConfig cuda_config() {
   return c;
 }
 
-SparsityConfig sparse24(bool dense_dw) {
+SparsityConfig sparse24(WeightGrad dw) {
   SparsityConfig s;
   s.enabled = true;
-  s.dense_dw = dense_dw;
+  s.weight_grad = dw;
   return s;
 }
 
@@ -102,7 +102,7 @@ struct SparseCase {
 
 TEST(SparseCuda, DenseDwMatchesTheSparseF32CpuModel) {
   SKIP_WITHOUT_GPU();
-  const SparsityConfig s = sparse24(true);
+  const SparsityConfig s = sparse24(WeightGrad::dense);
   const SparseCase u(s);
   const Totals cpu = run(u.c, s, bf16_rounded(u.params), u.masks, u.batches, Device::cpu, 1);
   const Totals gpu = run(u.c, s, u.params, u.masks, u.batches, Device::cuda, 1);
@@ -117,7 +117,7 @@ TEST(SparseCuda, DenseDwMatchesTheSparseF32CpuModel) {
 
 TEST(SparseCuda, MvueDwMatchesTheSparseF32CpuModelAtTheSameSeed) {
   SKIP_WITHOUT_GPU();
-  const SparsityConfig s = sparse24(false);
+  const SparsityConfig s = sparse24(WeightGrad::mvue);
   const SparseCase u(s);
   const auto rounded = bf16_rounded(u.params);
   const Totals cpu = run(u.c, s, rounded, u.masks, u.batches, Device::cpu, 1);
@@ -142,7 +142,7 @@ TEST(SparseCuda, MvueDwMatchesTheSparseF32CpuModelAtTheSameSeed) {
 
 TEST(SparseCuda, MasksAndMaskedDecayOnTheGpuEqualTheCpus) {
   SKIP_WITHOUT_GPU();
-  const SparsityConfig s = sparse24(false);
+  const SparsityConfig s = sparse24(WeightGrad::mvue);
   const SparseCase u(s);
   const auto n = static_cast<int64_t>(u.params.size());
   DeviceBuffer master(u.params.size() * sizeof(float)), grads(u.params.size() * sizeof(float));

@@ -7,6 +7,7 @@
 #include "model/batches.h"
 #include "model/init.h"
 #include "model/llama.h"
+#include "ops/sparse_linear.h"
 
 #include <gtest/gtest.h>
 
@@ -29,10 +30,10 @@ LlamaConfig small_config() {
   return c;
 }
 
-SparsityConfig sparse_config(bool dense_dw) {
+SparsityConfig sparse_config(WeightGrad dw) {
   SparsityConfig s;
   s.enabled = true;
-  s.dense_dw = dense_dw;
+  s.weight_grad = dw;
   return s;
 }
 
@@ -88,8 +89,8 @@ TEST(SparseModel, ForwardEqualsTheDenseModelOnMaskedWeights) {
   const LlamaConfig c = small_config();
   const Batch batch = one_batch(c, 3);
   std::vector<float> params = init_params(c, 5, 0.3);
-  LlamaModel sparse(c, batch.num_tokens(), Device::cpu, DType::f32, sparse_config(false));
-  FfnMasks masks(c, sparse_config(false), Device::cpu);
+  LlamaModel sparse(c, batch.num_tokens(), Device::cpu, DType::f32, sparse_config(WeightGrad::mvue));
+  FfnMasks masks(c, sparse_config(WeightGrad::mvue), Device::cpu);
   masks.recompute(flat(params));
   sparse.set_masks(&masks);
   const double got = sparse.forward(batch, flat(params)).loss_sum;
@@ -112,8 +113,8 @@ TEST(SparseModel, DenseDwGradientsAreThoseOfTheMaskedModelStraightThrough) {
   const Batch batch = one_batch(c, 7);
   const std::vector<float> init = init_params(c, 11, 0.5);
   std::vector<double> params(init.begin(), init.end());
-  LlamaModel sparse(c, batch.num_tokens(), Device::cpu, DType::f64, sparse_config(true));
-  FfnMasks masks(c, sparse_config(true), Device::cpu);
+  LlamaModel sparse(c, batch.num_tokens(), Device::cpu, DType::f64, sparse_config(WeightGrad::dense));
+  FfnMasks masks(c, sparse_config(WeightGrad::dense), Device::cpu);
   masks.recompute(flat(params));
   sparse.set_masks(&masks);
   const Pass<double> got = run(sparse, params, batch);
@@ -165,10 +166,10 @@ TEST(SparseModel, MvueDwIsASeededUnbiasedEstimateOfDenseDw) {
   const Batch batch = one_batch(c, 9);
   std::vector<double> params;
   for (float x : init_params(c, 13, 0.4)) params.push_back(x);
-  FfnMasks masks(c, sparse_config(false), Device::cpu);
+  FfnMasks masks(c, sparse_config(WeightGrad::mvue), Device::cpu);
   masks.recompute(flat(params));
-  LlamaModel dense_dw(c, batch.num_tokens(), Device::cpu, DType::f64, sparse_config(true));
-  LlamaModel mvue(c, batch.num_tokens(), Device::cpu, DType::f64, sparse_config(false));
+  LlamaModel dense_dw(c, batch.num_tokens(), Device::cpu, DType::f64, sparse_config(WeightGrad::dense));
+  LlamaModel mvue(c, batch.num_tokens(), Device::cpu, DType::f64, sparse_config(WeightGrad::mvue));
   dense_dw.set_masks(&masks);
   mvue.set_masks(&masks);
   const Pass<double> want = run(dense_dw, params, batch);
@@ -209,7 +210,7 @@ TEST(SparseModel, MvueDwIsASeededUnbiasedEstimateOfDenseDw) {
 TEST(SparseModel, MasksAreTransposable24AndFollowTheWeights) {
   const LlamaConfig c = small_config();
   std::vector<float> params = init_params(c, 21, 0.3);
-  SparsityConfig s = sparse_config(false);
+  SparsityConfig s = sparse_config(WeightGrad::mvue);
   s.gate_up = false;  // down only
   FfnMasks masks(c, s, Device::cpu);
   ASSERT_EQ(masks.linears().size(), 2u);
@@ -249,7 +250,7 @@ TEST(SparseModel, MasksAreTransposable24AndFollowTheWeights) {
 TEST(SparseModel, MaskedDecayReachesOnlyPrunedSparseWeights) {
   const LlamaConfig c = small_config();
   std::vector<float> params = init_params(c, 3, 0.3);
-  FfnMasks masks(c, sparse_config(false), Device::cpu);
+  FfnMasks masks(c, sparse_config(WeightGrad::mvue), Device::cpu);
   masks.recompute(flat(params));
   const std::vector<float> pruned = masked(params, masks, ParameterLayout(c));
   std::vector<float> grads(params.size(), 1.0f);
@@ -271,14 +272,14 @@ TEST(SparseModel, MaskedDecayReachesOnlyPrunedSparseWeights) {
 TEST(SparseModel, MasksRoundTripThroughTheHostPerHfTensor) {
   const LlamaConfig c = small_config();
   std::vector<float> params = init_params(c, 8, 0.3);
-  FfnMasks masks(c, sparse_config(false), Device::cpu);
+  FfnMasks masks(c, sparse_config(WeightGrad::mvue), Device::cpu);
   masks.recompute(flat(params));
   const std::vector<MaskTensor> host = masks.to_host();
   ASSERT_EQ(host.size(), 6u);  // gate, up and down of two layers
   EXPECT_EQ(host[0].name, "model.layers.0.mlp.gate_proj.weight");
   EXPECT_EQ(host[1].name, "model.layers.0.mlp.up_proj.weight");
   EXPECT_EQ(host[2].name, "model.layers.0.mlp.down_proj.weight");
-  FfnMasks loaded(c, sparse_config(false), Device::cpu);
+  FfnMasks loaded(c, sparse_config(WeightGrad::mvue), Device::cpu);
   loaded.from_host(host, "test");
   EXPECT_TRUE(loaded.computed());
   EXPECT_EQ(loaded.recompute(flat(params)).flips, 0);
@@ -289,7 +290,7 @@ TEST(SparseModel, MasksRoundTripThroughTheHostPerHfTensor) {
 
   std::vector<MaskTensor> missing(host.begin(), host.end() - 1);
   try {
-    FfnMasks(c, sparse_config(false), Device::cpu).from_host(missing, "ckpt");
+    FfnMasks(c, sparse_config(WeightGrad::mvue), Device::cpu).from_host(missing, "ckpt");
     FAIL() << "a missing mask was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("layers.1.mlp.down_proj"), std::string::npos) << e.what();
@@ -299,13 +300,13 @@ TEST(SparseModel, MasksRoundTripThroughTheHostPerHfTensor) {
 TEST(SparseModel, SetMasksChecksTheyBelongToTheModel) {
   const LlamaConfig c = small_config();
   std::vector<float> params = init_params(c, 8, 0.3);
-  FfnMasks masks(c, sparse_config(false), Device::cpu);
-  LlamaModel sparse(c, 16, Device::cpu, DType::f32, sparse_config(false));
+  FfnMasks masks(c, sparse_config(WeightGrad::mvue), Device::cpu);
+  LlamaModel sparse(c, 16, Device::cpu, DType::f32, sparse_config(WeightGrad::mvue));
   EXPECT_THROW(sparse.set_masks(&masks), Error);  // not computed yet
   masks.recompute(flat(params));
   LlamaModel dense(c, 16);
   EXPECT_THROW(dense.set_masks(&masks), Error);
-  SparsityConfig down_only = sparse_config(false);
+  SparsityConfig down_only = sparse_config(WeightGrad::mvue);
   down_only.gate_up = false;
   LlamaModel other(c, 16, Device::cpu, DType::f32, down_only);
   EXPECT_THROW(other.set_masks(&masks), Error);
@@ -314,7 +315,7 @@ TEST(SparseModel, SetMasksChecksTheyBelongToTheModel) {
 }
 
 TEST(SparsitySchedule, PhasesRecomputationAndDecayWarmupByStep) {
-  SparsityConfig s = sparse_config(false);
+  SparsityConfig s = sparse_config(WeightGrad::mvue);
   s.dense_warmup = 2, s.dense_finetune = 0.25, s.mask_every = 3, s.masked_decay = 1e-4;
   s.masked_decay_warmup = 4;
   const SparsitySchedule sch(s, 12);  // dense 0-1, sparse 2-8, dense 9-11
@@ -334,7 +335,7 @@ TEST(SparsitySchedule, PhasesRecomputationAndDecayWarmupByStep) {
   EXPECT_DOUBLE_EQ(sch.decay_at(8), 1e-4);
   EXPECT_EQ(sch.decay_at(9), 0.0);
   // The default: the last sixth dense, masks from the first step.
-  const SparsitySchedule defaults(sparse_config(false), 60);
+  const SparsitySchedule defaults(sparse_config(WeightGrad::mvue), 60);
   EXPECT_EQ(defaults.sparse_begin(), 0);
   EXPECT_EQ(defaults.sparse_end(), 50);
   EXPECT_FALSE(SparsitySchedule(SparsityConfig{}, 60).sparse_at(0)) << "off by default";
@@ -352,7 +353,7 @@ void expect_error_naming(const std::string& needle, const std::function<void()>&
 TEST(SparsityConfig, BadSettingsAreErrorsNamingTheFlag) {
   const LlamaConfig c = small_config();
   auto with = [&](auto change) {
-    SparsityConfig s = sparse_config(false);
+    SparsityConfig s = sparse_config(WeightGrad::mvue);
     change(s);
     return [=] { s.validate(c, 60); };
   };
@@ -366,7 +367,7 @@ TEST(SparsityConfig, BadSettingsAreErrorsNamingTheFlag) {
   expect_error_naming("--sparse-layers", with([](SparsityConfig& s) { s.gate_up = s.down = false; }));
   LlamaConfig odd = c;
   odd.intermediate_size = 10;
-  expect_error_naming("multiples of 4", [&] { sparse_config(false).validate(odd, 60); });
+  expect_error_naming("multiples of 4", [&] { sparse_config(WeightGrad::mvue).validate(odd, 60); });
   SparsityConfig off;
   off.mask_every = 0;
   EXPECT_NO_THROW(off.validate(odd, 60)) << "a dense run ignores the sparsity settings";
@@ -380,6 +381,19 @@ TEST(SparsityConfig, BadSettingsAreErrorsNamingTheFlag) {
   EXPECT_EQ(s.layers(), "gate_up,down");
   expect_error_naming("--sparse-layers", [&] { parse_sparse_layers("gate,down", s); });
   expect_error_naming("--sparse-layers", [&] { parse_sparse_layers("", s); });
+}
+
+// auto resolves per device: the cpu's GEMMs are dense, so pruning the output gradient would buy nothing.
+TEST(SparsityConfig, WeightGradParsesAndAutoIsDenseWhereTheDwGemmIsDense) {
+  for (WeightGrad w : {WeightGrad::automatic, WeightGrad::mvue, WeightGrad::dense})
+    EXPECT_EQ(parse_weight_grad(weight_grad_name(w)), w);
+  expect_error_naming("--sparse-dw", [] { parse_weight_grad("MVUE"); });
+  SparsityConfig s;
+  EXPECT_EQ(s.weight_grad, WeightGrad::automatic);
+  EXPECT_FALSE(ops::sparse_weight_grad_gemm(Device::cpu));
+  EXPECT_EQ(s.weight_grad_on(Device::cpu), WeightGrad::dense);
+  s.weight_grad = WeightGrad::mvue;
+  EXPECT_EQ(s.weight_grad_on(Device::cpu), WeightGrad::mvue);
 }
 
 TEST(MvueSeed, DependsOnEveryPart) {

@@ -141,9 +141,11 @@ void expect_resume_is_bitwise(const TrainConfig& uninterrupted, TrainConfig inte
   EXPECT_EQ(records(uninterrupted.out_dir, "masks"), records(interrupted.out_dir, "masks"));
 }
 
+// MVUE weight gradients, as the paper trains: on the cpu `auto` would take dense ones.
 SparsityConfig sparse24() {
   SparsityConfig s;
   s.enabled = true;
+  s.weight_grad = WeightGrad::mvue;
   return s;
 }
 
@@ -388,7 +390,7 @@ TEST_F(TrainingRun, ResumeIsBitwiseWithSparsity) {
 TEST_F(TrainingRun, ResumeIsBitwiseWithSparsityAndDenseDw) {
   base_.sparsity = sparse24();
   base_.sparsity.mask_every = 4;
-  base_.sparsity.dense_dw = true;
+  base_.sparsity.weight_grad = WeightGrad::dense;
   base_.sparsity.dense_warmup = 1;
   base_.sparsity.dense_finetune = 0;
   expect_resume_is_bitwise(run_config("a", 6), run_config("b", 6));

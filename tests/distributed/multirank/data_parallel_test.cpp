@@ -175,7 +175,7 @@ SparsityConfig test_sparsity() {
   s.masked_decay = 0.05;
   s.dense_warmup = 1;
   s.dense_finetune = 1.0 / 6;
-  s.dense_dw = true;
+  s.weight_grad = WeightGrad::dense;
   return s;
 }
 
