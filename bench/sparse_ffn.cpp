@@ -2,10 +2,12 @@
 // shapes d/ff (gate_up weight [2F,C], down weight [C,F]) and M tokens per micro-batch:
 //  (a) each GEMM of each linear: forward y = x W^T, input grad dx = dy W, weight grad dw = g^T x (g 2:4
 //      along tokens; compressing g is part of it; dw f32 as in training, and bf16), dense vs the sparse
-//      kernel in each cuSPARSELt arrangement (the 2:4 operand as its A or its B), forced;
+//      kernel in each cuSPARSELt arrangement (the 2:4 operand as its A or its B) and our wgmma kernel
+//      (forward and input grad; it leaves dw dense), forced;
 //  (b) the FFN block forward + backward (gate_up, swiglu, down, and the dx and dw GEMMs of both linears,
-//      MVUE pruning of dy and dh, compressing both weights once per step as after an optimizer update):
-//      dense (no pruning) vs SparseLinear with the autotuner and with sparse kernels forced.
+//      compressing both weights once per step as after an optimizer update): dense vs SparseLinear with
+//      the autotuner and with cuSPARSELt forced (MVUE pruning of dy and dh for sparse dw), and with our
+//      wgmma kernel (dense dw from the unpruned gradients, as --sparse-dw auto trains in that mode).
 // Times are means over --iters calls after a warm-up call (which also runs cuSPARSELt's kernel search);
 // TFLOP/s counts the dense-equivalent 2MNK per GEMM; "x" is dense time / this time (> 1: faster).
 // Usage: bench_sparse_ffn [--dims 768x2048,2048x8192,4096x14336] [--tokens 16384,32768,65536]
@@ -149,7 +151,7 @@ void bench_gemms(const Dims& d, const char* linear, int64_t N, int64_t K, int64_
                                   linear, gemm.name, M, dense_ms, tflops(flops, dense_ms));
     nlohmann::json j = {{"part", "gemm"}, {"d", d.C}, {"ff", d.F}, {"linear", linear},    {"gemm", gemm.name},
                         {"M", M},         {"N", N},   {"K", K},    {"dense_ms", dense_ms}};
-    for (SparseGemmMode mode : {SparseGemmMode::sparse_a, SparseGemmMode::sparse_b}) {
+    for (SparseGemmMode mode : {SparseGemmMode::sparse_a, SparseGemmMode::sparse_b, SparseGemmMode::wgmma}) {
       cuda::set_sparse_gemm_mode(mode);
       const auto before = cuda::sparse_gemm_stats();
       const double ms = time_ms(gemm.sparse);
@@ -197,13 +199,18 @@ void bench_block(const Dims& d, int64_t M, const std::string& no_mvue) {
 
   SparseLinear gate_up(w_gu, M, "mlp.gate_up_proj"), down(w_d, M, "mlp.down_proj");
   uint64_t seed = 0;
+  bool mvue = true;
   auto sparse_step = [&] {
     gate_up.refresh(), down.refresh();  // after an optimizer update: both weights compressed again
     gate_up.forward(x, h, Write::overwrite);
     swiglu_forward(h, a);
     down.forward(a, y, Write::overwrite);
     ++seed;
-    if (no_mvue.empty()) {
+    if (!mvue) {
+      down.backward(dy, a, da, Write::overwrite, dw_d, Write::accumulate, Tensor(), seed);
+      swiglu_backward(da, h, dh);
+      gate_up.backward(dh, x, dx, Write::overwrite, dw_gu, Write::accumulate, Tensor(), seed);
+    } else if (no_mvue.empty()) {
       down.backward(dy, a, da, Write::overwrite, dw_d, Write::accumulate, dy_p, seed);
       swiglu_backward(da, h, dh);
       gate_up.backward(dh, x, dx, Write::overwrite, dw_gu, Write::accumulate, dh, seed);
@@ -219,8 +226,9 @@ void bench_block(const Dims& d, int64_t M, const std::string& no_mvue) {
                                 tflops(flops, dense_ms));
   nlohmann::json j = {{"part", "block"},     {"d", C}, {"ff", F}, {"M", M}, {"mvue", no_mvue.empty()},
                       {"dense_ms", dense_ms}};
-  for (SparseGemmMode mode : {SparseGemmMode::automatic, SparseGemmMode::sparse}) {
+  for (SparseGemmMode mode : {SparseGemmMode::automatic, SparseGemmMode::sparse, SparseGemmMode::wgmma}) {
     cuda::set_sparse_gemm_mode(mode);
+    mvue = ops::sparse_weight_grad_gemm(Device::cuda);
     const double ms = time_ms(sparse_step);
     const std::string name = cuda::sparse_gemm_mode_name(mode);
     row += fmt::format(" | {} {:8.3f} ms {:6.1f} TF/s {:5.2f}x", name, ms, tflops(flops, ms), dense_ms / ms);
@@ -244,7 +252,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"2:4 sparse FFN GEMMs (cuSPARSELt) against dense cuBLASLt"};
+  CLI::App app{"2:4 sparse FFN GEMMs (cuSPARSELt, our wgmma kernel) against dense cuBLASLt"};
   std::string dims_arg = "768x2048,2048x8192,4096x14336", tokens_arg = "16384,32768,65536", json_path;
   bool skip_gemms = false, skip_block = false;
   app.add_option("--dims", dims_arg, "comma-separated CxF (hidden x FFN) sizes, multiples of 16");
@@ -290,7 +298,9 @@ int main(int argc, char** argv) {
         no_mvue);
   const SparseGemmMode saved = cuda::sparse_gemm_mode();
   if (!skip_gemms) {
-    fmt::print("\n(a) single GEMMs: dense cuBLASLt vs cuSPARSELt forced, 2:4 operand as its A / its B\n");
+    fmt::print(
+        "\n(a) single GEMMs: dense cuBLASLt vs cuSPARSELt forced (2:4 operand as its A / its B) vs our wgmma "
+        "kernel\n");
     for (const Dims& d : dims)
       for (int64_t M : tokens) {
         bench_gemms(d, "gate_up", 2 * d.F, d.C, M);
@@ -299,8 +309,8 @@ int main(int argc, char** argv) {
   }
   if (!skip_block) {
     fmt::print(
-        "\n(b) FFN block forward + backward: dense vs SparseLinear (autotuned / sparse forced), "
-        "weight compression once per step included\n");
+        "\n(b) FFN block forward + backward: dense vs SparseLinear (autotuned / cuSPARSELt forced / our wgmma "
+        "kernel with dense dw), weight compression once per step included\n");
     for (const Dims& d : dims)
       for (int64_t M : tokens) bench_block(d, M, no_mvue);
   }

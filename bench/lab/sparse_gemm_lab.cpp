@@ -1,4 +1,4 @@
-// bench_sparse_gemm_lab: the lab of our own 2:4 sparse GEMM on wgmma.mma_async.sp (sparse_gemm_sm90.h).
+// bench_sparse_gemm_lab: the lab of our own 2:4 sparse GEMM on wgmma.mma_async.sp (ops/cuda/sparse_gemm_sm90.h).
 //   --probe  exact small-integer inputs (values in [-3, 3], exact in bf16; every sum exact in f32), so any
 //            difference is a layout error; each part prints "ok" or the wrong count, a map of 8 x 8 blocks
 //            (X: some element wrong) and the first wrong elements. In order, so the first failure
@@ -13,11 +13,13 @@
 //            4 the whole kernel (epilogue through stmatrix and shared memory): the same CTA; one CTA with
 //              M = 77 tokens and beta = 1 whose guard rows past M must stay NaN; 2 x 3 CTAs (N = 512,
 //              M = 300, K = 384)
-//   --check  random bf16 x, W pruned by ops::transposable_mask24, at the target shapes: this GEMM vs
-//            cuBLASLt (ops::linear_forward) on the masked W, y poisoned with NaN first; beta 0 and 1; passes
-//            at max |diff| / max |ref| <= 1e-2 and no NaN.
-//   --time   CUDA events, --reps calls after a warm-up: cuBLASLt dense vs this GEMM at K x N = 2048 x 16384
-//            and 8192 x 2048 for each of --tokens; TFLOP/s as dense-equivalent 2MNK; compress24's time.
+//   --check  random bf16 x, W pruned by ops::transposable_mask24, at the target shapes: the forward y = x W^T
+//            (W packed by compress24) and the input gradient dx = dy W (W^T packed by
+//            compress24_transposed) vs cuBLASLt (ops::linear_forward / linear_backward) on the masked W, the
+//            output poisoned with NaN first; beta 0 and 1; passes at max |diff| / max |ref| <= 1e-2, no NaN.
+//   --time   CUDA events, --reps calls after a warm-up: cuBLASLt dense vs this GEMM for both GEMMs of the
+//            weights N x K = 16384 x 2048 (gate|up) and 2048 x 8192 (down) at each of --tokens; TFLOP/s as
+//            dense-equivalent 2MNK; both compressions' times.
 // Without a mode flag all three run. Exit code 0 when every probe and check passed.
 // Usage: bench_sparse_gemm_lab [--probe] [--check] [--time] [--reps 20] [--tokens 16384,65536]
 #include <fmt/format.h>
@@ -39,7 +41,8 @@
 #include "ops/linear.h"
 #include "ops/sparse24.h"
 #include "probe_report.h"
-#include "sparse_gemm_sm90.h"
+#include "lab_util.h"
+#include "ops/cuda/sparse_gemm_sm90.h"
 
 namespace {
 
@@ -160,9 +163,9 @@ struct DeviceProblem {
 DeviceProblem upload_compressed(const Problem& p) {
   DeviceBuffer w = upload16(p.w), mask = upload8(p.mask);
   DeviceProblem d{upload16(p.x),
-                  DeviceBuffer(static_cast<size_t>(pt::lab::sparse24_values_elems(p.N, p.K)) * 2),
-                  DeviceBuffer(static_cast<size_t>(pt::lab::sparse24_meta_bytes(p.N, p.K)))};
-  pt::lab::compress24(w.data(), static_cast<const uint8_t*>(mask.data()), p.N, p.K, d.values.data(),
+                  DeviceBuffer(static_cast<size_t>(pt::ops::cuda::sparse24_values_bytes(p.N, p.K))),
+                  DeviceBuffer(static_cast<size_t>(pt::ops::cuda::sparse24_meta_bytes(p.N, p.K)))};
+  pt::ops::cuda::compress24(w.data(), static_cast<const uint8_t*>(mask.data()), p.N, p.K, d.values.data(),
                       d.meta.data(), nullptr);
   return d;
 }
@@ -180,7 +183,7 @@ bool probe_compress() {
                 as_floats(want.meta), N, K / 16) &&
          ok;
   };
-  pt::lab::compress24(w.data(), static_cast<const uint8_t*>(mask.data()), N, K, values.data(), meta.data(),
+  pt::ops::cuda::compress24(w.data(), static_cast<const uint8_t*>(mask.data()), N, K, values.data(), meta.data(),
                       nullptr);
   compare("compress24, mask given", compress_cpu(p.w, p.mask, N, K));
 
@@ -191,14 +194,14 @@ bool probe_compress() {
     nonzero[i] = (masked[i] & 0x7FFF) != 0;
   }
   DeviceBuffer wm = upload16(masked);
-  pt::lab::compress24(wm.data(), nullptr, N, K, values.data(), meta.data(), nullptr);
+  pt::ops::cuda::compress24(wm.data(), nullptr, N, K, values.data(), meta.data(), nullptr);
   compare("compress24, kept = nonzero", compress_cpu(masked, nonzero, N, K));
 
   std::vector<uint8_t> all_nonzero(p.w.size());
   for (size_t i = 0; i < p.w.size(); ++i) all_nonzero[i] = (p.w[i] & 0x7FFF) != 0;
   int want_overfull = 0;
   compress_cpu(p.w, all_nonzero, N, K, &want_overfull);
-  pt::lab::compress24(w.data(), nullptr, N, K, values.data(), meta.data(), static_cast<int*>(count.data()));
+  pt::ops::cuda::compress24(w.data(), nullptr, N, K, values.data(), meta.data(), static_cast<int*>(count.data()));
   const int got_overfull = download<int>(count)[0];
   const bool count_ok = got_overfull == want_overfull;
   fmt::print("  {:<58} {}\n", "compress24 on a dense W: overfull groups counted",
@@ -215,7 +218,7 @@ bool probe_metadata() {
     for (int k = 0; k < K; ++k) p.x[static_cast<size_t>(m) * K + k] = pt::float_to_bf16(m == k ? 1.0f : 0.0f);
   const DeviceProblem d = upload_compressed(p);
   DeviceBuffer acc(static_cast<size_t>(N) * M * 4);
-  const std::string status = pt::lab::sparse_gemm_raw(d.x.data(), d.values.data(), d.meta.data(),
+  const std::string status = pt::ops::cuda::wgmma_sparse_gemm_raw(d.x.data(), d.values.data(), d.meta.data(),
                                                       static_cast<float*>(acc.data()), M, N, K);
   if (!status.empty()) {
     fmt::print("  FAILED: {}\n", status);
@@ -234,7 +237,7 @@ bool probe_raw() {
   const Problem p = random_problem(N, K, M, 13, true);
   const DeviceProblem d = upload_compressed(p);
   DeviceBuffer acc(static_cast<size_t>(N) * M * 4);
-  const std::string status = pt::lab::sparse_gemm_raw(d.x.data(), d.values.data(), d.meta.data(),
+  const std::string status = pt::ops::cuda::wgmma_sparse_gemm_raw(d.x.data(), d.values.data(), d.meta.data(),
                                                       static_cast<float*>(acc.data()), M, N, K);
   if (!status.empty()) {
     fmt::print("  FAILED: {}\n", status);
@@ -256,7 +259,7 @@ bool probe_full(int N, int K, int M, float beta, uint32_t seed) {
   if (beta != 0.0f)
     for (size_t i = 0; i < static_cast<size_t>(M) * N; ++i) y0[i] = pt::float_to_bf16(float(small(rng)));
   DeviceBuffer y = upload16(y0);
-  pt::lab::sparse_gemm(d.x.data(), d.values.data(), d.meta.data(), y.data(), M, N, K, beta);
+  pt::ops::cuda::wgmma_sparse_gemm(d.x.data(), d.values.data(), d.meta.data(), y.data(), M, N, K, beta);
   const std::vector<float> acc = product(p);  // [n][m]
   std::vector<float> want(y0.size(), std::numeric_limits<float>::quiet_NaN());
   for (int m = 0; m < M; ++m)
@@ -289,28 +292,40 @@ struct Shape {
 };
 constexpr std::array<Shape, 2> kShapes{{{2048, 16384}, {8192, 2048}}};
 
-// A random bf16 weight pruned by the transposable 2:4 mask (masked in place), its mask and packed form.
+// A random bf16 weight pruned by the transposable 2:4 mask (masked in place), its mask and packed forms:
+// W (2:4 along K) for the forward y = x W^T, W^T (2:4 along N) for the input gradient dx = dy W.
 struct Weight {
   int64_t N, K;
-  DeviceBuffer w, mask, values, meta;
+  DeviceBuffer w, mask, values, meta, values_t, meta_t;
   Weight(int64_t n, int64_t k, uint64_t seed)
       : N(n),
         K(k),
         w(static_cast<size_t>(n * k * 2)),
         mask(static_cast<size_t>(n * k)),
         values(static_cast<size_t>(n * k)),
-        meta(static_cast<size_t>(pt::lab::sparse24_meta_bytes(n, k))) {
+        meta(static_cast<size_t>(pt::ops::cuda::sparse24_meta_bytes(n, k))),
+        values_t(values.bytes()),
+        meta_t(meta.bytes()) {
     pt::lab::fill_uniform_bf16(w.data(), N * K, seed, -1.0f, 1.0f);
     pt::ops::transposable_mask24(tensor(), mask.view(pt::DType::u8, {N, K}));
     pt::ops::apply_mask(tensor(), mask.view(pt::DType::u8, {N, K}), tensor());
     compress();
+    compress_transposed();
   }
   pt::Tensor tensor() const { return w.view(pt::DType::bf16, {N, K}); }
   void compress() {
-    pt::lab::compress24(w.data(), static_cast<const uint8_t*>(mask.data()), N, K, values.data(), meta.data(),
+    pt::ops::cuda::compress24(w.data(), static_cast<const uint8_t*>(mask.data()), N, K, values.data(), meta.data(),
                         nullptr);
   }
+  void compress_transposed() {
+    pt::ops::cuda::compress24_transposed(w.data(), static_cast<const uint8_t*>(mask.data()), N, K, values_t.data(),
+                                   meta_t.data(), nullptr);
+  }
 };
+
+// The two GEMMs of a 2:4 weight in the lab's one form y = x A^T: forward (A = W, x [M, K]) and input
+// gradient (A = W^T, x = dy [M, N]).
+enum class Gemm { forward, input_grad };
 
 // NaN bounds make every value NaN: the poison that shows unwritten outputs.
 void poison(DeviceBuffer& b) {
@@ -318,29 +333,38 @@ void poison(DeviceBuffer& b) {
   pt::lab::fill_uniform_bf16(b.data(), static_cast<int64_t>(b.bytes() / 2), 0, nan, nan);
 }
 
-bool check_one(const Weight& wt, int64_t M, uint64_t seed) {
-  const int64_t N = wt.N, K = wt.K;
+bool check_one(const Weight& wt, Gemm gemm, int64_t M, uint64_t seed) {
+  const bool fwd = gemm == Gemm::forward;
+  const int64_t N = fwd ? wt.N : wt.K, K = fwd ? wt.K : wt.N;  // of y[M, N] = x[M, K] A^T
   DeviceBuffer x(static_cast<size_t>(M * K * 2)), y(static_cast<size_t>(M * N * 2)), ref(y.bytes()),
       y0(y.bytes());
   pt::lab::fill_uniform_bf16(x.data(), M * K, seed, -1.0f, 1.0f);
   pt::lab::fill_uniform_bf16(y0.data(), M * N, seed + 1, -4.0f, 4.0f);
   const pt::Tensor xt = x.view(pt::DType::bf16, {M, K}), rt = ref.view(pt::DType::bf16, {M, N});
+  // cuBLASLt's y = x W^T, or dx = dy W (linear_backward reads its x argument's shape only, here rt's).
+  const auto reference = [&](pt::ops::Write mode) {
+    if (fwd)
+      pt::ops::linear_forward(xt, wt.tensor(), rt, mode);
+    else
+      pt::ops::linear_backward(xt, rt, wt.tensor(), rt, mode, pt::Tensor(), pt::ops::Write::overwrite);
+  };
   bool ok = true;
   for (const float beta : {0.0f, 1.0f}) {
     if (beta == 0.0f) {
       poison(y);
-      pt::ops::linear_forward(xt, wt.tensor(), rt, pt::ops::Write::overwrite);
+      reference(pt::ops::Write::overwrite);
     } else {
       pt::copy_bytes(y.data(), true, y0.data(), true, y.bytes());
       pt::copy_bytes(ref.data(), true, y0.data(), true, y.bytes());
-      pt::ops::linear_forward(xt, wt.tensor(), rt, pt::ops::Write::accumulate);
+      reference(pt::ops::Write::accumulate);
     }
-    pt::lab::sparse_gemm(x.data(), wt.values.data(), wt.meta.data(), y.data(), M, N, K, beta);
+    pt::ops::cuda::wgmma_sparse_gemm(x.data(), fwd ? wt.values.data() : wt.values_t.data(),
+                         fwd ? wt.meta.data() : wt.meta_t.data(), y.data(), M, N, K, beta);
     const pt::lab::Compare c = pt::lab::compare_bf16(y.data(), ref.data(), M * N);
     const double rel = c.max_abs_want > 0 ? c.max_abs_diff / c.max_abs_want : c.max_abs_diff;
     const bool pass = c.nans == 0 && rel <= 1e-2;
-    fmt::print("  K={:5} N={:5} M={:5} beta={}: max|diff| {:.4g}  max|ref| {:.4g}  rel {:.3e}  NaN {}  {}\n",
-               K, N, M, beta, c.max_abs_diff, c.max_abs_want, rel, c.nans, pass ? "ok" : "FAILED");
+    fmt::print("  {:10} K={:5} N={:5} M={:5} beta={}: max|diff| {:.4g}  max|ref| {:.4g}  rel {:.3e}  NaN {}  {}\n",
+               fwd ? "forward" : "input grad", K, N, M, beta, c.max_abs_diff, c.max_abs_want, rel, c.nans, pass ? "ok" : "FAILED");
     ok = ok && pass;
   }
   return ok;
@@ -351,8 +375,9 @@ bool run_check() {
   bool ok = true;
   for (const Shape& s : kShapes) {
     const Weight wt(s.N, s.K, 100 + static_cast<uint64_t>(s.K));
-    for (const int64_t M : {int64_t{16384}, int64_t{1000}})
-      ok = check_one(wt, M, 200 + static_cast<uint64_t>(M)) && ok;
+    for (const Gemm gemm : {Gemm::forward, Gemm::input_grad})
+      for (const int64_t M : {int64_t{16384}, int64_t{1000}})
+        ok = check_one(wt, gemm, M, 200 + static_cast<uint64_t>(M)) && ok;
   }
   return ok;
 }
@@ -362,21 +387,37 @@ void run_time(const std::vector<int64_t>& tokens, int reps) {
   for (const Shape& s : kShapes) {
     Weight wt(s.N, s.K, 300 + static_cast<uint64_t>(s.K));
     const double compress_ms = pt::lab::time_ms([&] { wt.compress(); }, reps);
-    fmt::print("  K={:5} N={:5}: compress24 (mask given) {:.4f} ms\n", s.K, s.N, compress_ms);
-    for (const int64_t M : tokens) {
-      DeviceBuffer x(static_cast<size_t>(M * s.K * 2)), y(static_cast<size_t>(M * s.N * 2));
-      pt::lab::fill_uniform_bf16(x.data(), M * s.K, 400, -1.0f, 1.0f);
-      const pt::Tensor xt = x.view(pt::DType::bf16, {M, s.K}), yt = y.view(pt::DType::bf16, {M, s.N});
-      const double dense = pt::lab::time_ms([&] { pt::ops::linear_forward(xt, wt.tensor(), yt); }, reps);
-      const double sparse = pt::lab::time_ms(
-          [&] {
-            pt::lab::sparse_gemm(x.data(), wt.values.data(), wt.meta.data(), y.data(), M, s.N, s.K, 0.0f);
-          },
-          reps);
-      const double flops = 2.0 * double(M) * double(s.N) * double(s.K);
-      fmt::print("    M={:6}  dense {:8.4f} ms {:6.1f} TF/s | sparse {:8.4f} ms {:6.1f} TF/s  {:.2f}x\n", M,
-                 dense, flops / (dense * 1e9), sparse, flops / (sparse * 1e9), dense / sparse);
-    }
+    const double compress_t_ms = pt::lab::time_ms([&] { wt.compress_transposed(); }, reps);
+    fmt::print("  weight N={:5} K={:5}: compress24 {:.4f} ms, compress24_transposed {:.4f} ms (mask given)\n",
+               s.N, s.K, compress_ms, compress_t_ms);
+    for (const Gemm gemm : {Gemm::forward, Gemm::input_grad})
+      for (const int64_t M : tokens) {
+        const bool fwd = gemm == Gemm::forward;
+        const int64_t N = fwd ? s.N : s.K, K = fwd ? s.K : s.N;
+        DeviceBuffer x(static_cast<size_t>(M * K * 2)), y(static_cast<size_t>(M * N * 2));
+        pt::lab::fill_uniform_bf16(x.data(), M * K, 400, -1.0f, 1.0f);
+        const pt::Tensor xt = x.view(pt::DType::bf16, {M, K}), yt = y.view(pt::DType::bf16, {M, N});
+        const double dense = pt::lab::time_ms(
+            [&] {
+              if (fwd)
+                pt::ops::linear_forward(xt, wt.tensor(), yt);
+              else
+                pt::ops::linear_backward(xt, yt, wt.tensor(), yt, pt::ops::Write::overwrite, pt::Tensor(),
+                                         pt::ops::Write::overwrite);
+            },
+            reps);
+        const double sparse = pt::lab::time_ms(
+            [&] {
+              pt::ops::cuda::wgmma_sparse_gemm(x.data(), fwd ? wt.values.data() : wt.values_t.data(),
+                                   fwd ? wt.meta.data() : wt.meta_t.data(), y.data(), M, N, K, 0.0f);
+            },
+            reps);
+        const double flops = 2.0 * double(M) * double(N) * double(K);
+        fmt::print("    {:10} M={:6} N={:5} K={:5}  dense {:8.4f} ms {:6.1f} TF/s | sparse {:8.4f} ms {:6.1f} TF/s  "
+                   "{:.2f}x\n",
+                   fwd ? "forward" : "input grad", M, N, K, dense, flops / (dense * 1e9), sparse,
+                   flops / (sparse * 1e9), dense / sparse);
+      }
   }
 }
 
@@ -399,7 +440,7 @@ int main(int argc, char** argv) {
     fmt::print("bench_sparse_gemm_lab: no CUDA GPU\n");
     return 1;
   }
-  if (!pt::lab::sparse_gemm_available()) {
+  if (!pt::ops::cuda::wgmma_sparse_gemm_available()) {
     fmt::print("bench_sparse_gemm_lab: no sm_90a kernel for this GPU ({})\n", pt::cuda_device_name(0));
     return 1;
   }

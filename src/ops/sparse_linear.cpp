@@ -21,8 +21,10 @@ struct SparseLinear::Accel {
 
 bool sparse_weight_grad_gemm(Device device) {
 #ifdef PACKTRAIN_CUDA
-  return device == Device::cuda && cuda::sparse_gemm_available() &&
-         cuda::sparse_gemm_mode() != cuda::SparseGemmMode::dense;
+  using cuda::SparseGemmMode;
+  const SparseGemmMode mode = cuda::sparse_gemm_mode();  // wgmma and dense leave dW to cuBLASLt
+  return device == Device::cuda && cuda::sparse_gemm_available() && mode != SparseGemmMode::dense &&
+         mode != SparseGemmMode::wgmma;
 #else
   (void)device;
   return false;

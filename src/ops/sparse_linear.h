@@ -4,9 +4,9 @@
 //   input gradient   dx = dy W             (W^T 2:4 along N: why the mask is transposable)
 //   weight gradient  dw = MVUE24(dy)^T x   (dy pruned 2:4 along tokens), or dy^T x when asked for dense dw
 // The results are always those of the masked dense math. On the cpu every GEMM is that dense GEMM (the
-// reference). On cuda W and W^T are compressed for cuSPARSELt after every weight update, and for each GEMM
-// shape an autotuner times the sparse kernel against the dense cuBLASLt one once, keeps the faster and logs
-// the choice, so sparsity never makes a step slower.
+// reference). On cuda W and W^T are compressed again after every weight update (for cuSPARSELt, or packed
+// for our wgmma kernel), and for each GEMM shape an autotuner times the sparse kernels against the dense
+// cuBLASLt one once, keeps the fastest and logs the choice, so sparsity never makes a GEMM slower.
 #pragma once
 
 #include "core/tensor.h"
@@ -19,8 +19,8 @@
 namespace pt::ops {
 
 // Whether the weight-gradient GEMM of sparse linears on `device` can run on sparse tensor cores: cuda with
-// cuSPARSELt and a sparse GEMM mode other than dense (ops/cuda/sparse_gemm.h). Only then does pruning the
-// output gradient by MVUE pay.
+// cuSPARSELt in a sparse GEMM mode that may run dW on it (auto, sparse, sparse-a, sparse-b; see
+// ops/cuda/sparse_gemm.h). Only then does pruning the output gradient by MVUE pay.
 bool sparse_weight_grad_gemm(Device device);
 
 class SparseLinear {

@@ -81,9 +81,9 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
   const int wg_row0 = row0 + 64 * wg;               // the warpgroup's first query row in the segment
   const int thread_row0 = wg_row0 + 16 * warp + g;  // this thread's rows: thread_row0 and thread_row0 + 8
 
-  // cp.async groups in commit order: Q, K0, V0, then K(j+1), V(j+1) at the top of step j. Step j with a
-  // prefetch has V(j), K(j+1), V(j+1) as its three newest groups: wait_group 3 completes K(j) (and Q),
-  // wait_group 2 then V(j); the last step waits 1, then 0.
+  // cp.async groups in commit order: Q, K0, V0, then K(j+1), V(j+1) after step j's first barrier. Step j
+  // starts with K(j), V(j) as its newest groups: wait_group 1 completes K(j) (and Q); after the prefetch
+  // V(j), K(j+1), V(j+1) are the newest, so wait_group 2 completes V(j) (the last step: 0).
   load_tile<D, kSm90Rows, kThreads>(sq, a.q, start, row0, real, a.H, head);
   cp_async_commit();
   const int key_end = min(real, row0 + kSm90Rows);  // causal: the tile's last query sees keys < row0 + 128
@@ -102,17 +102,17 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
   for (int j = 0; j < steps; ++j) {
     const int stage = j & 1, key0 = j * kBlockN;
     const bool prefetch = j + 1 < steps;
-    if (prefetch) {  // into the other stage, which the trailing barrier of step j - 1 released
+    cp_async_wait<1>();
+    fence_proxy_async();
+    // K(j) is visible to both warpgroups, and both have waited for step j - 1's MMAs, the last readers of
+    // the other stage: it can be refilled.
+    __syncthreads();
+    if (prefetch) {
       load_tile<D, kBlockN, kThreads>(sk(stage ^ 1), a.k, start, key0 + kBlockN, real, a.Hkv, kv_head);
       cp_async_commit();
       load_tile<D, kBlockN, kThreads>(sv(stage ^ 1), a.v, start, key0 + kBlockN, real, a.Hkv, kv_head);
       cp_async_commit();
-      cp_async_wait<3>();
-    } else {
-      cp_async_wait<1>();
     }
-    fence_proxy_async();
-    __syncthreads();
 
     float s[64];
 #pragma unroll
@@ -178,9 +178,8 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
     for (int kk = 0; kk < kBlockN / 16; ++kk)
       wgmma_m64nNk16_rs<D>(o, p[kk], desc_mn_major(sv(stage), kBlockN, kk));
     wgmma_commit();
-    wgmma_wait<0>();  // o is rescaled next step, and this stage's reads must be complete
+    wgmma_wait<0>();  // o is rescaled next step, and this stage's reads complete before step j + 1's barrier
     pin(o);
-    __syncthreads();  // both warpgroups are done with this stage before step j + 1 refills it
   }
 
 #pragma unroll

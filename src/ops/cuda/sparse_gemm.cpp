@@ -7,6 +7,8 @@
 // position, the product is computed transposed, D^T[n,m] = op'(Q) op'(P) with both ops flipped, into D's
 // memory seen column-major. The 2:4 groups always run along k, so one dense W gives the forward and the
 // input-gradient copies through different ops, and the MVUE output g needs no transpose either.
+// Beside cuSPARSELt, the forward and the input gradient can run on our own wgmma.sp kernel
+// (ops/cuda/sparse_gemm_sm90.h), whose operand format one cheap pass writes from W (and from W^T).
 #include "ops/cuda/sparse_gemm.h"
 
 #include <cuda_runtime.h>
@@ -34,6 +36,7 @@
 #include "core/log.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/sparse_gemm_sm90.h"
 #include "ops/cuda/stream.h"
 
 namespace pt::ops::cuda {
@@ -45,6 +48,12 @@ struct SparseWeight::Forms {
     bool fresh = false;
   };
   std::map<std::pair<SparseGemmKind, bool>, Form> by_use;  // (GEMM, the 2:4 operand is cuSPARSELt's A)
+  // Our kernel's operands: W packed along K (forward) and W^T packed along N (input gradient).
+  struct Packed {
+    DeviceBuffer values, meta;
+    bool fresh = false;
+  };
+  Packed wgmma_forward, wgmma_input_grad;
 #endif
 };
 
@@ -247,7 +256,7 @@ double median_ms(const std::function<void()>& run) {
   return ms[kReps / 2];
 }
 
-enum class Path { dense, sparse_a, sparse_b };
+enum class Path { dense, sparse_a, sparse_b, wgmma };
 
 const char* path_name(Path p) {
   switch (p) {
@@ -257,8 +266,46 @@ const char* path_name(Path p) {
       return "sparse-a";
     case Path::sparse_b:
       return "sparse-b";
+    case Path::wgmma:
+      return "wgmma";
   }
   return "?";
+}
+
+// The (n, k) of our kernel's y[M, n] = x[M, k] A^T for this GEMM: A = W [N, K] for the forward, W^T [K, N]
+// for the input gradient.
+std::pair<int64_t, int64_t> wgmma_dims(const Call& c) {
+  return c.kind == SparseGemmKind::forward ? std::pair{c.N, c.K} : std::pair{c.K, c.N};
+}
+
+// Our kernel takes the forward and the input gradient (bf16 output) at these sizes on an sm_90a GPU.
+bool wgmma_eligible(const Call& c, int64_t M) {
+  if (c.kind == SparseGemmKind::weight_grad || !wgmma_sparse_gemm_available()) return false;
+  const auto [n, k] = wgmma_dims(c);
+  return wgmma_sparse_gemm_unsupported(M, n, k).empty();
+}
+
+// d (M rows of the output) = or += the product on our kernel, W or W^T packed first when stale.
+void wgmma_matmul(const Call& c, void* d, bool accumulate, int64_t M) {
+  const bool forward = c.kind == SparseGemmKind::forward;
+  SparseWeight::Forms& forms = c.weight->forms();
+  SparseWeight::Forms::Packed& form = forward ? forms.wgmma_forward : forms.wgmma_input_grad;
+  const Tensor& w = c.weight->dense();
+  const int64_t N = w.shape[0], K = w.shape[1];
+  if (!form.fresh) {
+    if (form.values.bytes() == 0) {
+      form.values = DeviceBuffer(static_cast<size_t>(sparse24_values_bytes(N, K)));
+      form.meta = DeviceBuffer(static_cast<size_t>(sparse24_meta_bytes(N, K)));
+    }
+    // The masked weight's nonzeros are its kept entries: a kept weight that is exactly 0 adds nothing.
+    if (forward)
+      compress24(w.data, nullptr, N, K, form.values.data(), form.meta.data(), nullptr);
+    else
+      compress24_transposed(w.data, nullptr, N, K, form.values.data(), form.meta.data(), nullptr);
+    form.fresh = true;
+  }
+  const auto [n, k] = wgmma_dims(c);
+  wgmma_sparse_gemm(c.act.data, form.values.data(), form.meta.data(), d, M, n, k, accumulate ? 1.0f : 0.0f);
 }
 
 // PACKTRAIN_SPARSE_SEARCH=0 keeps cuSPARSELt's default kernel for every plan (no search at first use).
@@ -299,6 +346,10 @@ class Engine {
                            c.out.dtype, static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>(M0)))};
     const Path path = choose(c, M0, bucket, mode);
     if (path == Path::dense) return false;
+    if (path == Path::wgmma) {  // every row: the kernel masks the last tile
+      wgmma_matmul(c, c.out.data, c.mode == Write::accumulate, c.M);
+      return true;
+    }
     Plan* plan = plan_for(c, M0, bucket, path == Path::sparse_a, nullptr);
     if (!plan) return false;
     matmul(c, *plan, c.out.data, c.mode == Write::accumulate);
@@ -509,12 +560,18 @@ class Engine {
     const Tensor scratch(transient ? transient->data() : c.out.data, c.out.dtype, {out_rows, out_cols},
                          Device::cuda);
 
-    std::vector<Plan*> plans;
+    std::vector<Plan*> plans;  // cuSPARSELt's, nullptr for the other paths
     std::erase_if(candidates, [&](Path p) {
       Plan* plan = plan_for(c, M0, bucket, p == Path::sparse_a, scratch.data);
       if (plan) plans.push_back(plan);
       return plan == nullptr;
     });
+    // Only when asked for: its first GPU run gave wrong products under load (docs/sparse24.md), and the
+    // fix is not yet checked on the GPU.
+    if (mode == SparseGemmMode::wgmma && wgmma_eligible(c, M0)) {
+      candidates.push_back(Path::wgmma);
+      plans.push_back(nullptr);
+    }
     if (mode == SparseGemmMode::automatic) {
       candidates.push_back(Path::dense);
       plans.push_back(nullptr);
@@ -523,11 +580,14 @@ class Engine {
     std::vector<double> ms(candidates.size(), -1.0);
     if (candidates.size() > 1) {
       for (size_t i = 0; i < candidates.size(); ++i) {
+        const Path path = candidates[i];
         Plan* plan = plans[i];
         try {
           ms[i] = median_ms([&] {
             if (plan)
               matmul(c, *plan, scratch.data, false);
+            else if (path == Path::wgmma)
+              wgmma_matmul(c, scratch.data, false, M0);
             else
               dense(c, 0, M0, scratch, Write::overwrite);
           });
@@ -592,8 +652,9 @@ SparseGemmMode parse_sparse_gemm_mode(const std::string& text) {
   if (text == "sparse") return SparseGemmMode::sparse;
   if (text == "sparse-a") return SparseGemmMode::sparse_a;
   if (text == "sparse-b") return SparseGemmMode::sparse_b;
+  if (text == "wgmma") return SparseGemmMode::wgmma;
   if (text == "dense") return SparseGemmMode::dense;
-  throw Error("sparse GEMM mode '" + text + "' is not one of auto, sparse, sparse-a, sparse-b, dense");
+  throw Error("sparse GEMM mode '" + text + "' is not one of auto, sparse, sparse-a, sparse-b, wgmma, dense");
 }
 
 const char* sparse_gemm_mode_name(SparseGemmMode mode) {
@@ -606,6 +667,8 @@ const char* sparse_gemm_mode_name(SparseGemmMode mode) {
       return "sparse-a";
     case SparseGemmMode::sparse_b:
       return "sparse-b";
+    case SparseGemmMode::wgmma:
+      return "wgmma";
     case SparseGemmMode::dense:
       return "dense";
   }
@@ -675,8 +738,10 @@ SparseWeight& SparseWeight::operator=(SparseWeight&&) noexcept = default;
 
 void SparseWeight::invalidate() {
 #ifdef PACKTRAIN_CUSPARSELT
-  if (forms_)
+  if (forms_) {
     for (auto& [use, form] : forms_->by_use) form.fresh = false;
+    forms_->wgmma_forward.fresh = forms_->wgmma_input_grad.fresh = false;
+  }
 #endif
 }
 

@@ -25,13 +25,14 @@
 
 namespace pt::ops::cuda {
 
-// automatic: per bucket the fastest of dense and both sparse arrangements. sparse: the faster sparse
-// arrangement. sparse_a / sparse_b: the 2:4 operand as cuSPARSELt's A (B) operand. dense: cuBLASLt only.
+// automatic: per bucket the fastest of dense and both cuSPARSELt arrangements. sparse: the faster cuSPARSELt arrangement. sparse_a / sparse_b: the 2:4
+// operand as cuSPARSELt's A (B) operand. wgmma: our kernel (ops/cuda/sparse_gemm_sm90.h) for the forward
+// and the input gradient where it takes the shape, dense dW. dense: cuBLASLt only.
 // Sparse modes still run dense where cuSPARSELt cannot: other dtypes, shapes not multiples of 16, operands
 // not 16-byte aligned, fewer than 32 rows, or a plan cuSPARSELt refuses (logged once).
-enum class SparseGemmMode { automatic, sparse, sparse_a, sparse_b, dense };
+enum class SparseGemmMode { automatic, sparse, sparse_a, sparse_b, wgmma, dense };
 
-// "auto", "sparse", "sparse-a", "sparse-b", "dense"; anything else fails naming the accepted values.
+// "auto", "sparse", "sparse-a", "sparse-b", "wgmma", "dense"; anything else fails naming the accepted values.
 SparseGemmMode parse_sparse_gemm_mode(const std::string& text);
 const char* sparse_gemm_mode_name(SparseGemmMode mode);
 // PACKTRAIN_SPARSE_GEMM unless set_sparse_gemm_mode() chose one. The default is dense: on the H200 the

@@ -5,6 +5,7 @@
 #ifdef PACKTRAIN_CUDA
 
 #include "ops/cuda/sparse_gemm.h"
+#include "ops/cuda/sparse_gemm_sm90.h"
 
 #include <algorithm>
 #include <array>
@@ -204,13 +205,13 @@ TEST(SparseGemm, GridRowsStayWithinMAndCloseToIt) {
 
 TEST(SparseGemm, ModeNamesParseAndBadOnesFail) {
   for (SparseGemmMode m : {SparseGemmMode::automatic, SparseGemmMode::sparse, SparseGemmMode::sparse_a,
-                           SparseGemmMode::sparse_b, SparseGemmMode::dense})
+                           SparseGemmMode::sparse_b, SparseGemmMode::wgmma, SparseGemmMode::dense})
     EXPECT_EQ(cuda::parse_sparse_gemm_mode(cuda::sparse_gemm_mode_name(m)), m);
   try {
     cuda::parse_sparse_gemm_mode("fast");
     FAIL() << "accepted 'fast'";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("auto, sparse, sparse-a, sparse-b, dense"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("auto, sparse, sparse-a, sparse-b, wgmma, dense"), std::string::npos)
         << e.what();
   }
 }
@@ -226,6 +227,24 @@ TEST(SparseGemm, LargeFfnShapesMatchMaskedDense) {
   SKIP_WITHOUT_SPARSE_GEMM();
   check_shape(8192, 2048, {48, 1100});
   check_shape(2048, 8192, {48, 1100});
+}
+
+// Our wgmma kernel for the forward and the input gradient at FFN shapes, token counts that are not
+// multiples of its 128-token tile, overwritten and accumulated; dW stays dense in this mode.
+TEST(SparseGemm, WgmmaKernelMatchesMaskedDense) {
+  SKIP_WITHOUT_SPARSE_GEMM();
+  if (!cuda::wgmma_sparse_gemm_available()) GTEST_SKIP() << "no sm_90a kernel for this GPU";
+  for (const auto& [N, K, tokens] : {std::tuple{2048, 768, std::vector<int64_t>{37, 200, 1100, 4100}},
+                                     std::tuple{768, 2048, std::vector<int64_t>{48, 1100}},
+                                     std::tuple{8192, 2048, std::vector<int64_t>{300}}})
+    for (int64_t M : tokens) {
+      Problem p(M, N, K);
+      for (Write mode : {Write::overwrite, Write::accumulate}) {
+        const std::array<bool, 3> ran = check_gemms(p, SparseGemmMode::wgmma, mode, DType::bf16);
+        EXPECT_TRUE(ran[0] && ran[1]) << "forward and input grad on the wgmma kernel, M=" << M;
+        EXPECT_FALSE(ran[2]) << "dW dense";
+      }
+    }
 }
 
 // Below 32 tokens and on misaligned views everything runs dense, with the same results.
@@ -252,9 +271,10 @@ TEST(SparseGemm, FewTokensAndMisalignedViewsRunDense) {
 
 // SparseLinear on cuda against SparseLinear on cpu (the masked dense reference): forward, dx on the
 // sparse kernel, dense dw from the unpruned dy; then new weight values reach the GEMMs after refresh().
-TEST(SparseGemm, SparseLinearMatchesCpuAndRefreshPicksUpNewWeights) {
-  SKIP_WITHOUT_SPARSE_GEMM();
-  const ModeGuard guard(SparseGemmMode::sparse);
+// In each sparse mode: cuSPARSELt, and our wgmma kernel where the GPU runs it.
+void check_sparse_linear_and_refresh(SparseGemmMode sparse_mode) {
+  SCOPED_TRACE(cuda::sparse_gemm_mode_name(sparse_mode));
+  const ModeGuard guard(sparse_mode);
   const int64_t M = 256, N = 512, K = 256;  // on the grid: no dense tail rows
   Problem p(M, N, K);
   SparseLinear gpu(p.d_w.t, M, "layers.0.mlp.up_proj");
@@ -292,7 +312,7 @@ TEST(SparseGemm, SparseLinearMatchesCpuAndRefreshPicksUpNewWeights) {
   EXPECT_CLOSE(d_y.t, y2, tol);
   EXPECT_CLOSE(d_dx.t, dx2, tol);
 
-  // The compressed copy made with one plan serves the plans of other token counts.
+  // One compressed copy serves every token count (cuSPARSELt: the plans of other sizes).
   for (int64_t m : {100, 64}) {
     const Tensor x_head(p.d_x.t.data, DType::bf16, {m, K}, Device::cuda);
     DeviceTensor y_head = poisoned(DType::bf16, {m, N});
@@ -300,6 +320,12 @@ TEST(SparseGemm, SparseLinearMatchesCpuAndRefreshPicksUpNewWeights) {
     SCOPED_TRACE(fmt::format("{} tokens", m));
     EXPECT_CLOSE(y_head.t, std::vector<double>(y2.begin(), y2.begin() + m * N), tol);
   }
+}
+
+TEST(SparseGemm, SparseLinearMatchesCpuAndRefreshPicksUpNewWeights) {
+  SKIP_WITHOUT_SPARSE_GEMM();
+  check_sparse_linear_and_refresh(SparseGemmMode::sparse);
+  if (cuda::wgmma_sparse_gemm_available()) check_sparse_linear_and_refresh(SparseGemmMode::wgmma);
 }
 
 TEST(SparseGemm, SparseLinearChecksItsArguments) {

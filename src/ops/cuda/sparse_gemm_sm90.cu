@@ -1,4 +1,4 @@
-// Device side of the sparse GEMM lab (sparse_gemm_sm90.h): compress24 into our operand format and
+// Our 2:4 sparse GEMM for Hopper (sparse_gemm_sm90.h): compress24 into our operand format and
 // y = x W^T on wgmma.mma_async.sp, computed as y^T = W x^T so that the 2:4 weight is the instruction's
 // (sparse) A operand: instruction M = weight rows, N = tokens, K = the contraction.
 //
@@ -38,16 +38,15 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <bit>
 #include <stdexcept>
 #include <string>
 
 #include "ops/cuda/check.h"
 #include "ops/cuda/stream.h"
 #include "ops/cuda/wgmma.cuh"
-#include "sparse_gemm_sm90.h"
+#include "ops/cuda/sparse_gemm_sm90.h"
 
-namespace pt::lab {
+namespace pt::ops::cuda {
 
 namespace {
 
@@ -77,8 +76,7 @@ struct GemmArgs {
 };
 
 #if PT_SM90A
-using namespace ops::cuda::sm90;
-using ops::cuda::pack_bf16;
+using namespace sm90;
 
 #define PT_SP_F8(d, i)                                                                        \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
@@ -103,6 +101,12 @@ __device__ inline void wgmma_sp_m64n128k32(float (&d)[64], uint64_t a, uint64_t 
       : "l"(a), "l"(b), "r"(e), "r"(1));
 }
 #undef PT_SP_F8
+
+// An empty asm that reads the 8 registers, so they stay allocated and unchanged up to this point.
+__device__ inline void keep_live(const uint32_t (&e)[2][4]) {
+  asm volatile("" ::"r"(e[0][0]), "r"(e[0][1]), "r"(e[0][2]), "r"(e[0][3]), "r"(e[1][0]), "r"(e[1][1]),
+               "r"(e[1][2]), "r"(e[1][3]));
+}
 
 __device__ inline void ld_shared_v4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
@@ -187,17 +191,19 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_gemm_kernel(const GemmArgs
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[r][i] = 0.0f;
   // This thread's 16-byte metadata slot in row block 2 wg of a stage (k32 steps 0-3 as four words); row
-  // block 2 wg + 1 is 1 KiB on. The registers are reloaded while group kt - 1 is in flight, as CUTLASS's
-  // sparse mainloop does: ptxas tracks wgmma register hazards itself (it serializes the wgmmas and warns,
-  // C7513, where it must; this loop compiles without that warning, a double-buffered variant did not).
+  // block 2 wg + 1 is 1 KiB on.
   const uint32_t meta_slot = kABytes + kBBytes + static_cast<uint32_t>(2 * wg * kMetaBlockBytes) +
                              static_cast<uint32_t>((16 * warp + 2 * g + (t & 1)) * 16);
-  for (int kt = 0; kt < blocks_k; ++kt) {
+  // The metadata registers are read by the tensor cores while the wgmma group runs, like an A operand in
+  // registers, and ptxas does not guard them: a group still in flight saw the next step's metadata when
+  // one set of registers was reloaded (wrong products, more often under load). So steps alternate between
+  // two sets, and each set is kept live (an empty asm reading it) until the wait that completes the group
+  // that used it, so the two can never share registers.
+  const auto step = [&](int kt, uint32_t(&e)[2][4], uint32_t(&e_prev)[2][4]) {
     cp_async_wait<kStages - 2>();
     fence_proxy_async();
     __syncthreads();
     const uint32_t stage = stage_at(kt), sa = stage, sb = stage + kABytes;
-    uint32_t e[2][4];
 #pragma unroll
     for (int r = 0; r < 2; ++r) ld_shared_v4(e[r], stage + meta_slot + r * kMetaBlockBytes);
     pin(acc[0]);
@@ -211,14 +217,22 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_gemm_kernel(const GemmArgs
         wgmma_sp_m64n128k32(acc[r], desc_k_major(sa, kTileN, 128 * wg + 64 * r, s), b, e[r][s]);
     }
     wgmma_commit();
-    wgmma_wait<1>();  // group kt - 1 is complete: the stage it read is free ...
+    wgmma_wait<1>();  // group kt - 1 is complete: the stage and the metadata registers it read are free ...
+    keep_live(e_prev);
     pin(acc[0]);
     pin(acc[1]);
-    __syncthreads();  // ... in both warpgroups: refill it
+    __syncthreads();  // ... in both warpgroups: refill the stage
     if (kt + kStages - 1 < blocks_k) loader.load(stage_at(kt + kStages - 1), kt + kStages - 1);
     cp_async_commit();
+  };
+  uint32_t e0[2][4], e1[2][4];
+  for (int kt = 0; kt < blocks_k; kt += 2) {
+    step(kt, e0, e1);
+    if (kt + 1 < blocks_k) step(kt + 1, e1, e0);
   }
   wgmma_wait<0>();
+  keep_live(e0);  // the last group is complete: neither set is read any more
+  keep_live(e1);
   pin(acc[0]);
   pin(acc[1]);
   cp_async_wait<0>();
@@ -277,36 +291,18 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_gemm_kernel(const GemmArgs
   }
 }
 
-#else  // other targets: a stub that sparse_gemm_available() never selects
+#else  // other targets: a stub that wgmma_sparse_gemm_available() never selects
 
 __global__ void sparse_gemm_kernel(const GemmArgs a) { (void)a; }
 
 #endif  // PT_SM90A
 
-// One thread per row and 16 columns: 8 packed values (one 16-byte store) and the 16-bit half of one
-// metadata word. Kept set: mask != 0, or nonzero bits (either sign of zero counts as zero) without a mask.
-// Per group of 4: the first two kept columns, completed by the lowest unkept ones (zero values there).
-__global__ void compress24_kernel(const uint4* __restrict__ w, const uint4* __restrict__ mask,
-                                  uint4* __restrict__ values, uint16_t* __restrict__ meta, int64_t N,
-                                  int64_t K, int* overfull) {
-  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x, segments = K / 16;
-  if (i >= N * segments) return;
-  const int64_t n = i / segments, seg = i % segments;
-  const uint4 lo = w[2 * i], hi = w[2 * i + 1];  // row n, columns 16 seg .. 16 seg + 15
-  const uint32_t words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-  unsigned keep = 0;
-  if (mask != nullptr) {
-    const uint4 m = mask[i];
-    const uint32_t bytes[4] = {m.x, m.y, m.z, m.w};
-#pragma unroll
-    for (int k = 0; k < 16; ++k) keep |= ((bytes[k / 4] >> (8 * (k % 4)) & 0xFFu) != 0 ? 1u : 0u) << k;
-  } else {
-#pragma unroll
-    for (int k = 0; k < 16; ++k) keep |= ((words[k / 2] >> (16 * (k % 2)) & 0x7FFFu) != 0 ? 1u : 0u) << k;
-  }
+// The format's encoding of 16 consecutive elements of one row (bf16 bits, kept set as 16 bits): per group
+// of 4 the first two kept columns, completed by the lowest unkept ones (zero values there). Returns the 8
+// packed values; bits gets the 16-bit metadata half, and overfull groups (more than 2 kept) are counted.
+__device__ inline uint4 encode16(const uint16_t (&v)[16], unsigned keep, unsigned& bits, int& bad) {
   uint32_t out[4];
-  unsigned bits = 0;
-  int bad = 0;
+  bits = 0;
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
     const unsigned nib = keep >> (4 * q) & 0xFu;
@@ -321,65 +317,79 @@ __global__ void compress24_kernel(const uint4* __restrict__ w, const uint4* __re
       chosen |= unkept & (0u - unkept);
     }
     const int i0 = __ffs(static_cast<int>(chosen)) - 1, i1 = 31 - __clz(static_cast<int>(chosen));
-    const uint64_t group = static_cast<uint64_t>(words[2 * q + 1]) << 32 | words[2 * q];
-    const auto value = [&](int col) {
-      return (nib >> col & 1u) ? static_cast<uint32_t>(group >> (16 * col) & 0xFFFFu) : 0u;
-    };
+    const auto value = [&](int col) { return (nib >> col & 1u) ? uint32_t{v[4 * q + col]} : 0u; };
     out[q] = value(i0) | value(i1) << 16;
     bits |= static_cast<unsigned>(i0 | i1 << 2) << (4 * q);
   }
-  values[i] = make_uint4(out[0], out[1], out[2], out[3]);  // row n, packed columns 8 seg .. 8 seg + 7
-  // Word ((rb * K/128 + kt) * 64 + 16 w + 2 g + h) * 4 + s, 16-bit half (n % 16) / 8 (little-endian).
+  return make_uint4(out[0], out[1], out[2], out[3]);
+}
+
+// Stores what encode16 made for row n, columns 16 seg .. 16 seg + 15 of an [N, K] operand: packed values
+// 8 seg .. 8 seg + 7 of the row, and the 16-bit half (n % 16) / 8 of metadata word
+// ((rb * K/128 + kt) * 64 + 16 w + 2 g + h) * 4 + s (little-endian).
+__device__ inline void store16(uint4* values, uint16_t* meta, int64_t n, int64_t seg, int64_t K, uint4 packed,
+                               unsigned bits) {
+  values[n * (K / 16) + seg] = packed;
   const int64_t kt = seg / 8, s = seg % 8 / 2, h = seg % 2, rb = n / 64;
   const int64_t w16 = n % 64 / 16, g = n % 8, half = n % 16 / 8;
   const int64_t word = ((rb * (K / 128) + kt) * 64 + 16 * w16 + 2 * g + h) * 4 + s;
   meta[2 * word + half] = static_cast<uint16_t>(bits);
+}
+
+// One thread per row and 16 columns, 16-byte loads. Kept set: mask != 0, or nonzero bits (either sign of
+// zero counts as zero) without a mask.
+__global__ void compress24_kernel(const uint4* __restrict__ w, const uint4* __restrict__ mask,
+                                  uint4* __restrict__ values, uint16_t* __restrict__ meta, int64_t N,
+                                  int64_t K, int* overfull) {
+  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x, segments = K / 16;
+  if (i >= N * segments) return;
+  const uint4 lo = w[2 * i], hi = w[2 * i + 1];  // row i / segments, columns 16 (i % segments) ..
+  const uint32_t words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  uint16_t v[16];
+#pragma unroll
+  for (int k = 0; k < 16; ++k) v[k] = static_cast<uint16_t>(words[k / 2] >> (16 * (k % 2)));
+  unsigned keep = 0;
+  if (mask != nullptr) {
+    const uint4 m = mask[i];
+    const uint32_t bytes[4] = {m.x, m.y, m.z, m.w};
+#pragma unroll
+    for (int k = 0; k < 16; ++k) keep |= ((bytes[k / 4] >> (8 * (k % 4)) & 0xFFu) != 0 ? 1u : 0u) << k;
+  } else {
+#pragma unroll
+    for (int k = 0; k < 16; ++k) keep |= ((v[k] & 0x7FFFu) != 0 ? 1u : 0u) << k;
+  }
+  unsigned bits = 0;
+  int bad = 0;
+  const uint4 packed = encode16(v, keep, bits, bad);
+  store16(values, meta, i / segments, i % segments, K, packed, bits);
   if (bad != 0 && overfull != nullptr) atomicAdd(overfull, bad);
 }
 
-__device__ inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+// The operand W^T [K, N] from w [N, K]: one thread per row k of W^T (column k of w) and 16 of its columns
+// (rows of w). Neighbouring threads take neighbouring k, so each of the 16 strided loads is coalesced.
+__global__ void compress24_transposed_kernel(const uint16_t* __restrict__ w, const uint8_t* __restrict__ mask,
+                                             uint4* __restrict__ values, uint16_t* __restrict__ meta,
+                                             int64_t N, int64_t K, int* overfull) {
+  const int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (i >= K * (N / 16)) return;
+  const int64_t k = i % K, seg = i / K;
+  uint16_t v[16];
+  unsigned keep = 0;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const int64_t at = (16 * seg + j) * K + k;
+    v[j] = w[at];
+    const bool kept = mask != nullptr ? mask[at] != 0 : (v[j] & 0x7FFFu) != 0;
+    keep |= (kept ? 1u : 0u) << j;
+  }
+  unsigned bits = 0;
+  int bad = 0;
+  const uint4 packed = encode16(v, keep, bits, bad);
+  store16(values, meta, k, seg, N, packed, bits);
+  if (bad != 0 && overfull != nullptr) atomicAdd(overfull, bad);
 }
 
-__global__ void fill_kernel(__nv_bfloat16* p, int64_t n, uint64_t seed, float lo, float hi) {
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const float u = static_cast<float>(mix64(seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(i)) >> 40) *
-                    (1.0f / 16777216.0f);
-    p[i] = __float2bfloat16(lo + (hi - lo) * u);
-  }
-}
-
-// Non-negative floats order as their bit patterns, so atomicMax on the bits is a float max.
-__global__ void compare_kernel(const __nv_bfloat16* got, const __nv_bfloat16* want, int64_t n,
-                               unsigned* max_diff, unsigned* max_want, unsigned long long* nans) {
-  float diff = 0.0f, mag = 0.0f;
-  unsigned long long bad = 0;
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const float x = __bfloat162float(got[i]), y = __bfloat162float(want[i]);
-    if (isnan(x)) {
-      ++bad;
-      continue;
-    }
-    diff = fmaxf(diff, fabsf(x - y));
-    mag = fmaxf(mag, fabsf(y));
-  }
-  for (int o = 16; o > 0; o /= 2) {
-    diff = fmaxf(diff, __shfl_xor_sync(0xffffffffu, diff, o));
-    mag = fmaxf(mag, __shfl_xor_sync(0xffffffffu, mag, o));
-    bad += __shfl_xor_sync(0xffffffffu, bad, o);
-  }
-  if (threadIdx.x % 32 == 0) {
-    atomicMax(max_diff, __float_as_uint(diff));
-    atomicMax(max_want, __float_as_uint(mag));
-    if (bad != 0) atomicAdd(nans, bad);
-  }
-}
-
-cudaStream_t stream() { return ops::cuda::current_stream(); }
+cudaStream_t stream() { return current_stream(); }
 
 void launch_gemm(const GemmArgs& args) {
   static const cudaError_t configured =
@@ -392,21 +402,21 @@ void launch_gemm(const GemmArgs& args) {
 }
 
 void require(int64_t M, int64_t N, int64_t K) {
-  const std::string why = sparse_gemm_unsupported(M, N, K);
-  if (!why.empty()) throw std::invalid_argument("sparse_gemm: " + why);
-  if (!sparse_gemm_available()) throw std::runtime_error("sparse_gemm: no sm_90a kernel for this GPU");
+  const std::string why = wgmma_sparse_gemm_unsupported(M, N, K);
+  if (!why.empty()) throw std::invalid_argument("wgmma_sparse_gemm: " + why);
+  if (!wgmma_sparse_gemm_available()) throw std::runtime_error("wgmma_sparse_gemm: no sm_90a kernel for this GPU");
 }
 
 }  // namespace
 
-std::string sparse_gemm_unsupported(int64_t M, int64_t N, int64_t K) {
+std::string wgmma_sparse_gemm_unsupported(int64_t M, int64_t N, int64_t K) {
   if (M < 1 || M / kTileM > 65535) return "M = " + std::to_string(M) + " tokens is out of range";
   if (N < kTileN || N % kTileN != 0) return "N = " + std::to_string(N) + " is not a multiple of 256";
   if (K < kTileK || K % kTileK != 0) return "K = " + std::to_string(K) + " is not a multiple of 128";
   return "";
 }
 
-bool sparse_gemm_available() {
+bool wgmma_sparse_gemm_available() {
   static const bool available = [] {
     cudaFuncAttributes attributes{};
     int device = 0, major = 0;
@@ -430,7 +440,20 @@ void compress24(const void* w, const uint8_t* mask, int64_t N, int64_t K, void* 
   PT_CUDA_CHECK_LAUNCH();
 }
 
-void sparse_gemm(const void* x, const void* values, const void* meta, void* y, int64_t M, int64_t N,
+void compress24_transposed(const void* w, const uint8_t* mask, int64_t N, int64_t K, void* values,
+                           void* meta, int* overfull) {
+  if (K % 64 != 0 || N % 128 != 0)
+    throw std::invalid_argument("compress24_transposed: K % 64 and N % 128 must be 0");
+  const int64_t threads = K * (N / 16);
+  if (threads == 0) return;
+  constexpr int kBlock = 256;
+  compress24_transposed_kernel<<<static_cast<unsigned>((threads + kBlock - 1) / kBlock), kBlock, 0,
+                                 stream()>>>(static_cast<const uint16_t*>(w), mask, static_cast<uint4*>(values),
+                                             static_cast<uint16_t*>(meta), N, K, overfull);
+  PT_CUDA_CHECK_LAUNCH();
+}
+
+void wgmma_sparse_gemm(const void* x, const void* values, const void* meta, void* y, int64_t M, int64_t N,
                  int64_t K, float beta) {
   require(M, N, K);
   launch_gemm({static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(values),
@@ -438,60 +461,15 @@ void sparse_gemm(const void* x, const void* values, const void* meta, void* y, i
                beta});
 }
 
-std::string sparse_gemm_raw(const void* x, const void* values, const void* meta, float* acc, int64_t M,
+std::string wgmma_sparse_gemm_raw(const void* x, const void* values, const void* meta, float* acc, int64_t M,
                             int64_t N, int64_t K) {
-  std::string why = sparse_gemm_unsupported(M, N, K);
+  std::string why = wgmma_sparse_gemm_unsupported(M, N, K);
   if (!why.empty()) return why;
-  if (!sparse_gemm_available()) return "no sm_90a kernel for this GPU (the build or the device)";
+  if (!wgmma_sparse_gemm_available()) return "no sm_90a kernel for this GPU (the build or the device)";
   launch_gemm({static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(values),
                static_cast<const unsigned char*>(meta), nullptr, acc, M, N, K, 0.0f});
   PT_CUDA_CHECK(cudaStreamSynchronize(stream()));
   return "";
 }
 
-void fill_uniform_bf16(void* p, int64_t n, uint64_t seed, float lo, float hi) {
-  if (n == 0) return;
-  fill_kernel<<<1024, 256, 0, stream()>>>(static_cast<__nv_bfloat16*>(p), n, seed, lo, hi);
-  PT_CUDA_CHECK_LAUNCH();
-}
-
-Compare compare_bf16(const void* got, const void* want, int64_t n) {
-  struct Totals {
-    unsigned diff, want;
-    unsigned long long nans;
-  };
-  Totals* d = nullptr;
-  PT_CUDA_CHECK(cudaMalloc(&d, sizeof(Totals)));
-  PT_CUDA_CHECK(cudaMemsetAsync(d, 0, sizeof(Totals), stream()));
-  compare_kernel<<<1024, 256, 0, stream()>>>(static_cast<const __nv_bfloat16*>(got),
-                                             static_cast<const __nv_bfloat16*>(want), n, &d->diff, &d->want,
-                                             &d->nans);
-  PT_CUDA_CHECK_LAUNCH();
-  Totals h{};
-  PT_CUDA_CHECK(cudaMemcpyAsync(&h, d, sizeof(Totals), cudaMemcpyDeviceToHost, stream()));
-  PT_CUDA_CHECK(cudaStreamSynchronize(stream()));
-  PT_CUDA_CHECK(cudaFree(d));
-  Compare out;
-  out.max_abs_diff = std::bit_cast<float>(h.diff);
-  out.max_abs_want = std::bit_cast<float>(h.want);
-  out.nans = static_cast<int64_t>(h.nans);
-  return out;
-}
-
-double time_ms(const std::function<void()>& fn, int reps) {
-  fn();
-  cudaEvent_t start = nullptr, stop = nullptr;
-  PT_CUDA_CHECK(cudaEventCreate(&start));
-  PT_CUDA_CHECK(cudaEventCreate(&stop));
-  PT_CUDA_CHECK(cudaEventRecord(start, stream()));
-  for (int i = 0; i < reps; ++i) fn();
-  PT_CUDA_CHECK(cudaEventRecord(stop, stream()));
-  PT_CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0;
-  PT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return static_cast<double>(ms) / reps;
-}
-
-}  // namespace pt::lab
+}  // namespace pt::ops::cuda

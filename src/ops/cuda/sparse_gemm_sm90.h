@@ -1,6 +1,7 @@
-// Kernel lab: a Hopper (sm_90a) 2:4 sparse GEMM on wgmma.mma_async.sp with an operand format of our own,
-// so that the optimizer step can later write the compressed weight directly instead of re-compressing
-// through cuSPARSELt's opaque format (docs/sparse24.md). bench_sparse_gemm_lab probes, checks and times it.
+// Our Hopper (sm_90a) 2:4 sparse GEMM on wgmma.mma_async.sp, with an operand format of our own that one
+// cheap pass writes from the masked weight (cuSPARSELt's compression costs as much as a GEMM, and its format
+// is opaque). ops/cuda/sparse_gemm.cpp runs it for the forward and input-gradient GEMMs of sparse linears;
+// bench_sparse_gemm_lab (bench/lab) probes its layouts, checks it against cuBLASLt and times it.
 //
 // Operand format of a 2:4 weight W[N, K] (bf16, row-major; N a multiple of 64, K of 128):
 //   values [N, K/2] bf16, row-major: per row and aligned group of 4 along K, the two kept elements in
@@ -19,18 +20,17 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 
-namespace pt::lab {
+namespace pt::ops::cuda {
 
 // "" when the GEMM takes these sizes, else why not: N a multiple of 256 (a CTA's weight rows), K of 128
 // (a pipeline stage and a metadata block), M >= 1 (any count of tokens; the last tile is masked).
-std::string sparse_gemm_unsupported(int64_t M, int64_t N, int64_t K);
+std::string wgmma_sparse_gemm_unsupported(int64_t M, int64_t N, int64_t K);
 // The build holds the sm_90a kernels and the current GPU runs them.
-bool sparse_gemm_available();
+bool wgmma_sparse_gemm_available();
 
-constexpr int64_t sparse24_values_elems(int64_t N, int64_t K) { return N * K / 2; }
+constexpr int64_t sparse24_values_bytes(int64_t N, int64_t K) { return N * K; }  // N x K/2 bf16
 constexpr int64_t sparse24_meta_bytes(int64_t N, int64_t K) { return N * K / 8; }
 
 // One pass over w [N, K] bf16 (and mask u8 [N, K], or nullptr to keep the nonzeros) into values and meta
@@ -38,27 +38,20 @@ constexpr int64_t sparse24_meta_bytes(int64_t N, int64_t K) { return N * K / 8; 
 // more than 2 kept entries (its first two are used). On the current stream; N % 64 == 0, K % 128 == 0.
 void compress24(const void* w, const uint8_t* mask, int64_t N, int64_t K, void* values, void* meta,
                 int* overfull);
+// The same format for W^T [K, N] (2:4 along N), read from w and mask [N, K] as they lie: the operand of the
+// input gradient dx = dy W, which is y = x W'^T with W' = W^T. K % 64 == 0, N % 128 == 0.
+void compress24_transposed(const void* w, const uint8_t* mask, int64_t N, int64_t K, void* values,
+                           void* meta, int* overfull);
 
 // y[M, N] = x[M, K] W^T + beta y (bf16 out, f32 accumulation; beta 0 never reads y, so y may hold NaN).
 // W in the format above; x and y row-major, 16-byte aligned. On the current stream.
-void sparse_gemm(const void* x, const void* values, const void* meta, void* y, int64_t M, int64_t N,
-                 int64_t K, float beta);
+void wgmma_sparse_gemm(const void* x, const void* values, const void* meta, void* y, int64_t M, int64_t N,
+                       int64_t K, float beta);
 
 // The GEMM's main loop alone, its f32 accumulators written raw to acc [N, M] (row n = weight row, column
-// = token) straight from the wgmma fragments, skipping the shared-memory epilogue: the layout probe.
-// Waits for the GPU; returns "" when it ran, else why not.
-std::string sparse_gemm_raw(const void* x, const void* values, const void* meta, float* acc, int64_t M,
-                            int64_t N, int64_t K);
+// = token) straight from the wgmma fragments, skipping the shared-memory epilogue: the lab's layout
+// probe. Waits for the GPU; returns "" when it ran, else why not.
+std::string wgmma_sparse_gemm_raw(const void* x, const void* values, const void* meta, float* acc, int64_t M,
+                                  int64_t N, int64_t K);
 
-// Lab utilities on the current stream: uniform bf16 values in [lo, hi) from a counter hash; the largest
-// |got - want|, the largest |want| and the NaN count of got over n bf16 values (waits).
-void fill_uniform_bf16(void* p, int64_t n, uint64_t seed, float lo, float hi);
-struct Compare {
-  float max_abs_diff = 0, max_abs_want = 0;
-  int64_t nans = 0;
-};
-Compare compare_bf16(const void* got, const void* want, int64_t n);
-// Mean milliseconds of fn over reps calls after one warm-up call, by CUDA events on the current stream.
-double time_ms(const std::function<void()>& fn, int reps);
-
-}  // namespace pt::lab
+}  // namespace pt::ops::cuda
