@@ -32,9 +32,9 @@
 // weight rows 128 wg .. 128 wg + 127 as two row blocks of 64 (two accumulators of m64n128, 128 f32
 // registers). K advances 128 per stage (4 k32 steps x 2 row blocks = 8 wgmma.sp per warpgroup); 3 stages
 // of {A values 256 x 64 (32 KiB), x tile 128 x 128 (32 KiB), metadata 4 KiB} filled by cp.async from all
-// threads. One wgmma group stays in flight across stages: step kt issues its group, waits for group
-// kt - 1, and after a barrier (both warpgroups past that wait) refills the stage group kt - 1 read with
-// stage kt + 2.
+// threads. Step kt issues its group and waits for it (the metadata registers are reloaded next step), and
+// after a barrier (both warpgroups past that wait) refills the stage step kt - 1 read with stage kt + 2, so
+// copies run two stages ahead of the MMAs.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -101,12 +101,6 @@ __device__ inline void wgmma_sp_m64n128k32(float (&d)[64], uint64_t a, uint64_t 
       : "l"(a), "l"(b), "r"(e), "r"(1));
 }
 #undef PT_SP_F8
-
-// An empty asm that reads the 8 registers, so they stay allocated and unchanged up to this point.
-__device__ inline void keep_live(const uint32_t (&e)[2][4]) {
-  asm volatile("" ::"r"(e[0][0]), "r"(e[0][1]), "r"(e[0][2]), "r"(e[0][3]), "r"(e[1][0]), "r"(e[1][1]),
-               "r"(e[1][2]), "r"(e[1][3]));
-}
 
 __device__ inline void ld_shared_v4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
@@ -194,16 +188,15 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_gemm_kernel(const GemmArgs
   // block 2 wg + 1 is 1 KiB on.
   const uint32_t meta_slot = kABytes + kBBytes + static_cast<uint32_t>(2 * wg * kMetaBlockBytes) +
                              static_cast<uint32_t>((16 * warp + 2 * g + (t & 1)) * 16);
-  // The metadata registers are read by the tensor cores while the wgmma group runs, like an A operand in
-  // registers, and ptxas does not guard them: a group still in flight saw the next step's metadata when
-  // one set of registers was reloaded (wrong products, more often under load). So steps alternate between
-  // two sets, and each set is kept live (an empty asm reading it) until the wait that completes the group
-  // that used it, so the two can never share registers.
-  const auto step = [&](int kt, uint32_t(&e)[2][4], uint32_t(&e_prev)[2][4]) {
+  // The metadata operand is a register the tensor cores read while the wgmma group runs, and ptxas did not
+  // guard it: reloading it for step kt + 1 with group kt in flight gave wrong products under load (the
+  // first GPU run). So each step waits for its own group before the next reload; stages still prefetch.
+  for (int kt = 0; kt < blocks_k; ++kt) {
     cp_async_wait<kStages - 2>();
     fence_proxy_async();
     __syncthreads();
     const uint32_t stage = stage_at(kt), sa = stage, sb = stage + kABytes;
+    uint32_t e[2][4];
 #pragma unroll
     for (int r = 0; r < 2; ++r) ld_shared_v4(e[r], stage + meta_slot + r * kMetaBlockBytes);
     pin(acc[0]);
@@ -217,22 +210,13 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_gemm_kernel(const GemmArgs
         wgmma_sp_m64n128k32(acc[r], desc_k_major(sa, kTileN, 128 * wg + 64 * r, s), b, e[r][s]);
     }
     wgmma_commit();
-    wgmma_wait<1>();  // group kt - 1 is complete: the stage and the metadata registers it read are free ...
-    keep_live(e_prev);
+    wgmma_wait<0>();  // the stage and the metadata registers are free ...
     pin(acc[0]);
     pin(acc[1]);
-    __syncthreads();  // ... in both warpgroups: refill the stage
+    __syncthreads();  // ... in both warpgroups: refill the stage read one step ago
     if (kt + kStages - 1 < blocks_k) loader.load(stage_at(kt + kStages - 1), kt + kStages - 1);
     cp_async_commit();
-  };
-  uint32_t e0[2][4], e1[2][4];
-  for (int kt = 0; kt < blocks_k; kt += 2) {
-    step(kt, e0, e1);
-    if (kt + 1 < blocks_k) step(kt + 1, e1, e0);
   }
-  wgmma_wait<0>();
-  keep_live(e0);  // the last group is complete: neither set is read any more
-  keep_live(e1);
   pin(acc[0]);
   pin(acc[1]);
   cp_async_wait<0>();

@@ -113,7 +113,7 @@ DeviceTensor output(Write mode, const std::vector<double>& init, DType dtype,
 const char* mode_name(Write mode) { return mode == Write::accumulate ? "accumulate" : "overwrite"; }
 
 // Every GEMM through the sparse layer in `arrangement`, against the cpu reference and cuBLASLt. Returns
-// which of forward, input grad and weight grad ran on cuSPARSELt.
+// which of forward, input grad and weight grad ran on a sparse kernel (cuSPARSELt's or ours).
 std::array<bool, 3> check_gemms(Problem& p, SparseGemmMode arrangement, Write mode, DType dw_type) {
   const auto [M, N, K] = std::tuple(p.M, p.N, p.K);
   SCOPED_TRACE(fmt::format("{} M={} N={} K={} {} dw {}", cuda::sparse_gemm_mode_name(arrangement), M, N, K,
