@@ -6,8 +6,9 @@
 //      (forward and input grad; it leaves dw dense), forced;
 //  (b) the FFN block forward + backward (gate_up, swiglu, down, and the dx and dw GEMMs of both linears,
 //      compressing both weights once per step as after an optimizer update): dense vs SparseLinear with
-//      the autotuner and with cuSPARSELt forced (MVUE pruning of dy and dh for sparse dw), and with our
-//      wgmma kernel (dense dw from the unpruned gradients, as --sparse-dw auto trains in that mode).
+//      the autotuner (MVUE only for a dw the autotuner runs sparse, exact dw elsewhere, as --sparse-dw
+//      auto trains), with cuSPARSELt forced (MVUE pruning of dy and dh, sparse dw), and with our wgmma
+//      kernel (exact dense dw, as --sparse-dw auto trains in that mode).
 // Times are means over --iters calls after a warm-up call (which also runs cuSPARSELt's kernel search);
 // TFLOP/s counts the dense-equivalent 2MNK per GEMM; "x" is dense time / this time (> 1: faster).
 // Usage: bench_sparse_ffn [--dims 768x2048,2048x8192,4096x14336] [--tokens 16384,32768,65536]
@@ -210,10 +211,11 @@ void bench_block(const Dims& d, int64_t M, const std::string& no_mvue) {
       down.backward(dy, a, da, Write::overwrite, dw_d, Write::accumulate, Tensor(), seed);
       swiglu_backward(da, h, dh);
       gate_up.backward(dh, x, dx, Write::overwrite, dw_gu, Write::accumulate, Tensor(), seed);
-    } else if (no_mvue.empty()) {
-      down.backward(dy, a, da, Write::overwrite, dw_d, Write::accumulate, dy_p, seed);
+    } else if (no_mvue.empty()) {  // as --sparse-dw auto: MVUE where the autotuner runs that dW sparse
+      const bool mvue_d = down.weight_grad_sparse(M, f32), mvue_gu = gate_up.weight_grad_sparse(M, f32);
+      down.backward(dy, a, da, Write::overwrite, dw_d, Write::accumulate, mvue_d ? dy_p : Tensor(), seed);
       swiglu_backward(da, h, dh);
-      gate_up.backward(dh, x, dx, Write::overwrite, dw_gu, Write::accumulate, dh, seed);
+      gate_up.backward(dh, x, dx, Write::overwrite, dw_gu, Write::accumulate, mvue_gu ? dh : Tensor(), seed);
     } else {
       down.backward(dy, a, da, Write::overwrite, Tensor(), Write::accumulate, Tensor(), seed);
       cuda::sparse_linear_weight_grad(g_d, a, dw_d, Write::accumulate, "mlp.down_proj");

@@ -54,7 +54,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device dev
       arena_(device),
       weight_copy_(device),
       sparse_copy_(device),
-      dense_dw_(sparsity.weight_grad_on(device) == WeightGrad::dense),
+      weight_grad_(sparsity.weight_grad_on(device)),
       recompute_(recompute == Recompute::norms_and_swiglu),
       inputs_(device, max_tokens, config.vocab_size) {
   const int64_t T = max_tokens, C = config.hidden_size, F = config.intermediate_size, D = config.head_dim;
@@ -155,6 +155,11 @@ const ops::SparseLinear* LlamaModel::sparse(size_t layer, FfnLinear which) const
   const SparseFfn& s = sparse_[layer];
   const auto& linear = which == FfnLinear::gate_up ? s.gate_up : s.down;
   return linear ? &*linear : nullptr;
+}
+
+bool LlamaModel::mvue_dw(const ops::SparseLinear& s, const Tensor& dw, int64_t T) const {
+  return weight_grad_ == WeightGrad::mvue ||
+         (weight_grad_ == WeightGrad::automatic && s.weight_grad_sparse(T, dw.dtype));
 }
 
 Tensor LlamaModel::param(const Tensor& flat, int64_t offset, std::initializer_list<int64_t> shape) {
@@ -384,14 +389,16 @@ void LlamaModel::forward_backward(const StagedBatch& batch, const Tensor& grads,
     }
     Tensor dw_down = param(grads, w.w_down, {C, F}), dw_gate_up = param(grads, w.w_gate_up, {2 * F, C});
     if (const ops::SparseLinear* s = sparse(l, FfnLinear::down))
-      s->backward(dx, act, dact, Write::overwrite, dw_down, Write::accumulate, dense_dw_ ? Tensor() : dtmp,
+      s->backward(dx, act, dact, Write::overwrite, dw_down, Write::accumulate,
+                  mvue_dw(*s, dw_down, T) ? dtmp : Tensor(),
                   mvue_seed_.at(static_cast<int>(l), FfnLinear::down));
     else
       ops::linear_backward(dx, act, weight(w.w_down, {C, F}), dact, Write::overwrite, dw_down,
                            Write::accumulate);
     ops::swiglu_backward(dact, arena_.view(a.h, {T, 2 * F}), dh);
     if (const ops::SparseLinear* s = sparse(l, FfnLinear::gate_up))
-      s->backward(dh, xn2, dxn, Write::overwrite, dw_gate_up, Write::accumulate, dense_dw_ ? Tensor() : dh,
+      s->backward(dh, xn2, dxn, Write::overwrite, dw_gate_up, Write::accumulate,
+                  mvue_dw(*s, dw_gate_up, T) ? dh : Tensor(),
                   mvue_seed_.at(static_cast<int>(l), FfnLinear::gate_up));
     else
       ops::linear_backward(dh, xn2, weight(w.w_gate_up, {2 * F, C}), dxn, Write::overwrite, dw_gate_up,

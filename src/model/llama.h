@@ -150,6 +150,8 @@ class LlamaModel {
   void refresh_sparse(const Tensor& source);
   // The layer's linear as it runs now: sparse while masks are set, else nullptr (dense).
   const ops::SparseLinear* sparse(size_t layer, FfnLinear which) const;
+  // Whether a sparse linear's dW of this T-token pass comes from the MVUE-pruned output gradient.
+  bool mvue_dw(const ops::SparseLinear& s, const Tensor& dw, int64_t T) const;
   // The pass's inputs: the staged batch's, acquired (its copy ordered before the pass's kernels).
   void begin_pass(const StagedBatch& batch);
   // The attention inputs of one layer for the pass's batch of T tokens.
@@ -181,7 +183,7 @@ class LlamaModel {
   const FfnMasks* masks_ = nullptr;
   MvueSeed mvue_seed_;
   std::function<void(int64_t)> backward_progress_;
-  bool dense_dw_ = false;
+  WeightGrad weight_grad_ = WeightGrad::dense;  // automatic: per shape (mvue_dw)
   bool recompute_ = false;
   BatchInputs inputs_;
   BatchInputs::View in_;  // the current pass's inputs

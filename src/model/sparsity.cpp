@@ -64,7 +64,7 @@ const char* weight_grad_name(WeightGrad mode) {
 
 WeightGrad SparsityConfig::weight_grad_on(Device device) const {
   if (weight_grad != WeightGrad::automatic) return weight_grad;
-  return ops::sparse_weight_grad_gemm(device) ? WeightGrad::mvue : WeightGrad::dense;
+  return ops::sparse_weight_grad_gemm(device) ? WeightGrad::automatic : WeightGrad::dense;
 }
 
 void parse_sparse_layers(const std::string& list, SparsityConfig& config) {

@@ -25,8 +25,9 @@ const char* ffn_linear_name(FfnLinear which);  // "gate_up", "down" (as --sparse
 
 // How a sparse linear computes its weight gradient: from the output gradient pruned 2:4 by MVUE (the
 // paper's unbiased estimator, which lets the dW GEMM run on sparse tensor cores), or from the dense output
-// gradient (exact). automatic takes MVUE only where the dW GEMM can run sparse (ops::sparse_weight_grad_gemm):
-// elsewhere the pruning would cost a pass over the gradient and add variance, and buy no speed.
+// gradient (exact). automatic takes MVUE only where the dW GEMM runs sparse, per layer shape as the GEMM
+// autotuner decides (ops::SparseLinear::weight_grad_sparse): elsewhere the pruning would cost a pass over
+// the gradient and add variance, and buy no speed.
 enum class WeightGrad : uint8_t { automatic, mvue, dense };
 WeightGrad parse_weight_grad(const std::string& text);  // "auto", "mvue", "dense"; throws naming --sparse-dw
 const char* weight_grad_name(WeightGrad mode);
@@ -44,7 +45,8 @@ struct SparsityConfig {
 
   bool sparse(FfnLinear which) const { return enabled && (which == FfnLinear::gate_up ? gate_up : down); }
   std::string layers() const;  // "gate_up,down", "gate_up" or "down"
-  // weight_grad for a model on `device`: mvue or dense, automatic resolved.
+  // weight_grad for a model on `device`: automatic stays only where the dW GEMM can run sparse at all
+  // (ops::sparse_weight_grad_gemm), else it is dense.
   WeightGrad weight_grad_on(Device device) const;
   // Throws naming the flag: sizes not multiples of 4, settings out of range, no sparse step left.
   void validate(const LlamaConfig& model, int64_t total_steps) const;

@@ -61,6 +61,15 @@ void check_tokens(const std::string& name, const char* what, int64_t M, int64_t 
 
 }  // namespace
 
+bool SparseLinear::weight_grad_sparse(int64_t tokens, DType dw_dtype) const {
+#ifdef PACKTRAIN_CUDA
+  if (accel_ && w_.dtype == DType::bf16 && sparse_weight_grad_gemm(Device::cuda))
+    return cuda::sparse_weight_grad_runs_sparse(tokens, w_.size(0), w_.size(1), dw_dtype);
+#endif
+  (void)tokens, (void)dw_dtype;
+  return false;
+}
+
 void SparseLinear::forward(const Tensor& x, const Tensor& y, Write mode) const {
   ArgCheck a("SparseLinear::forward");
   a.real("x", x, {-1, w_.size(1)}).real("w", w_, {-1, -1}).real("y", y, {x.size(0), w_.size(0)});

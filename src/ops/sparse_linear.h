@@ -46,6 +46,11 @@ class SparseLinear {
   void backward(const Tensor& dy, const Tensor& x, const Tensor& dx, Write dx_mode, const Tensor& dw,
                 Write dw_mode, const Tensor& dy_pruned, uint64_t seed) const;
 
+  // Whether dw of an M-token backward into a dw of dtype dw_dtype runs on sparse tensor cores, the only
+  // case where pruning dy by MVUE buys speed: on cuda the autotuner's choice for the shape (true until the
+  // first such call has decided), else false.
+  bool weight_grad_sparse(int64_t tokens, DType dw_dtype) const;
+
   const Tensor& weight() const { return w_; }
 
  private:

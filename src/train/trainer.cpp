@@ -292,12 +292,17 @@ TrainResult train(const TrainConfig& tc) {
              mib(dp.state_bytes()),
              tc.dist.zero1 ? fmt::format(" ({:.2f} MiB replicated)", mib(3 * total * int64_t{sizeof(float)}))
                            : std::string());
-    if (masks)
+    if (masks) {
+      // Indexed by WeightGrad: automatic, mvue, dense.
+      constexpr const char* dw_label[] = {"MVUE where the autotuner runs it sparse, else exact", "MVUE",
+                                          "exact"};
       log_info(
-          "2:4 sparse FFN ({}): sparse for steps {}-{} of {}, masks every {} steps, masked decay {:g}, {} dW",
+          "2:4 sparse FFN ({}): sparse for steps {}-{} of {}, masks every {} steps, masked decay {:g}, dW: "
+          "{}",
           tc.sparsity.layers(), schedule.sparse_begin() + 1, schedule.sparse_end(), tc.steps,
           tc.sparsity.mask_every, tc.sparsity.masked_decay,
-          tc.sparsity.weight_grad_on(device) == WeightGrad::mvue ? "MVUE" : "dense");
+          dw_label[static_cast<int>(tc.sparsity.weight_grad_on(device))]);
+    }
   }
 
   StepSource source(data.train(), packing, tc.grad_accum, state, dp_data);

@@ -9,8 +9,8 @@
 //   S[64 x 128] = Q[64 x D] K^T   wgmma m64n128k16, Q and K K-major in shared memory
 //   mask (causal, segment end), online softmax in registers (running max and sum per row, base 2)
 //   O[64 x D] += P V              wgmma m64nDk16, P from registers (bf16), V MN-major in shared memory
-// and lse = max * scale + log(sum) per row at the end. Not yet FA3: no producer warp or TMA, and the
-// warpgroups wait for each MMA, so the tensor cores idle during the softmax.
+// and lse = max * scale + log(sum) per row at the end. As in FA3, each warpgroup runs step j's softmax
+// while its P V of step j - 1 is in flight. Not yet FA3: no producer warp or TMA.
 #include <cmath>
 
 #include "ops/cuda/attention_kernels.h"
@@ -51,10 +51,56 @@ __device__ void write_pad_tile(const Args& a, int64_t start, int row0, int rows,
   for (int r = static_cast<int>(threadIdx.x); r < rows; r += kThreads)
     a.lse[static_cast<int64_t>(head) * a.T + start + row0 + r] = 0.0f;
 }
+
+// Step j's online softmax in place: masks the scores (causal, segment end), updates the running max and sum
+// per row, and leaves in s the probabilities and in rescale the factor by which o, which holds the steps
+// before j, must be multiplied before P V of step j accumulates into it. s[4 i + e] is row
+// thread_row0 + 8 (e / 2), key key0 + 8 i + 2 t + e % 2.
+__device__ inline void online_softmax(float (&s)[64], int key0, int real, int wg_row0, int thread_row0, int t,
+                                      float scale_log2, float (&row_max)[2], float (&row_sum)[2],
+                                      float (&rescale)[2]) {
+  if (key0 + kBlockN - 1 > wg_row0 || key0 + kBlockN > real) {  // the diagonal or the segment's end
+#pragma unroll
+    for (int i = 0; i < kBlockN / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = thread_row0 + 8 * (e / 2), key = key0 + 8 * i + 2 * t + e % 2;
+        if (key > row || key >= real) s[4 * i + e] = -INFINITY;
+      }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float m = row_max[h];
+#pragma unroll
+    for (int i = 0; i < kBlockN / 8; ++i) m = fmaxf(m, fmaxf(s[4 * i + 2 * h], s[4 * i + 2 * h + 1]));
+    m = quad_max(m);
+    // Rows with every score masked so far keep max -inf; subtracting 0 instead avoids inf - inf. Every
+    // real row sees key 0 in step 0, so no row's max stays -inf past it.
+    const float base = m == -INFINITY ? 0.0f : m * scale_log2;
+    rescale[h] = exp2f(row_max[h] * scale_log2 - base);
+    row_max[h] = m;
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kBlockN / 8; ++i)
+#pragma unroll
+      for (int e = 2 * h; e < 2 * h + 2; ++e) {
+        s[4 * i + e] = exp2f(fmaf(s[4 * i + e], scale_log2, -base));
+        sum += s[4 * i + e];
+      }
+    row_sum[h] = row_sum[h] * rescale[h] + sum;
+  }
+}
+
+template <int D>
+__device__ inline void rescale_rows(float (&o)[D / 2], const float (&rescale)[2]) {
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[4 * n + e] *= rescale[e / 2];
+}
 #endif  // PT_SM90A
 
-// Registers: __launch_bounds__(256, 1) lets ptxas use up to 255 per thread; it takes 212 (D = 128) and 154
-// (D = 64) with no local memory.
+// Registers: __launch_bounds__(256, 1) lets ptxas use up to 255 per thread.
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a, const int* order) {
 #if PT_SM90A
@@ -80,107 +126,85 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
   const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
   const int wg_row0 = row0 + 64 * wg;               // the warpgroup's first query row in the segment
   const int thread_row0 = wg_row0 + 16 * warp + g;  // this thread's rows: thread_row0 and thread_row0 + 8
-
-  // cp.async groups in commit order: Q, K0, V0, then K(j+1), V(j+1) after step j's first barrier. Step j
-  // starts with K(j), V(j) as its newest groups: wait_group 1 completes K(j) (and Q); after the prefetch
-  // V(j), K(j+1), V(j+1) are the newest, so wait_group 2 completes V(j) (the last step: 0).
-  load_tile<D, kSm90Rows, kThreads>(sq, a.q, start, row0, real, a.H, head);
-  cp_async_commit();
   const int key_end = min(real, row0 + kSm90Rows);  // causal: the tile's last query sees keys < row0 + 128
   const int steps = (key_end + kBlockN - 1) / kBlockN;
-  load_tile<D, kBlockN, kThreads>(sk(0), a.k, start, 0, real, a.Hkv, kv_head);
-  cp_async_commit();
-  load_tile<D, kBlockN, kThreads>(sv(0), a.v, start, 0, real, a.Hkv, kv_head);
-  cp_async_commit();
-
   const float scale_log2 = a.scale * kLog2e;
-  float o[D / 2];
-#pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
-  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
-
-  for (int j = 0; j < steps; ++j) {
-    const int stage = j & 1, key0 = j * kBlockN;
-    const bool prefetch = j + 1 < steps;
-    cp_async_wait<1>();
-    fence_proxy_async();
-    // K(j) is visible to both warpgroups, and both have waited for step j - 1's MMAs, the last readers of
-    // the other stage: it can be refilled.
-    __syncthreads();
-    if (prefetch) {
-      load_tile<D, kBlockN, kThreads>(sk(stage ^ 1), a.k, start, key0 + kBlockN, real, a.Hkv, kv_head);
-      cp_async_commit();
-      load_tile<D, kBlockN, kThreads>(sv(stage ^ 1), a.v, start, key0 + kBlockN, real, a.Hkv, kv_head);
-      cp_async_commit();
-    }
-
-    float s[64];
-#pragma unroll
-    for (int i = 0; i < 64; ++i) s[i] = 0.0f;
-    pin(s);
+  const auto issue_s = [&](float(&s)[64], int j) {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
       wgmma_m64nNk16_ss<128>(s, desc_k_major(sq, kSm90Rows, 64 * wg, kk),
-                             desc_k_major(sk(stage), kBlockN, 0, kk));
+                             desc_k_major(sk(j & 1), kBlockN, 0, kk), kk > 0);
     wgmma_commit();
-    wgmma_wait<0>();  // the softmax reads s
-    pin(s);
-
-    // s[4 i + e] is row thread_row0 + 8 (e / 2), key key0 + 8 i + 2 t + e % 2. Every real row sees key 0
-    // in step 0, so no row's max stays -inf past it.
-    if (key0 + kBlockN - 1 > wg_row0 || key0 + kBlockN > real) {  // the diagonal or the segment's end
-#pragma unroll
-      for (int i = 0; i < kBlockN / 8; ++i)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int row = thread_row0 + 8 * (e / 2), key = key0 + 8 * i + 2 * t + e % 2;
-          if (key > row || key >= real) s[4 * i + e] = -INFINITY;
-        }
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float m = row_max[h];
-#pragma unroll
-      for (int i = 0; i < kBlockN / 8; ++i) m = fmaxf(m, fmaxf(s[4 * i + 2 * h], s[4 * i + 2 * h + 1]));
-      m = quad_max(m);
-      // Rows with every score masked so far keep max -inf; subtracting 0 instead avoids inf - inf.
-      const float base = m == -INFINITY ? 0.0f : m * scale_log2;
-      const float rescale = exp2f(row_max[h] * scale_log2 - base);
-      row_max[h] = m;
-      float sum = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kBlockN / 8; ++i)
-#pragma unroll
-        for (int e = 2 * h; e < 2 * h + 2; ++e) {
-          s[4 * i + e] = exp2f(fmaf(s[4 * i + e], scale_log2, -base));
-          sum += s[4 * i + e];
-        }
-      row_sum[h] = row_sum[h] * rescale + sum;
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n) o[4 * n + 2 * h] *= rescale, o[4 * n + 2 * h + 1] *= rescale;
-    }
-    uint32_t p[kBlockN / 16][4];
-    to_a_fragments(s, p);
-
-    if (prefetch)
-      cp_async_wait<2>();  // V(j) has landed
-    else
-      cp_async_wait<0>();
-    fence_proxy_async();
-    __syncthreads();
-
-    // The rescaled o and the freshly written p are wgmma registers: both before the fence.
-    pin(o);
+  };
+  const auto issue_pv = [&](float(&o)[D / 2], uint32_t(&p)[kBlockN / 16][4], int j) {
+    pin(o);  // the rescaled o and the freshly written p are wgmma registers: both before the fence
     pin(p);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk)
-      wgmma_m64nNk16_rs<D>(o, p[kk], desc_mn_major(sv(stage), kBlockN, kk));
+      wgmma_m64nNk16_rs<D>(o, p[kk], desc_mn_major(sv(j & 1), kBlockN, kk));
     wgmma_commit();
-    wgmma_wait<0>();  // o is rescaled next step, and this stage's reads complete before step j + 1's barrier
+  };
+
+  // Shared memory: K(j) and V(j) in stage j % 2. cp.async groups in commit order: {Q, K0}, {V0, K1}, then
+  // {V(j), K(j + 1)} at step j's barrier. Each barrier waits for every group: the newest holds what the
+  // step reads, issued a whole step earlier.
+  load_tile<D, kSm90Rows, kThreads>(sq, a.q, start, row0, real, a.H, head);
+  load_tile<D, kBlockN, kThreads>(sk(0), a.k, start, 0, real, a.Hkv, kv_head);
+  cp_async_commit();
+  load_tile<D, kBlockN, kThreads>(sv(0), a.v, start, 0, real, a.Hkv, kv_head);
+  if (steps > 1) load_tile<D, kBlockN, kThreads>(sk(1), a.k, start, kBlockN, real, a.Hkv, kv_head);
+  cp_async_commit();
+
+  // Software pipeline (FA3's intra-warpgroup overlap): step j issues S(j) = Q K(j)^T, then P V of step
+  // j - 1, and runs step j's softmax while that MMA is in flight. Step 0's S and the last P V stand alone.
+  float o[D / 2], s[64], row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f}, rescale[2];
+  uint32_t p[kBlockN / 16][4];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+  cp_async_wait<1>();
+  fence_proxy_async();
+  __syncthreads();
+  issue_s(s, 0);
+  wgmma_wait<0>();
+  pin(s);
+  online_softmax(s, 0, real, wg_row0, thread_row0, t, scale_log2, row_max, row_sum, rescale);
+  to_a_fragments(s, p);
+
+  for (int j = 1; j < steps; ++j) {
+    cp_async_wait<0>();
+    fence_proxy_async();
+    // K(j) and V(j - 1) are visible to both warpgroups, and both have completed S(j - 1) and P V of step
+    // j - 2, the last readers of K's stage (j + 1) % 2 and V's stage j % 2: they can be refilled.
+    __syncthreads();
+    load_tile<D, kBlockN, kThreads>(sv(j & 1), a.v, start, j * kBlockN, real, a.Hkv, kv_head);
+    if (j + 1 < steps)
+      load_tile<D, kBlockN, kThreads>(sk((j + 1) & 1), a.k, start, (j + 1) * kBlockN, real, a.Hkv, kv_head);
+    cp_async_commit();
+
+    issue_s(s, j);
+    rescale_rows<D>(o, rescale);
+    issue_pv(o, p, j - 1);
+    wgmma_wait<1>();  // S(j) is done; P V of step j - 1 runs on during the softmax
+    pin(s);
+    online_softmax(s, j * kBlockN, real, wg_row0, thread_row0, t, scale_log2, row_max, row_sum, rescale);
+    // p is rewritten next. ptxas schedules this wait above the exponentials (not above the masking and
+    // the max): only part of the softmax overlaps P V; the rest of the gain is S(j) and P V(j - 1) issued
+    // back to back.
+    wgmma_wait<0>();
     pin(o);
+    pin(p);
+    to_a_fragments(s, p);
   }
+
+  cp_async_wait<0>();
+  fence_proxy_async();
+  __syncthreads();  // the last V tile is visible to both warpgroups
+  rescale_rows<D>(o, rescale);
+  issue_pv(o, p, steps - 1);
+  wgmma_wait<0>();
+  pin(o);
 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {

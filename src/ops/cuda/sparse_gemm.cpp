@@ -362,6 +362,20 @@ class Engine {
     return true;
   }
 
+  // Whether run() would take a sparse path for a weight-gradient call of this shape (see the header).
+  bool weight_grad_sparse(int64_t M, int64_t N, int64_t K, DType out, SparseGemmMode mode) {
+    const int64_t M0 = sparse_gemm_grid_rows(M);
+    if (M0 == 0 || N % 16 != 0 || K % 16 != 0) return false;
+    const BucketKey bucket{SparseGemmKind::weight_grad,
+                           N,
+                           K,
+                           DType::bf16,
+                           out,
+                           static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>(M0)))};
+    const auto it = choices_.find({bucket, mode});
+    return it == choices_.end() || it->second != Path::dense;
+  }
+
   // The weight's compressed copy for this GEMM and arrangement, made with the plan at hand when stale.
   // The copy depends on the sparse operand's descriptor, op and position, which all plans of one
   // arrangement share, so one copy serves every M0.
@@ -753,6 +767,20 @@ void sparse_linear_forward(const Tensor& x, SparseWeight& w, const Tensor& y, Wr
 void sparse_linear_input_grad(const Tensor& dy, SparseWeight& w, const Tensor& dx, Write mode,
                               const std::string& name) {
   run({SparseGemmKind::input_grad, dy, Tensor(), &w, dx, mode, name, dy.shape[0], dy.shape[1], dx.shape[1]});
+}
+
+bool sparse_weight_grad_runs_sparse(int64_t M, int64_t N, int64_t K, DType out) {
+#ifdef PACKTRAIN_CUSPARSELT
+  const SparseGemmMode mode = sparse_gemm_mode();
+  if (mode == SparseGemmMode::dense || mode == SparseGemmMode::wgmma) return false;
+  Engine* engine = Engine::get();
+  if (!engine) return false;
+  const std::lock_guard lock(engine->mutex);
+  return engine->weight_grad_sparse(M, N, K, out, mode);
+#else
+  (void)M, (void)N, (void)K, (void)out;
+  return false;
+#endif
 }
 
 void sparse_linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, Write mode,

@@ -25,11 +25,12 @@
 
 namespace pt::ops::cuda {
 
-// automatic: per bucket the fastest of dense and both cuSPARSELt arrangements. sparse: the faster cuSPARSELt arrangement. sparse_a / sparse_b: the 2:4
-// operand as cuSPARSELt's A (B) operand. wgmma: our kernel (ops/cuda/sparse_gemm_sm90.h) for the forward
-// and the input gradient where it takes the shape, dense dW. dense: cuBLASLt only.
-// Sparse modes still run dense where cuSPARSELt cannot: other dtypes, shapes not multiples of 16, operands
-// not 16-byte aligned, fewer than 32 rows, or a plan cuSPARSELt refuses (logged once).
+// automatic: per bucket the fastest of dense and both cuSPARSELt arrangements. sparse: the faster cuSPARSELt
+// arrangement. sparse_a / sparse_b: the 2:4 operand as cuSPARSELt's A (B) operand. wgmma: our kernel
+// (ops/cuda/sparse_gemm_sm90.h) for the forward and the input gradient where it takes the shape, dense dW.
+// dense: cuBLASLt only. Sparse modes still run dense where cuSPARSELt cannot: other dtypes, shapes not
+// multiples of 16, operands not 16-byte aligned, fewer than 32 rows, or a plan cuSPARSELt refuses (logged
+// once).
 enum class SparseGemmMode { automatic, sparse, sparse_a, sparse_b, wgmma, dense };
 
 // "auto", "sparse", "sparse-a", "sparse-b", "wgmma", "dense"; anything else fails naming the accepted values.
@@ -88,6 +89,10 @@ void sparse_linear_forward(const Tensor& x, SparseWeight& w, const Tensor& y, Wr
 // dx[M,K] (=|+=) dy[M,N] W.
 void sparse_linear_input_grad(const Tensor& dy, SparseWeight& w, const Tensor& dx, Write mode,
                               const std::string& name);
+// Whether a weight-gradient call dw[N,K] (out dtype) = g[M,N]^T x[M,K] with bf16 g and x runs on sparse
+// tensor cores in the current mode: the autotuner's choice for its bucket, true while it has not decided
+// (the first call decides), false where the mode or the shape keeps it dense.
+bool sparse_weight_grad_runs_sparse(int64_t M, int64_t N, int64_t K, DType out);
 // dw[N,K] (=|+=) g^T x, where every column of g[M,N] keeps at most 2 of each 4 rows 4i..4i+3 (the
 // MVUE24 output). A g that is not 2:4 gives wrong sparse results: the caller guarantees the pattern.
 void sparse_linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, Write mode,

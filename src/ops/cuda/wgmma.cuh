@@ -132,11 +132,12 @@ __device__ inline void pin(uint32_t (&r)[N][M]) {
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
       "+f"(d[i + 6]), "+f"(d[i + 7])
 
-// d[N/2] += A[64 x 16] B[16 x N], A and B in shared memory. The operands after the descriptors: scale-d
-// (true: accumulate; callers zero d before the first k-step), imm-scale-a/b 1, imm-trans-a/b kTransA /
+// d[N/2] += A[64 x 16] B[16 x N], A and B in shared memory (accumulate false: d = A B, which spares the
+// zeroing instructions that would make ptxas serialize a wgmma still in flight on other registers). The
+// operands after the descriptors: scale-d (accumulate), imm-scale-a/b 1, imm-trans-a/b kTransA /
 // kTransB (0: K-major, 1: MN-major; the transposed forms exist for bf16/f16 only, which this is).
 template <int N, int kTransA = 0, int kTransB = 0>
-__device__ inline void wgmma_m64nNk16_ss(float (&d)[N / 2], uint64_t a, uint64_t b) {
+__device__ inline void wgmma_m64nNk16_ss(float (&d)[N / 2], uint64_t a, uint64_t b, bool accumulate = true) {
   static_assert(N == 32 || N == 64 || N == 128);
   if constexpr (N == 32) {
     asm volatile(
@@ -148,7 +149,7 @@ __device__ inline void wgmma_m64nNk16_ss(float (&d)[N / 2], uint64_t a, uint64_t
         "%16, %17, p, 1, 1, %19, %20;\n"
         "}\n"
         : PT_WGMMA_F8(d, 0), PT_WGMMA_F8(d, 8)
-        : "l"(a), "l"(b), "r"(1), "n"(kTransA), "n"(kTransB));
+        : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)), "n"(kTransA), "n"(kTransB));
   } else if constexpr (N == 64) {
     asm volatile(
         "{\n"
@@ -160,7 +161,7 @@ __device__ inline void wgmma_m64nNk16_ss(float (&d)[N / 2], uint64_t a, uint64_t
         "%32, %33, p, 1, 1, %35, %36;\n"
         "}\n"
         : PT_WGMMA_F8(d, 0), PT_WGMMA_F8(d, 8), PT_WGMMA_F8(d, 16), PT_WGMMA_F8(d, 24)
-        : "l"(a), "l"(b), "r"(1), "n"(kTransA), "n"(kTransB));
+        : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)), "n"(kTransA), "n"(kTransB));
   } else {
     asm volatile(
         "{\n"
@@ -175,7 +176,7 @@ __device__ inline void wgmma_m64nNk16_ss(float (&d)[N / 2], uint64_t a, uint64_t
         "}\n"
         : PT_WGMMA_F8(d, 0), PT_WGMMA_F8(d, 8), PT_WGMMA_F8(d, 16), PT_WGMMA_F8(d, 24), PT_WGMMA_F8(d, 32),
           PT_WGMMA_F8(d, 40), PT_WGMMA_F8(d, 48), PT_WGMMA_F8(d, 56)
-        : "l"(a), "l"(b), "r"(1), "n"(kTransA), "n"(kTransB));
+        : "l"(a), "l"(b), "r"(static_cast<int>(accumulate)), "n"(kTransA), "n"(kTransB));
   }
 }
 

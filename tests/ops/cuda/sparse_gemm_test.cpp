@@ -375,6 +375,28 @@ TEST(SparseGemm, AutotunerDecidesOncePerBucketAndStaysCorrect) {
   EXPECT_EQ(after.dense_calls - before.dense_calls, 1);
 }
 
+// What SparseLinear::weight_grad_sparse (and so --sparse-dw auto) asks: true until the autotuner has
+// decided the bucket, then whether the call it timed ran sparse; false in modes that keep dW dense.
+TEST(SparseGemm, WeightGradRunsSparseFollowsTheAutotunersChoice) {
+  SKIP_WITHOUT_SPARSE_GEMM();
+  const int64_t M = 2048, N = 512, K = 256;  // a shape no other test decides
+  {
+    const ModeGuard dense(SparseGemmMode::dense);
+    EXPECT_FALSE(cuda::sparse_weight_grad_runs_sparse(M, N, K, DType::f32));
+  }
+  const ModeGuard guard(SparseGemmMode::automatic);
+  EXPECT_TRUE(cuda::sparse_weight_grad_runs_sparse(M, N, K, DType::f32)) << "undecided";
+  EXPECT_FALSE(cuda::sparse_weight_grad_runs_sparse(16, N, K, DType::f32)) << "too few rows for a plan";
+  Problem p(M, N, K);
+  DeviceTensor dw = poisoned(DType::f32, {N, K});
+  const auto before = cuda::sparse_gemm_stats();
+  cuda::sparse_linear_weight_grad(p.d_g.t, p.d_x.t, dw.t, Write::overwrite, "asked");
+  EXPECT_CLOSE(dw.t, p.dw, tolerance(DType::bf16, true));
+  const bool ran_sparse = cuda::sparse_gemm_stats().sparse_calls > before.sparse_calls;
+  EXPECT_EQ(cuda::sparse_weight_grad_runs_sparse(M, N, K, DType::f32), ran_sparse);
+  EXPECT_EQ(cuda::sparse_weight_grad_runs_sparse(M + 100, N, K, DType::f32), ran_sparse) << "same bucket";
+}
+
 }  // namespace
 }  // namespace pt::ops
 
