@@ -12,8 +12,9 @@
 // larger M) go through cuBLASLt (for dw: added to the sparse part). So no padded copies are made and no row
 // beyond M is ever read. Choices are made once per GEMM, shape and octave of M0 (the bucket):
 // cusparseLtMatmulSearch picks the sparse kernel, then, in automatic mode, the sparse arrangements and the
-// dense GEMM are timed on the real operands (median of a few runs with CUDA events) and the fastest is kept
-// and logged.
+// dense GEMM are timed on the real operands (median of a few runs with CUDA events), a forward or input
+// gradient on cuSPARSELt charged with compressing the weight once (it is compressed again after every
+// optimizer step), and the fastest is kept and logged.
 #pragma once
 
 #include <cstdint>
