@@ -39,9 +39,8 @@ SparseGemmMode parse_sparse_gemm_mode(const std::string& text);
 const char* sparse_gemm_mode_name(SparseGemmMode mode);
 // PACKTRAIN_SPARSE_GEMM unless set_sparse_gemm_mode() chose one. The default is dense: on the H200 the
 // sparse kernels win per GEMM from 2048/8192 up (bench_sparse_ffn: forward 1.35-1.5x, input gradient
-// 1.6-1.8x), but compressing W and W^T after every step and the pruned output gradient for dW cost more
-// than that saves in the FFN block below ~64k tokens per step, so `auto` is for large steps until the
-// compression is fused into the optimizer step.
+// 1.5-1.7x), but cuSPARSELt's compression of W after every step costs about as much (0.36-2.7 ms per
+// weight at those shapes), so `auto`, which charges it, runs the FFN block at 1.00-1.02x of dense.
 SparseGemmMode sparse_gemm_mode();
 void set_sparse_gemm_mode(SparseGemmMode mode);
 
