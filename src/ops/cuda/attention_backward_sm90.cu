@@ -122,21 +122,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       // A warpgroup whose keys all lie after every real query of the step has P = dS = 0: it skips the
       // step, and the dQ product below reads none of its dS^T rows (that happens only when row0 == key0).
       if (wg_key0 < min(row0 + kRows, real)) {
-        float s[32], dp[32];  // s[4 i + 2 h + e]: key thread_key0 + 8 h, query row0 + 8 i + 2 t + e
-#pragma unroll
-        for (int i = 0; i < 32; ++i) s[i] = dp[i] = 0.0f;
-        pin(s);
-        pin(dp);
+        // s[4 i + 2 h + e]: key thread_key0 + 8 h, query row0 + 8 i + 2 t + e. Both written by their first
+        // k-step (accumulate false), so no instructions zero them.
+        float s[32], dp[32];
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
           wgmma_m64nNk16_ss<64>(s, desc_k_major(sk, kBackwardKeys, 64 * wg, kk),
-                                desc_k_major(sq(buf), kRows, 0, kk));
+                                desc_k_major(sq(buf), kRows, 0, kk), kk > 0);
         wgmma_commit();
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
           wgmma_m64nNk16_ss<64>(dp, desc_k_major(sv, kBackwardKeys, 64 * wg, kk),
-                                desc_k_major(sdo(buf), kRows, 0, kk));
+                                desc_k_major(sdo(buf), kRows, 0, kk), kk > 0);
         wgmma_commit();
         wgmma_wait<1>();  // S^T is ready; dP^T's MMAs run on under the exponentials
         pin(s);
@@ -197,15 +195,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       // dQ[64 x D/2] of the step's queries, columns D/2 wg on: the contraction runs over the key tile's
       // rows, but keys past row0 + 63 have dS = 0, so a diagonal step (row0 == key0) stops after 64.
       float dq[D / 4];  // dq[4 i + 2 h + e]: query row0 + 16 warp + g + 8 h, column D/2 wg + 8 i + 2 t + e
-#pragma unroll
-      for (int i = 0; i < D / 4; ++i) dq[i] = 0.0f;
       const auto dq_product = [&](auto ksteps) {  // a fixed count: no branch between the wgmmas
-        pin(dq);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < decltype(ksteps)::value; ++kk)
           wgmma_m64nNk16_ss<D / 2, 1, 1>(dq, desc_mn_major(sds, kBackwardKeys, kk),
-                                         desc_mn_major(sk, kBackwardKeys, kk, D / 2 * wg));
+                                         desc_mn_major(sk, kBackwardKeys, kk, D / 2 * wg), kk > 0);
         wgmma_commit();
         wgmma_wait<0>();
         pin(dq);
