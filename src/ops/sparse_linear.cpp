@@ -63,7 +63,7 @@ void check_tokens(const std::string& name, const char* what, int64_t M, int64_t 
 
 bool SparseLinear::weight_grad_sparse(int64_t tokens, DType dw_dtype) const {
 #ifdef PACKTRAIN_CUDA
-  if (accel_ && w_.dtype == DType::bf16 && sparse_weight_grad_gemm(Device::cuda))
+  if (accel_ && w_.dtype == DType::bf16)
     return cuda::sparse_weight_grad_runs_sparse(tokens, w_.size(0), w_.size(1), dw_dtype);
 #endif
   (void)tokens, (void)dw_dtype;

@@ -293,15 +293,15 @@ TrainResult train(const TrainConfig& tc) {
              tc.dist.zero1 ? fmt::format(" ({:.2f} MiB replicated)", mib(3 * total * int64_t{sizeof(float)}))
                            : std::string());
     if (masks) {
-      // Indexed by WeightGrad: automatic, mvue, dense.
-      constexpr const char* dw_label[] = {"MVUE where the autotuner runs it sparse, else exact", "MVUE",
-                                          "exact"};
+      const WeightGrad dw = tc.sparsity.weight_grad_on(device);
       log_info(
           "2:4 sparse FFN ({}): sparse for steps {}-{} of {}, masks every {} steps, masked decay {:g}, dW: "
           "{}",
           tc.sparsity.layers(), schedule.sparse_begin() + 1, schedule.sparse_end(), tc.steps,
           tc.sparsity.mask_every, tc.sparsity.masked_decay,
-          dw_label[static_cast<int>(tc.sparsity.weight_grad_on(device))]);
+          dw == WeightGrad::mvue    ? "MVUE"
+          : dw == WeightGrad::dense ? "exact"
+                                    : "MVUE where the autotuner runs it sparse, else exact");
     }
   }
 

@@ -321,6 +321,9 @@ bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kAlignment
 
 // (GEMM, N, K, operand dtype, output dtype, lowest M0 of the octave)
 using BucketKey = std::tuple<SparseGemmKind, int64_t, int64_t, DType, DType, int64_t>;
+BucketKey bucket_of(SparseGemmKind kind, int64_t M0, int64_t N, int64_t K, DType act, DType out) {
+  return {kind, N, K, act, out, static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>(M0)))};
+}
 // (GEMM, sparse as A, M0, N, K, operand dtype, output dtype)
 using PlanKey = std::tuple<SparseGemmKind, bool, int64_t, int64_t, int64_t, DType, DType>;
 
@@ -341,9 +344,7 @@ class Engine {
   bool run(const Call& c, SparseGemmMode mode) {
     const int64_t M0 = sparse_gemm_grid_rows(c.M);
     if (M0 == 0 || !eligible(c)) return false;
-    const BucketKey bucket{c.kind,      c.N,
-                           c.K,         c.act.dtype,
-                           c.out.dtype, static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>(M0)))};
+    const BucketKey bucket = bucket_of(c.kind, M0, c.N, c.K, c.act.dtype, c.out.dtype);
     const Path path = choose(c, M0, bucket, mode);
     if (path == Path::dense) return false;
     if (path == Path::wgmma) {  // every row: the kernel masks the last tile
@@ -366,13 +367,7 @@ class Engine {
   bool weight_grad_sparse(int64_t M, int64_t N, int64_t K, DType out, SparseGemmMode mode) {
     const int64_t M0 = sparse_gemm_grid_rows(M);
     if (M0 == 0 || N % 16 != 0 || K % 16 != 0) return false;
-    const BucketKey bucket{SparseGemmKind::weight_grad,
-                           N,
-                           K,
-                           DType::bf16,
-                           out,
-                           static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>(M0)))};
-    const auto it = choices_.find({bucket, mode});
+    const auto it = choices_.find({bucket_of(SparseGemmKind::weight_grad, M0, N, K, DType::bf16, out), mode});
     return it == choices_.end() || it->second != Path::dense;
   }
 
