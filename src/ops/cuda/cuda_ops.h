@@ -50,7 +50,7 @@ double sum_of_squares(std::span<const Tensor> tensors);
 void scale(std::span<const Tensor> tensors, double factor);
 // clip_grad_norm with the norm written to norm (f64 [1]) and the factor applied on the device: no wait.
 void clip_grad_norm_deferred(std::span<const Tensor> grads, double max_norm, const Tensor& norm);
-void add(const Tensor& src, const Tensor& dst);   // dst += src
+void add(const Tensor& src, const Tensor& dst);   // dst += src; also a bf16 src into an f32 dst
 void copy(const Tensor& src, const Tensor& dst);  // queued on the stream (cudaMemcpy would wait for it)
 // f32 <-> bf16 with pt::float_to_bf16's rounding bit for bit, so host and device copies of weights agree.
 void cast(const Tensor& src, const Tensor& dst);

@@ -13,8 +13,8 @@ constexpr int kCastVec = 8;  // elements per thread and step of a cast: 16 bytes
 
 // Grid-stride loops over whole vectors of kVec elements, then the n % kVec tail one element per thread.
 // A thread reads its elements before writing them, so src may be dst.
-template <class T, int kVec>
-__global__ void add_kernel(const T* src, T* dst, int64_t n) {
+template <class S, class T, int kVec>
+__global__ void add_kernel(const S* src, T* dst, int64_t n) {
   const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x,
                 stride = int64_t{gridDim.x} * blockDim.x;
   const int64_t body = n / kVec * kVec;
@@ -101,14 +101,17 @@ void add(const Tensor& src, const Tensor& dst) {
   const int64_t n = dst.numel();
   if (n == 0) return;
   const bool vector = aligned16({src.data, dst.data});
-  dispatch_float("add", "dst", dst.dtype, [&](auto tag) {
-    using E = decltype(tag);
-    constexpr int kVec = kPack16<E>;
-    auto kernel = vector ? add_kernel<E, kVec> : add_kernel<E, 1>;
+  const auto launch = [&](auto src_tag, auto dst_tag) {
+    using S = decltype(src_tag);
+    using T = decltype(dst_tag);
+    constexpr int kVec = kPack16<T>;
+    auto kernel = vector ? add_kernel<S, T, kVec> : add_kernel<S, T, 1>;
     kernel<<<grid_stride_blocks(vector ? n / kVec + 1 : n, kThreads), kThreads, 0, current_stream()>>>(
-        data<E>(src), data<E>(dst), n);
+        data<S>(src), data<T>(dst), n);
     PT_CUDA_CHECK_LAUNCH();
-  });
+  };
+  if (src.dtype == DType::bf16 && dst.dtype == DType::f32) return launch(__nv_bfloat16{}, float{});
+  dispatch_float("add", "dst", dst.dtype, [&](auto tag) { launch(tag, tag); });
 }
 
 }  // namespace pt::ops::cuda

@@ -7,6 +7,9 @@
 // position, the product is computed transposed, D^T[n,m] = op'(Q) op'(P) with both ops flipped, into D's
 // memory seen column-major. The 2:4 groups always run along k, so one dense W gives the forward and the
 // input-gradient copies through different ops, and the MVUE output g needs no transpose either.
+// Where the 2:4 operand is cuSPARSELt's A, our cusparselt_pack24 writes its compressed form (reading W^T
+// and g^T from W and g as they lie), checked against cuSPARSELt's own compression at start-up; the f32
+// weight gradient, which cuSPARSELt does not produce from bf16 operands, is its bf16 product added in.
 // Beside cuSPARSELt, the forward and the input gradient can run on our own wgmma.sp kernel
 // (ops/cuda/sparse_gemm_sm90.h), whose operand format one cheap pass writes from W (and from W^T).
 #include "ops/cuda/sparse_gemm.h"
@@ -36,6 +39,7 @@
 #include "core/log.h"
 #include "ops/cuda/check.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/cusparselt_pack.h"
 #include "ops/cuda/sparse_gemm_sm90.h"
 #include "ops/cuda/stream.h"
 
@@ -109,6 +113,10 @@ cusparseOperation_t lt_op(bool trans) {
 }
 
 constexpr uint32_t kAlignment = 16;  // bytes; eligible() checks every pointer
+// cuSPARSELt 0.8's GEMMs read whole k-tiles of a compressed operand: where the contraction is not a
+// multiple of their tile (64 and 128 seen) they read up to 512 bytes past the size it reports
+// (compute-sanitizer). Compressed buffers keep this much zeroed slack after it.
+constexpr size_t kCompressedSlack = 16 << 10;
 
 // A row-major matrix as stored, and whether the product reads it transposed.
 struct Stored {
@@ -117,15 +125,20 @@ struct Stored {
 };
 
 // One GEMM as cuSPARSELt is asked to compute it: D[m,n] = op(A) op(B), D row-major, or column-major
-// when `swapped` (A is then the canonical Q: the transposed product).
+// when `swapped` (A is then the canonical Q: the transposed product). `packed`: the 2:4 A is written by
+// cusparselt_pack24 as a row-major op-N matrix, from the transpose of the stored tensor when
+// `pack_transposed` (W^T for the input gradient, g^T for the weight gradient).
 struct Arrangement {
   Stored a, b;
   bool sparse_a = false;
   bool swapped = false;
+  bool packed = false, pack_transposed = false;
   int64_t m = 0, n = 0;
 };
 
-Arrangement arrange(SparseGemmKind kind, int64_t M, int64_t N, int64_t K, bool sparse_a) {
+// The canonical arrangement with the 2:4 operand in the asked position; with own_pack, a 2:4 A whose
+// shape cusparselt_pack24 takes is recast as the row-major op-N matrix that it writes.
+Arrangement arrange(SparseGemmKind kind, int64_t M, int64_t N, int64_t K, bool sparse_a, bool own_pack) {
   Stored p, q;
   int64_t m = 0, n = 0;
   bool p_sparse = false;
@@ -140,8 +153,16 @@ Arrangement arrange(SparseGemmKind kind, int64_t M, int64_t N, int64_t K, bool s
       p = {M, N, true}, q = {M, K, false}, m = N, n = K, p_sparse = true;
       break;
   }
-  if (p_sparse == sparse_a) return {p, q, sparse_a, false, m, n};
-  return {{q.rows, q.cols, !q.trans}, {p.rows, p.cols, !p.trans}, sparse_a, true, n, m};
+  Arrangement arr = p_sparse == sparse_a
+                        ? Arrangement{p, q, sparse_a, false, false, false, m, n}
+                        : Arrangement{{q.rows, q.cols, !q.trans}, {p.rows, p.cols, !p.trans}, sparse_a, true,
+                                      false, false, n, m};
+  if (sparse_a && own_pack) {
+    const Stored a = arr.a;
+    const int64_t rows = a.trans ? a.cols : a.rows, cols = a.trans ? a.rows : a.cols;
+    if (cusparselt_pack_fits(rows, cols)) arr.a = {rows, cols, false}, arr.packed = true, arr.pack_transposed = a.trans;
+  }
+  return arr;
 }
 
 // cuSPARSELt objects, destroyed only when a plan under construction is abandoned.
@@ -175,6 +196,7 @@ struct AlgConfig {
 
 struct Plan {
   Arrangement arr;
+  DType out = DType::bf16;  // D's type: bf16 for an f32 weight gradient too (converted after)
   MatDesc a, b, d;
   cusparseLtMatmulDescriptor_t matmul{};
   cusparseLtMatmulAlgSelection_t alg{};
@@ -381,12 +403,30 @@ class Engine {
     return form.data.data();
   }
 
-  // The plan's 2:4 operand compressed from `dense` into dst, which grows to fit.
+  // Whether cuSPARSELt sizes the compressed 2:4 A as cusparselt_pack24 writes it (no padding).
+  bool pack_size_agrees(const Stored& a) {
+    MatDesc desc;
+    desc.init(handle_, a, true, DType::bf16);
+    size_t size = 0, buffer = 0;
+    check_lt(cusparseLtSpMMACompressedSize2(&handle_, &desc.d, &size, &buffer), "cusparseLtSpMMACompressedSize2");
+    return size == static_cast<size_t>(cusparselt_pack_bytes(a.rows, a.cols));
+  }
+
+  // The plan's 2:4 operand compressed from `dense` (the stored tensor) into dst, which grows to fit: by
+  // cusparselt_pack24 where the arrangement is packed, else by cuSPARSELt.
   const void* compress(const Plan& plan, const void* dense, DeviceBuffer& dst) {
+    if (plan.arr.packed) {
+      const Stored& a = plan.arr.a;
+      const auto bytes = static_cast<size_t>(cusparselt_pack_bytes(a.rows, a.cols));
+      if (dst.bytes() < bytes + kCompressedSlack) dst = DeviceBuffer(bytes + kCompressedSlack);
+      const bool t = plan.arr.pack_transposed;
+      cusparselt_pack24(dense, t ? a.rows : a.cols, t, a.rows, a.cols, dst.data());
+      return dst.data();
+    }
     size_t bytes = 0, buffer = 0;
     check_lt(cusparseLtSpMMACompressedSize(&handle_, &plan.plan, &bytes, &buffer),
              "cusparseLtSpMMACompressedSize");
-    if (dst.bytes() < bytes) dst = DeviceBuffer(bytes);
+    if (dst.bytes() < bytes + kCompressedSlack) dst = DeviceBuffer(bytes + kCompressedSlack);
     check_lt(cusparseLtSpMMACompress(&handle_, &plan.plan, dense, dst.data(), compress_scratch_.get(buffer),
                                      current_stream()),
              "cusparseLtSpMMACompress");
@@ -410,9 +450,56 @@ class Engine {
       delete engine;
       return nullptr;
     }
+    engine->own_pack_ = engine->pack_matches(128, 64, false) && engine->pack_matches(64, 128, true);
+    if (engine->own_pack_)
+      log_info("sparse GEMMs: 2:4 operands packed into cuSPARSELt's layout by packtrain (checked against its own compression)");
+    else
+      log_warn("sparse GEMMs: this cuSPARSELt compresses 2:4 operands into another layout than packtrain writes: "
+               "its own (slower) compression is used");
     return engine;
   }
 
+ public:
+  // Whether cusparselt_pack24 writes exactly what cusparseLtSpMMACompress2 writes for a random 2:4 A
+  // [R, C] (row-major, op N, every kept value nonzero), packed from A itself or from a stored A^T.
+  bool pack_matches(int64_t R, int64_t C, bool transpose) {
+    if (!cusparselt_pack_fits(R, C)) return false;
+    MatDesc desc;
+    desc.init(handle_, {R, C, false}, true, DType::bf16);
+    size_t size = 0, buffer = 0;
+    check_lt(cusparseLtSpMMACompressedSize2(&handle_, &desc.d, &size, &buffer), "cusparseLtSpMMACompressedSize2");
+    const size_t bytes = static_cast<size_t>(cusparselt_pack_bytes(R, C));
+    if (size != bytes) return false;
+
+    std::vector<uint16_t> a(static_cast<size_t>(R * C), 0), at(a.size());
+    uint64_t state = 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(R * C);
+    const auto next = [&] { return (state = state * 6364136223846793005ull + 1442695040888963407ull) >> 33; };
+    constexpr int kPairs[6][2] = {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 3}};
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t g = 0; g < C / 4; ++g) {
+        const int* pair = kPairs[next() % 6];
+        for (int j = 0; j < 2; ++j)  // |x| in [2^-7, 2), either sign
+          a[static_cast<size_t>(r * C + 4 * g + pair[j])] =
+              static_cast<uint16_t>(0x3C00 + next() % 0x400 + (next() % 2) * 0x8000);
+      }
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t c = 0; c < C; ++c) at[static_cast<size_t>(c * R + r)] = a[static_cast<size_t>(r * C + c)];
+    DeviceBuffer d_a(a.size() * 2), d_source(a.size() * 2), ours(bytes), theirs(bytes);
+    PT_CUDA_CHECK(cudaMemcpy(d_a.data(), a.data(), a.size() * 2, cudaMemcpyHostToDevice));
+    PT_CUDA_CHECK(cudaMemcpy(d_source.data(), (transpose ? at : a).data(), a.size() * 2, cudaMemcpyHostToDevice));
+    const cudaStream_t stream = current_stream();
+    check_lt(cusparseLtSpMMACompress2(&handle_, &desc.d, 1, CUSPARSE_OPERATION_NON_TRANSPOSE, d_a.data(),
+                                      theirs.data(), compress_scratch_.get(buffer), stream),
+             "cusparseLtSpMMACompress2");
+    cusparselt_pack24(d_source.data(), transpose ? R : C, transpose, R, C, ours.data());
+    std::vector<uint8_t> x(bytes), y(bytes);
+    PT_CUDA_CHECK(cudaMemcpyAsync(x.data(), ours.data(), bytes, cudaMemcpyDeviceToHost, stream));
+    PT_CUDA_CHECK(cudaMemcpyAsync(y.data(), theirs.data(), bytes, cudaMemcpyDeviceToHost, stream));
+    sync_current_stream();
+    return x == y;
+  }
+
+ private:
   // bf16 operands (dw bf16 or f32), dims multiples of 16, 16-byte aligned pointers.
   static bool eligible(const Call& c) {
     const Tensor& second = c.kind == SparseGemmKind::weight_grad ? c.x : c.weight->dense();
@@ -437,19 +524,34 @@ class Engine {
     return {other, sparse};
   }
 
+  // Where cuSPARSELt writes D: d itself, or for an f32 weight gradient (cuSPARSELt 0.8 takes bf16 operands
+  // only into a bf16 D) a bf16 buffer that finish() adds or copies into d.
+  void* target(const Call& c, const Plan& plan, void* d) {
+    if (plan.out == c.out.dtype) return d;
+    return dw_bf16_.get(static_cast<size_t>(c.N * c.K) * dtype_size(plan.out));
+  }
+  void finish(const Call& c, const Plan& plan, void* d, bool accumulate) {
+    if (plan.out == c.out.dtype) return;
+    const Tensor product(dw_bf16_.get(0), plan.out, {c.N, c.K}, Device::cuda), out(d, c.out.dtype, {c.N, c.K}, Device::cuda);
+    accumulate ? add(product, out) : cast(product, out);
+  }
+
   // D (the first M0 rows of the output, or all of dw) = or += the product, g compressed first.
   void matmul(const Call& c, Plan& plan, void* d, bool accumulate) {
     const auto [a, b] = operands(c, plan);
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    void* t = target(c, plan, d);
+    const float alpha = 1.0f, beta = accumulate && t == d ? 1.0f : 0.0f;
     cudaStream_t stream = current_stream();
-    check_lt(cusparseLtMatmul(&handle_, &plan.plan, &alpha, a, b, &beta, d, d, workspace_.get(plan.workspace),
+    check_lt(cusparseLtMatmul(&handle_, &plan.plan, &alpha, a, b, &beta, t, t, workspace_.get(plan.workspace),
                               &stream, 1),
              "cusparseLtMatmul");
+    finish(c, plan, d, accumulate);
   }
 
   std::unique_ptr<Plan> make_plan(const Arrangement& arr, DType ab, DType out, const AlgConfig* config) {
     auto plan = std::make_unique<Plan>();
     plan->arr = arr;
+    plan->out = out;
     plan->a.init(handle_, arr.a, arr.sparse_a, ab);
     plan->b.init(handle_, arr.b, !arr.sparse_a, ab);
     check_lt(cusparseLtDenseDescriptorInit(&handle_, &plan->d.d, arr.m, arr.n, arr.swapped ? arr.m : arr.n,
@@ -501,6 +603,7 @@ class Engine {
     const auto [a, b] = operands(c, plan);
     const float alpha = 1.0f, beta = 0.0f;
     cudaStream_t stream = current_stream();
+    d = target(c, plan, d);
     check_lt(cusparseLtMatmulSearch(&handle_, &plan.plan, &alpha, a, b, &beta, d, d,
                                     workspace_.get(plan.workspace), &stream, 1),
              "cusparseLtMatmulSearch");
@@ -520,18 +623,20 @@ class Engine {
   Plan* plan_for(const Call& c, int64_t M0, const BucketKey& bucket, bool sparse_a, void* scratch) {
     const PlanKey key{c.kind, sparse_a, M0, c.N, c.K, c.act.dtype, c.out.dtype};
     if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
-    const Arrangement arr = arrange(c.kind, M0, c.N, c.K, sparse_a);
+    Arrangement arr = arrange(c.kind, M0, c.N, c.K, sparse_a, own_pack_);
+    if (arr.packed && !pack_size_agrees(arr.a)) arr = arrange(c.kind, M0, c.N, c.K, sparse_a, false);
+    const DType out = c.kind == SparseGemmKind::weight_grad ? DType::bf16 : c.out.dtype;
     const auto searched = searched_.find({bucket, sparse_a});
     std::unique_ptr<Plan> plan;
     try {
       if (searched != searched_.end()) {
         try {
-          plan = make_plan(arr, c.act.dtype, c.out.dtype, &searched->second);
+          plan = make_plan(arr, c.act.dtype, out, &searched->second);
         } catch (const Error&) {  // the kernel of another size may not fit this one
-          plan = make_plan(arr, c.act.dtype, c.out.dtype, nullptr);
+          plan = make_plan(arr, c.act.dtype, out, nullptr);
         }
       } else {
-        plan = make_plan(arr, c.act.dtype, c.out.dtype, nullptr);
+        plan = make_plan(arr, c.act.dtype, out, nullptr);
         if (scratch && search_enabled()) {
           search(c, *plan, scratch);
           searched_[{bucket, sparse_a}] = plan->config;
@@ -638,7 +743,8 @@ class Engine {
   }
 
   cusparseLtHandle_t handle_{};
-  GrowBuffer workspace_, compress_scratch_;
+  bool own_pack_ = false;  // cusparselt_pack24 writes cuSPARSELt's layout (checked at start-up)
+  GrowBuffer workspace_, compress_scratch_, dw_bf16_;
   DeviceBuffer g_compressed_;
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;  // nullptr: cuSPARSELt refused that shape
   std::map<std::pair<BucketKey, bool>, AlgConfig> searched_;
@@ -698,12 +804,7 @@ SparseGemmMode sparse_gemm_mode() {
   if (g_mode_override) return *g_mode_override;
   static const SparseGemmMode from_env = [] {
     const char* v = std::getenv("PACKTRAIN_SPARSE_GEMM");
-    if (!v || !*v) {
-      log_info(
-          "sparse GEMMs: dense cuBLASLt on the masked weights (the default; PACKTRAIN_SPARSE_GEMM=auto runs "
-          "cuSPARSELt where its autotuner finds it faster, which pays for large steps)");
-      return SparseGemmMode::dense;
-    }
+    if (!v || !*v) return SparseGemmMode::automatic;
     try {
       return parse_sparse_gemm_mode(v);
     } catch (const Error& e) {
@@ -716,6 +817,18 @@ SparseGemmMode sparse_gemm_mode() {
 void set_sparse_gemm_mode(SparseGemmMode mode) {
   const std::lock_guard lock(g_mode_mutex);
   g_mode_override = mode;
+}
+
+bool cusparselt_pack_matches_library(int64_t R, int64_t C, bool transpose) {
+#ifdef PACKTRAIN_CUSPARSELT
+  Engine* engine = Engine::get();
+  if (!engine) return false;
+  const std::lock_guard lock(engine->mutex);
+  return engine->pack_matches(R, C, transpose);
+#else
+  (void)R, (void)C, (void)transpose;
+  return false;
+#endif
 }
 
 bool sparse_gemm_available() {

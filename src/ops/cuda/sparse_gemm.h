@@ -37,15 +37,18 @@ enum class SparseGemmMode { automatic, sparse, sparse_a, sparse_b, wgmma, dense 
 // "auto", "sparse", "sparse-a", "sparse-b", "wgmma", "dense"; anything else fails naming the accepted values.
 SparseGemmMode parse_sparse_gemm_mode(const std::string& text);
 const char* sparse_gemm_mode_name(SparseGemmMode mode);
-// PACKTRAIN_SPARSE_GEMM unless set_sparse_gemm_mode() chose one. The default is dense: on the H200 the
-// sparse kernels win per GEMM from 2048/8192 up (bench_sparse_ffn: forward 1.35-1.5x, input gradient
-// 1.5-1.7x), but cuSPARSELt's compression of W after every step costs about as much (0.36-2.7 ms per
-// weight at those shapes), so `auto`, which charges it, runs the FFN block at 1.00-1.02x of dense.
+// PACKTRAIN_SPARSE_GEMM unless set_sparse_gemm_mode() chose one; `auto` by default. The autotuner charges
+// every sparse path with compressing its 2:4 operand (W once per optimizer step, g every call), which
+// our own packer (ops/cuda/cusparselt_pack.h) keeps at memory speed.
 SparseGemmMode sparse_gemm_mode();
 void set_sparse_gemm_mode(SparseGemmMode mode);
 
 // Built with cuSPARSELt, and GPU 0 has sparse tensor cores (sm80 or newer) that cuSPARSELt accepts.
 bool sparse_gemm_available();
+// Whether our cusparselt_pack24 (ops/cuda/cusparselt_pack.h) writes byte for byte what cuSPARSELt's own
+// compression writes for a random 2:4 A [R, C] (read from A^T when transpose); false without cuSPARSELt.
+// The engine asks this once at start-up and packs with cuSPARSELt itself where it fails.
+bool cusparselt_pack_matches_library(int64_t R, int64_t C, bool transpose);
 
 enum class SparseGemmKind { forward, input_grad, weight_grad };
 const char* sparse_gemm_kind_name(SparseGemmKind kind);

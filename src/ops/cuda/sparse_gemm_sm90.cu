@@ -42,6 +42,7 @@
 #include <string>
 
 #include "ops/cuda/check.h"
+#include "ops/cuda/sparse24_encode.cuh"
 #include "ops/cuda/stream.h"
 #include "ops/cuda/wgmma.cuh"
 #include "ops/cuda/sparse_gemm_sm90.h"
@@ -281,33 +282,6 @@ __global__ void sparse_gemm_kernel(const GemmArgs a) { (void)a; }
 
 #endif  // PT_SM90A
 
-// The format's encoding of 16 consecutive elements of one row (bf16 bits, kept set as 16 bits): per group
-// of 4 the first two kept columns, completed by the lowest unkept ones (zero values there). Returns the 8
-// packed values; bits gets the 16-bit metadata half, and overfull groups (more than 2 kept) are counted.
-__device__ inline uint4 encode16(const uint16_t (&v)[16], unsigned keep, unsigned& bits, int& bad) {
-  uint32_t out[4];
-  bits = 0;
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    const unsigned nib = keep >> (4 * q) & 0xFu;
-    unsigned chosen = nib;
-    if (__popc(nib) > 2) {
-      ++bad;
-      const unsigned first = nib & (0u - nib), rest = nib ^ first;
-      chosen = first | (rest & (0u - rest));
-    }
-    while (__popc(chosen) < 2) {
-      const unsigned unkept = ~chosen & 0xFu;
-      chosen |= unkept & (0u - unkept);
-    }
-    const int i0 = __ffs(static_cast<int>(chosen)) - 1, i1 = 31 - __clz(static_cast<int>(chosen));
-    const auto value = [&](int col) { return (nib >> col & 1u) ? uint32_t{v[4 * q + col]} : 0u; };
-    out[q] = value(i0) | value(i1) << 16;
-    bits |= static_cast<unsigned>(i0 | i1 << 2) << (4 * q);
-  }
-  return make_uint4(out[0], out[1], out[2], out[3]);
-}
-
 // Stores what encode16 made for row n, columns 16 seg .. 16 seg + 15 of an [N, K] operand: packed values
 // 8 seg .. 8 seg + 7 of the row, and the 16-bit half (n % 16) / 8 of metadata word
 // ((rb * K/128 + kt) * 64 + 16 w + 2 g + h) * 4 + s (little-endian).
@@ -339,8 +313,7 @@ __global__ void compress24_kernel(const uint4* __restrict__ w, const uint4* __re
 #pragma unroll
     for (int k = 0; k < 16; ++k) keep |= ((bytes[k / 4] >> (8 * (k % 4)) & 0xFFu) != 0 ? 1u : 0u) << k;
   } else {
-#pragma unroll
-    for (int k = 0; k < 16; ++k) keep |= ((v[k] & 0x7FFFu) != 0 ? 1u : 0u) << k;
+    keep = nonzero_bits16(v);
   }
   unsigned bits = 0;
   int bad = 0;

@@ -4,6 +4,7 @@
 // poisoned (NaN) first, overwritten and accumulated; plus the weight refresh and the autotuner.
 #ifdef PACKTRAIN_CUDA
 
+#include "ops/cuda/cusparselt_pack.h"
 #include "ops/cuda/sparse_gemm.h"
 #include "ops/cuda/sparse_gemm_sm90.h"
 
@@ -160,7 +161,7 @@ std::array<bool, 3> check_gemms(Problem& p, SparseGemmMode arrangement, Write mo
 
 // Both arrangements, overwrite and accumulate, bf16 dw, and f32 dw. Every GEMM must have run on
 // cuSPARSELt in at least one arrangement whenever M has grid rows (an arrangement cuSPARSELt refuses
-// falls back to dense, correctly, and is reported); f32 dw may run dense.
+// falls back to dense, correctly, and is reported), and f32 dw too (a bf16 product added in).
 void check_shape(int64_t N, int64_t K, std::initializer_list<int64_t> token_counts) {
   const char* gemm_names[] = {"forward", "input grad", "weight grad"};
   for (int64_t M : token_counts) {
@@ -179,9 +180,10 @@ void check_shape(int64_t N, int64_t K, std::initializer_list<int64_t> token_coun
     for (size_t i = 0; i < 3; ++i)
       EXPECT_EQ(any[i], cuda::sparse_gemm_grid_rows(M) > 0)
           << gemm_names[i] << " M=" << M << " N=" << N << " K=" << K;
-    const std::array<bool, 3> f32 = check_gemms(p, SparseGemmMode::sparse, Write::accumulate, DType::f32);
-    if (!f32[2] && cuda::sparse_gemm_grid_rows(M) > 0)
-      std::cout << "note: cuSPARSELt did not take bf16 -> f32 dw; it ran dense\n";
+    for (Write mode : {Write::overwrite, Write::accumulate}) {
+      const std::array<bool, 3> f32 = check_gemms(p, SparseGemmMode::sparse, mode, DType::f32);
+      EXPECT_EQ(f32[2], cuda::sparse_gemm_grid_rows(M) > 0) << "f32 dw M=" << M << " N=" << N << " K=" << K;
+    }
   }
 }
 
@@ -214,6 +216,19 @@ TEST(SparseGemm, ModeNamesParseAndBadOnesFail) {
     EXPECT_NE(std::string(e.what()).find("auto, sparse, sparse-a, sparse-b, wgmma, dense"), std::string::npos)
         << e.what();
   }
+}
+
+// Our packer against cuSPARSELt's own compression, byte for byte: from A and from a stored A^T, at the
+// smallest shapes it takes and at FFN shapes (multiples of 64; cuSPARSELt pads the others).
+TEST(SparseGemm, OurPackingWritesCusparseLtsLayout) {
+  EXPECT_FALSE(cuda::cusparselt_pack_fits(64, 32));
+  EXPECT_FALSE(cuda::cusparselt_pack_fits(96, 128));
+  SKIP_WITHOUT_SPARSE_GEMM();
+  for (const auto& [R, C] : {std::pair<int64_t, int64_t>{64, 64}, {128, 192}, {192, 64}, {768, 2048},
+                             {2048, 768}, {4096, 1024}})
+    for (bool transpose : {false, true})
+      EXPECT_TRUE(cuda::cusparselt_pack_matches_library(R, C, transpose))
+          << "A [" << R << ", " << C << "]" << (transpose ? " from A^T" : "");
 }
 
 // A GPT-2-small-sized FFN (768 <-> 2048) at token counts on the grid, off it (a dense tail) and tiny.
