@@ -27,10 +27,10 @@ __device__ inline void unpack8(uint4 q, uint16_t* v) {
 
 template <bool kTranspose>
 __global__ void __launch_bounds__(kThreads)
-    pack_kernel(const uint16_t* __restrict__ src, int64_t ld, int64_t R, int64_t C, uint4* __restrict__ values,
-                uint2* __restrict__ meta) {
+    pack_kernel(const uint16_t* __restrict__ src, int64_t ld, int64_t R, int64_t C,
+                uint4* __restrict__ values, uint2* __restrict__ meta) {
   const int64_t tile_r = int64_t{blockIdx.y} * kTileR, tile_c = int64_t{blockIdx.x} * kTileC;
-  const int half = threadIdx.x % 2;                               // columns 16 half .. of the tile
+  const int half = threadIdx.x % 2;                              // columns 16 half .. of the tile
   const int r = threadIdx.x / 2 / 8 * 16 + threadIdx.x / 2 % 8;  // rows r and r + 8 of the tile
   uint16_t v[2][16];
   if constexpr (kTranspose) {

@@ -34,7 +34,6 @@ __device__ inline uint4 encode16(const uint16_t (&v)[16], unsigned keep, unsigne
   return make_uint4(out[0], out[1], out[2], out[3]);
 }
 
-
 // The kept set of 16 bf16 values without a mask: the nonzeros (either sign of zero counts as zero).
 __device__ inline unsigned nonzero_bits16(const uint16_t (&v)[16]) {
   unsigned keep = 0;

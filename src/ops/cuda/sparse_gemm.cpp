@@ -153,14 +153,16 @@ Arrangement arrange(SparseGemmKind kind, int64_t M, int64_t N, int64_t K, bool s
       p = {M, N, true}, q = {M, K, false}, m = N, n = K, p_sparse = true;
       break;
   }
-  Arrangement arr = p_sparse == sparse_a
-                        ? Arrangement{p, q, sparse_a, false, false, false, m, n}
-                        : Arrangement{{q.rows, q.cols, !q.trans}, {p.rows, p.cols, !p.trans}, sparse_a, true,
-                                      false, false, n, m};
+  Arrangement arr =
+      p_sparse == sparse_a
+          ? Arrangement{p, q, sparse_a, false, false, false, m, n}
+          : Arrangement{
+                {q.rows, q.cols, !q.trans}, {p.rows, p.cols, !p.trans}, sparse_a, true, false, false, n, m};
   if (sparse_a && own_pack) {
     const Stored a = arr.a;
     const int64_t rows = a.trans ? a.cols : a.rows, cols = a.trans ? a.rows : a.cols;
-    if (cusparselt_pack_fits(rows, cols)) arr.a = {rows, cols, false}, arr.packed = true, arr.pack_transposed = a.trans;
+    if (cusparselt_pack_fits(rows, cols))
+      arr.a = {rows, cols, false}, arr.packed = true, arr.pack_transposed = a.trans;
   }
   return arr;
 }
@@ -403,12 +405,15 @@ class Engine {
     return form.data.data();
   }
 
-  // Whether cuSPARSELt sizes the compressed 2:4 A as cusparselt_pack24 writes it (no padding).
-  bool pack_size_agrees(const Stored& a) {
+  // Whether cuSPARSELt sizes the compressed 2:4 A (row-major, op N) as cusparselt_pack24 writes it, with
+  // no padding; buffer (if given) gets the scratch size its own compression needs.
+  bool pack_size_agrees(const Stored& a, size_t* buffer = nullptr) {
     MatDesc desc;
     desc.init(handle_, a, true, DType::bf16);
-    size_t size = 0, buffer = 0;
-    check_lt(cusparseLtSpMMACompressedSize2(&handle_, &desc.d, &size, &buffer), "cusparseLtSpMMACompressedSize2");
+    size_t size = 0, scratch = 0;
+    check_lt(cusparseLtSpMMACompressedSize2(&handle_, &desc.d, &size, &scratch),
+             "cusparseLtSpMMACompressedSize2");
+    if (buffer) *buffer = scratch;
     return size == static_cast<size_t>(cusparselt_pack_bytes(a.rows, a.cols));
   }
 
@@ -452,10 +457,13 @@ class Engine {
     }
     engine->own_pack_ = engine->pack_matches(128, 64, false) && engine->pack_matches(64, 128, true);
     if (engine->own_pack_)
-      log_info("sparse GEMMs: 2:4 operands packed into cuSPARSELt's layout by packtrain (checked against its own compression)");
+      log_info(
+          "sparse GEMMs: 2:4 operands packed into cuSPARSELt's layout by packtrain (checked against its own "
+          "compression)");
     else
-      log_warn("sparse GEMMs: this cuSPARSELt compresses 2:4 operands into another layout than packtrain writes: "
-               "its own (slower) compression is used");
+      log_warn(
+          "sparse GEMMs: this cuSPARSELt compresses 2:4 operands into another layout than packtrain writes: "
+          "its own (slower) compression is used");
     return engine;
   }
 
@@ -463,13 +471,11 @@ class Engine {
   // Whether cusparselt_pack24 writes exactly what cusparseLtSpMMACompress2 writes for a random 2:4 A
   // [R, C] (row-major, op N, every kept value nonzero), packed from A itself or from a stored A^T.
   bool pack_matches(int64_t R, int64_t C, bool transpose) {
-    if (!cusparselt_pack_fits(R, C)) return false;
+    size_t buffer = 0;
+    if (!cusparselt_pack_fits(R, C) || !pack_size_agrees({R, C, false}, &buffer)) return false;
     MatDesc desc;
     desc.init(handle_, {R, C, false}, true, DType::bf16);
-    size_t size = 0, buffer = 0;
-    check_lt(cusparseLtSpMMACompressedSize2(&handle_, &desc.d, &size, &buffer), "cusparseLtSpMMACompressedSize2");
     const size_t bytes = static_cast<size_t>(cusparselt_pack_bytes(R, C));
-    if (size != bytes) return false;
 
     std::vector<uint16_t> a(static_cast<size_t>(R * C), 0), at(a.size());
     uint64_t state = 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(R * C);
@@ -486,7 +492,8 @@ class Engine {
       for (int64_t c = 0; c < C; ++c) at[static_cast<size_t>(c * R + r)] = a[static_cast<size_t>(r * C + c)];
     DeviceBuffer d_a(a.size() * 2), d_source(a.size() * 2), ours(bytes), theirs(bytes);
     PT_CUDA_CHECK(cudaMemcpy(d_a.data(), a.data(), a.size() * 2, cudaMemcpyHostToDevice));
-    PT_CUDA_CHECK(cudaMemcpy(d_source.data(), (transpose ? at : a).data(), a.size() * 2, cudaMemcpyHostToDevice));
+    PT_CUDA_CHECK(
+        cudaMemcpy(d_source.data(), (transpose ? at : a).data(), a.size() * 2, cudaMemcpyHostToDevice));
     const cudaStream_t stream = current_stream();
     check_lt(cusparseLtSpMMACompress2(&handle_, &desc.d, 1, CUSPARSE_OPERATION_NON_TRANSPOSE, d_a.data(),
                                       theirs.data(), compress_scratch_.get(buffer), stream),
@@ -532,7 +539,8 @@ class Engine {
   }
   void finish(const Call& c, const Plan& plan, void* d, bool accumulate) {
     if (plan.out == c.out.dtype) return;
-    const Tensor product(dw_bf16_.get(0), plan.out, {c.N, c.K}, Device::cuda), out(d, c.out.dtype, {c.N, c.K}, Device::cuda);
+    const Tensor product(dw_bf16_.get(0), plan.out, {c.N, c.K}, Device::cuda),
+        out(d, c.out.dtype, {c.N, c.K}, Device::cuda);
     accumulate ? add(product, out) : cast(product, out);
   }
 

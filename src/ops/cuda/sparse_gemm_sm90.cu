@@ -43,9 +43,9 @@
 
 #include "ops/cuda/check.h"
 #include "ops/cuda/sparse24_encode.cuh"
+#include "ops/cuda/sparse_gemm_sm90.h"
 #include "ops/cuda/stream.h"
 #include "ops/cuda/wgmma.cuh"
-#include "ops/cuda/sparse_gemm_sm90.h"
 
 namespace pt::ops::cuda {
 
@@ -361,7 +361,8 @@ void launch_gemm(const GemmArgs& args) {
 void require(int64_t M, int64_t N, int64_t K) {
   const std::string why = wgmma_sparse_gemm_unsupported(M, N, K);
   if (!why.empty()) throw std::invalid_argument("wgmma_sparse_gemm: " + why);
-  if (!wgmma_sparse_gemm_available()) throw std::runtime_error("wgmma_sparse_gemm: no sm_90a kernel for this GPU");
+  if (!wgmma_sparse_gemm_available())
+    throw std::runtime_error("wgmma_sparse_gemm: no sm_90a kernel for this GPU");
 }
 
 }  // namespace
@@ -397,21 +398,22 @@ void compress24(const void* w, const uint8_t* mask, int64_t N, int64_t K, void* 
   PT_CUDA_CHECK_LAUNCH();
 }
 
-void compress24_transposed(const void* w, const uint8_t* mask, int64_t N, int64_t K, void* values,
-                           void* meta, int* overfull) {
+void compress24_transposed(const void* w, const uint8_t* mask, int64_t N, int64_t K, void* values, void* meta,
+                           int* overfull) {
   if (K % 64 != 0 || N % 128 != 0)
     throw std::invalid_argument("compress24_transposed: K % 64 and N % 128 must be 0");
   const int64_t threads = K * (N / 16);
   if (threads == 0) return;
   constexpr int kBlock = 256;
   compress24_transposed_kernel<<<static_cast<unsigned>((threads + kBlock - 1) / kBlock), kBlock, 0,
-                                 stream()>>>(static_cast<const uint16_t*>(w), mask, static_cast<uint4*>(values),
-                                             static_cast<uint16_t*>(meta), N, K, overfull);
+                                 stream()>>>(static_cast<const uint16_t*>(w), mask,
+                                             static_cast<uint4*>(values), static_cast<uint16_t*>(meta), N, K,
+                                             overfull);
   PT_CUDA_CHECK_LAUNCH();
 }
 
 void wgmma_sparse_gemm(const void* x, const void* values, const void* meta, void* y, int64_t M, int64_t N,
-                 int64_t K, float beta) {
+                       int64_t K, float beta) {
   require(M, N, K);
   launch_gemm({static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(values),
                static_cast<const unsigned char*>(meta), static_cast<__nv_bfloat16*>(y), nullptr, M, N, K,
@@ -419,7 +421,7 @@ void wgmma_sparse_gemm(const void* x, const void* values, const void* meta, void
 }
 
 std::string wgmma_sparse_gemm_raw(const void* x, const void* values, const void* meta, float* acc, int64_t M,
-                            int64_t N, int64_t K) {
+                                  int64_t N, int64_t K) {
   std::string why = wgmma_sparse_gemm_unsupported(M, N, K);
   if (!why.empty()) return why;
   if (!wgmma_sparse_gemm_available()) return "no sm_90a kernel for this GPU (the build or the device)";

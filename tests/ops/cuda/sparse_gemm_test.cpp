@@ -4,8 +4,8 @@
 // poisoned (NaN) first, overwritten and accumulated; plus the weight refresh and the autotuner.
 #ifdef PACKTRAIN_CUDA
 
-#include "ops/cuda/cusparselt_pack.h"
 #include "ops/cuda/sparse_gemm.h"
+#include "ops/cuda/cusparselt_pack.h"
 #include "ops/cuda/sparse_gemm_sm90.h"
 
 #include <algorithm>
@@ -36,10 +36,10 @@ class ModeGuard {
   SparseGemmMode previous_;
 };
 
-#define SKIP_WITHOUT_SPARSE_GEMM()                                                                     \
-  do {                                                                                                 \
-    SKIP_WITHOUT_GPU();                                                                                \
-    if (!cuda::sparse_gemm_available()) GTEST_SKIP() << "no cuSPARSELt in this build or on this GPU";  \
+#define SKIP_WITHOUT_SPARSE_GEMM()                                                                    \
+  do {                                                                                                \
+    SKIP_WITHOUT_GPU();                                                                               \
+    if (!cuda::sparse_gemm_available()) GTEST_SKIP() << "no cuSPARSELt in this build or on this GPU"; \
   } while (0)
 
 // Random values with a random transposable 2:4 mask applied: every aligned 4x4 block keeps the union of
@@ -224,8 +224,8 @@ TEST(SparseGemm, OurPackingWritesCusparseLtsLayout) {
   EXPECT_FALSE(cuda::cusparselt_pack_fits(64, 32));
   EXPECT_FALSE(cuda::cusparselt_pack_fits(96, 128));
   SKIP_WITHOUT_SPARSE_GEMM();
-  for (const auto& [R, C] : {std::pair<int64_t, int64_t>{64, 64}, {128, 192}, {192, 64}, {768, 2048},
-                             {2048, 768}, {4096, 1024}})
+  for (const auto& [R, C] :
+       {std::pair<int64_t, int64_t>{64, 64}, {128, 192}, {192, 64}, {768, 2048}, {2048, 768}, {4096, 1024}})
     for (bool transpose : {false, true})
       EXPECT_TRUE(cuda::cusparselt_pack_matches_library(R, C, transpose))
           << "A [" << R << ", " << C << "]" << (transpose ? " from A^T" : "");
