@@ -4,9 +4,10 @@
 //   input gradient   dx = dy W             (W^T 2:4 along N: why the mask is transposable)
 //   weight gradient  dw = MVUE24(dy)^T x   (dy pruned 2:4 along tokens), or dy^T x when asked for dense dw
 // The results are always those of the masked dense math. On the cpu every GEMM is that dense GEMM (the
-// reference). On cuda W and W^T are compressed again after every weight update (for cuSPARSELt, or packed
-// for our wgmma kernel), and for each GEMM shape an autotuner times the sparse kernels against the dense
-// cuBLASLt one once, keeps the fastest and logs the choice, so sparsity never makes a GEMM slower.
+// reference). On cuda W and W^T are packed again after every weight update (into cuSPARSELt's layout by
+// our own kernel, or into our wgmma kernel's format), and for each GEMM shape an autotuner times the sparse
+// kernels, packing included, against the dense cuBLASLt one once, keeps the fastest and logs the choice, so
+// sparsity never makes a GEMM slower.
 #pragma once
 
 #include "core/tensor.h"
