@@ -1,9 +1,10 @@
 // 2:4 sparse FFN training (Hu et al., ICML 2024) on cuSPARSELt against dense cuBLASLt, on Llama FFN
 // shapes d/ff (gate_up weight [2F,C], down weight [C,F]) and M tokens per micro-batch:
 //  (a) each GEMM of each linear: forward y = x W^T, input grad dx = dy W, weight grad dw = g^T x (g 2:4
-//      along tokens; compressing g is part of it; dw f32 as in training, and bf16), dense vs the sparse
-//      kernel in each cuSPARSELt arrangement (the 2:4 operand as its A or its B) and our wgmma kernel
-//      (forward and input grad; it leaves dw dense), forced;
+//      along tokens; compressing g is part of it; dw f32 as in training, and bf16; and dw from the unpruned
+//      dy with MVUE24 pruning inside the packing or as a pass before it, against dense dw from dy), dense
+//      vs the sparse kernel in each cuSPARSELt arrangement (the 2:4 operand as its A or its B) and our wgmma
+//      kernel (forward and input grad; it leaves dw dense), forced;
 //  (b) the FFN block forward + backward (gate_up, swiglu, down, and the dx and dw GEMMs of both linears,
 //      compressing both weights once per step as after an optimizer update): dense vs SparseLinear with
 //      the autotuner (MVUE only for a dw the autotuner runs sparse, exact dw elsewhere, as --sparse-dw
@@ -12,7 +13,8 @@
 // Times are means over --iters calls after a warm-up call (which also runs cuSPARSELt's kernel search);
 // TFLOP/s counts the dense-equivalent 2MNK per GEMM; "x" is dense time / this time (> 1: faster).
 // Usage: bench_sparse_ffn [--dims 768x2048,2048x8192,4096x14336] [--tokens 16384,32768,65536]
-//                         [--iters 10] [--skip-gemms] [--skip-block] [--json FILE]
+//                         [--iters 10] [--skip-gemms] [--skip-block] [--block-modes auto,sparse,wgmma]
+//                         [--json FILE]
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -145,6 +147,17 @@ void bench_gemms(const Dims& d, const char* linear, int64_t N, int64_t K, int64_
        [&] { cuda::sparse_linear_weight_grad(g, x, dw32, Write::accumulate, label); }},
       {"dw->bf16", [&] { linear_backward(g, x, w, Tensor(), Write::overwrite, dw16, Write::accumulate); },
        [&] { cuda::sparse_linear_weight_grad(g, x, dw16, Write::accumulate, label); }},
+      // As training runs it: dense dw from dy against MVUE24(dy) pruned on the way (into g where needed).
+      {"dw+mvue->f32",
+       [&] { linear_backward(dy, x, w, Tensor(), Write::overwrite, dw32, Write::accumulate); },
+       [&] { cuda::sparse_linear_weight_grad_mvue(dy, 1, g, x, dw32, Write::accumulate, label); }},
+      // The same in two passes: MVUE24 into g, then the weight gradient packs g.
+      {"dw mvue,pack->f32",
+       [&] { linear_backward(dy, x, w, Tensor(), Write::overwrite, dw32, Write::accumulate); },
+       [&] {
+         mvue24(dy, 1, g);
+         cuda::sparse_linear_weight_grad(g, x, dw32, Write::accumulate, label);
+       }},
   };
   for (const Gemm& gemm : gemms) {
     const double dense_ms = time_ms(gemm.dense);
@@ -170,7 +183,8 @@ void bench_gemms(const Dims& d, const char* linear, int64_t N, int64_t K, int64_
 }
 
 // (b): one FFN block step, forward and backward.
-void bench_block(const Dims& d, int64_t M, const std::string& no_mvue) {
+void bench_block(const Dims& d, int64_t M, const std::string& no_mvue,
+                 const std::vector<SparseGemmMode>& modes) {
   Pool pool;
   const DType bf = DType::bf16, f32 = DType::f32;
   const int64_t C = d.C, F = d.F;
@@ -228,7 +242,7 @@ void bench_block(const Dims& d, int64_t M, const std::string& no_mvue) {
                                 tflops(flops, dense_ms));
   nlohmann::json j = {{"part", "block"},     {"d", C}, {"ff", F}, {"M", M}, {"mvue", no_mvue.empty()},
                       {"dense_ms", dense_ms}};
-  for (SparseGemmMode mode : {SparseGemmMode::automatic, SparseGemmMode::sparse, SparseGemmMode::wgmma}) {
+  for (SparseGemmMode mode : modes) {
     cuda::set_sparse_gemm_mode(mode);
     mvue = ops::sparse_weight_grad_gemm(Device::cuda);
     const double ms = time_ms(sparse_step);
@@ -256,12 +270,14 @@ std::vector<std::string> split(const std::string& s, char sep) {
 int main(int argc, char** argv) {
   CLI::App app{"2:4 sparse FFN GEMMs (cuSPARSELt, our wgmma kernel) against dense cuBLASLt"};
   std::string dims_arg = "768x2048,2048x8192,4096x14336", tokens_arg = "16384,32768,65536", json_path;
+  std::string block_modes_arg = "auto,sparse,wgmma";
   bool skip_gemms = false, skip_block = false;
   app.add_option("--dims", dims_arg, "comma-separated CxF (hidden x FFN) sizes, multiples of 16");
   app.add_option("--tokens", tokens_arg, "comma-separated token counts M per micro-batch");
   app.add_option("--iters", iters, "timed calls per measurement")->check(CLI::Range(1, 10000));
   app.add_flag("--skip-gemms", skip_gemms, "skip (a), the single GEMMs");
   app.add_flag("--skip-block", skip_block, "skip (b), the FFN block");
+  app.add_option("--block-modes", block_modes_arg, "comma-separated sparse GEMM modes of (b), beside dense");
   app.add_option("--json", json_path, "also write one JSON object per measurement to this file");
   CLI11_PARSE(app, argc, argv);
   if (cuda_device_count() == 0) {
@@ -271,7 +287,10 @@ int main(int argc, char** argv) {
 #ifdef PACKTRAIN_CUDA
   std::vector<Dims> dims;
   std::vector<int64_t> tokens;
+  std::vector<SparseGemmMode> block_modes;
   try {
+    for (const std::string& s : split(block_modes_arg, ','))
+      block_modes.push_back(cuda::parse_sparse_gemm_mode(s));
     for (const std::string& s : split(dims_arg, ',')) {
       const auto cf = split(s, 'x');
       if (cf.size() != 2) throw std::invalid_argument(s);
@@ -279,8 +298,10 @@ int main(int argc, char** argv) {
     }
     for (const std::string& s : split(tokens_arg, ',')) tokens.push_back(std::stoll(s));
   } catch (const std::exception&) {
-    fmt::print(stderr, "bad --dims '{}' or --tokens '{}': expected e.g. 768x2048,2048x8192 and 16384,32768\n",
-               dims_arg, tokens_arg);
+    fmt::print(stderr,
+               "bad --dims '{}', --tokens '{}' or --block-modes '{}': expected e.g. 768x2048,2048x8192, "
+               "16384,32768 and auto,sparse\n",
+               dims_arg, tokens_arg, block_modes_arg);
     return 2;
   }
   if (!json_path.empty()) {
@@ -311,10 +332,11 @@ int main(int argc, char** argv) {
   }
   if (!skip_block) {
     fmt::print(
-        "\n(b) FFN block forward + backward: dense vs SparseLinear (autotuned / cuSPARSELt forced / our wgmma "
+        "\n(b) FFN block forward + backward: dense vs SparseLinear (autotuned / cuSPARSELt forced / our "
+        "wgmma "
         "kernel with dense dw), weight compression once per step included\n");
     for (const Dims& d : dims)
-      for (int64_t M : tokens) bench_block(d, M, no_mvue);
+      for (int64_t M : tokens) bench_block(d, M, no_mvue, block_modes);
   }
   cuda::set_sparse_gemm_mode(saved);
 #endif

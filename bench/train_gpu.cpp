@@ -4,8 +4,8 @@
 // batches (lognormal lengths around 330 tokens, up to 2048; vocab 32000), packed by padding and by
 // flatten. Reports real (non-pad) tokens per second, the device memory the step's arenas hold, the
 // flatten/padding throughput ratio, and MFU on real tokens against the H200's dense bf16 peak.
-// Usage: bench_train_gpu [--steps 6] [--examples 16,64] [--skip-1b] [--sparse24] [--recompute] [--json FILE]
-//                        [--dump-batches FILE]
+// Usage: bench_train_gpu [--steps 6] [--examples 16,64] [--skip-1b] [--sparse24] [--sparse-1b-examples 16,64]
+//                        [--recompute] [--json FILE] [--dump-batches FILE]
 // --sparse24 compares dense FFNs against 2:4 sparse ones (both flatten) on 110m and 1b instead.
 // --json writes one JSON object per configuration (median step too, for bench/report.py); --dump-batches
 // writes the model config and the flatten batches of every configuration (batch 0 warms up, the others are
@@ -275,6 +275,11 @@ int main(int argc, char** argv) {
   app.add_option("--examples", examples, "examples per step of the 110m configurations")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
+  std::vector<int32_t> sparse_1b_examples = {16, 64};
+  app.add_option("--sparse-1b-examples", sparse_1b_examples,
+                 "examples per step of the 1b --sparse24 comparisons")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
   bool sparse = false;
   app.add_flag("--sparse24", sparse,
                "compare dense against 2:4 sparse FFNs (flatten packing) instead of padding against flatten");
@@ -297,7 +302,8 @@ int main(int argc, char** argv) {
                pt::cuda_device_name(0), steps);
     if (sparse) {
       compare_sparse("110m", 64, steps, out);
-      if (!skip_1b) compare_sparse("1b", 16, steps, out);
+      for (int32_t n : skip_1b ? std::vector<int32_t>{} : sparse_1b_examples)
+        compare_sparse("1b", n, steps, out);
       return 0;
     }
     for (int32_t n : examples) compare("110m", n, steps, out);

@@ -108,12 +108,17 @@ PT_SPARSE24_HD uint64_t mix64(uint64_t z) {
 }
 
 // mvue24's uniform draw for one (group, column), a counter-based hash of (seed, group, column) in [0,1)
-// with 23 random bits, so u and u + 1 are exact floats.
+// with 23 random bits, so u and u + 1 are exact floats. In stages, for kernels whose draws share a seed or
+// a group: mvue_uniform_at(mvue_group_hash(mvue_seed_hash(seed), group), column).
+PT_SPARSE24_HD uint64_t mvue_seed_hash(uint64_t seed) { return mix64(seed ^ 0x9e3779b97f4a7c15ull); }
+PT_SPARSE24_HD uint64_t mvue_group_hash(uint64_t seed_hash, int64_t group) {
+  return mix64(seed_hash ^ static_cast<uint64_t>(group));
+}
+PT_SPARSE24_HD float mvue_uniform_at(uint64_t group_hash, int64_t column) {
+  return static_cast<float>(mix64(group_hash ^ static_cast<uint64_t>(column)) >> 41) * 0x1p-23f;
+}
 PT_SPARSE24_HD float mvue_uniform(uint64_t seed, int64_t group, int64_t column) {
-  uint64_t h = mix64(seed ^ 0x9e3779b97f4a7c15ull);
-  h = mix64(h ^ static_cast<uint64_t>(group));
-  h = mix64(h ^ static_cast<uint64_t>(column));
-  return static_cast<float>(h >> 41) * 0x1p-23f;
+  return mvue_uniform_at(mvue_group_hash(mvue_seed_hash(seed), group), column);
 }
 
 // MVUE 2:4 of one group g[4] (rows past the tensor's end passed as 0) with the draw u: out[i] = g[i] / p[i]
@@ -123,46 +128,47 @@ PT_SPARSE24_HD float mvue_uniform(uint64_t seed, int64_t group, int64_t column) 
 // No division is needed: g_i / p_i is sign(g_i) sum / 2, or sign(g_i) times the sum of the others, and
 // sampling runs on the cumulative |g| against the points u sum / 2 and (u + 1) sum / 2 (u rest), each a
 // single product (u + 1 is exact: u has 23 bits), so no multiply-add exists to be fused differently.
+// Written without branches or indexing by data (selects only), since the GPU runs it per group of 4.
 template <class R>
 PT_SPARSE24_HD void mvue_group24(const R g[4], R u, R out[4]) {
-  R a[4], top_a = 0;
-  int nonzero = 0, top = 0;
+  R a[4];
+  int nonzero = 0;
   PT_SPARSE24_UNROLL
   for (int i = 0; i < 4; ++i) {
     a[i] = g[i] < 0 ? -g[i] : g[i];
     nonzero += a[i] > 0;
-    if (a[i] > top_a) top = i, top_a = a[i];
   }
-  if (nonzero <= 2) {
-    PT_SPARSE24_UNROLL
-    for (int i = 0; i < 4; ++i) out[i] = g[i];
-    return;
+  int top = 0;  // the first largest
+  R top_a = a[0];
+  PT_SPARSE24_UNROLL
+  for (int i = 1; i < 4; ++i) {
+    top = a[i] > top_a ? i : top;
+    top_a = a[i] > top_a ? a[i] : top_a;
   }
   const R sum = ((a[0] + a[1]) + a[2]) + a[3];
   const bool capped = top_a + top_a > sum;  // the largest entry is kept for sure
-  R rest = 0;
-  PT_SPARSE24_UNROLL
-  for (int i = 0; i < 4; ++i) rest += i == top ? R(0) : a[i];
-  // The sampled entries (all but the capped top) split [0, total) by their cumulative |g|; the last one
-  // with |g| > 0 owns everything from its start on, so rounding in the running sum leaves no gap.
-  const R total = capped ? rest : sum * R(0.5);
-  const R t0 = u * total, t1 = capped ? R(-1) : (u + R(1)) * total;  // t1 < 0: no second point
+  // The sampled entries' weights (the capped top's is 0) and their running sums h; the first entry whose
+  // [h_(i-1), h_i) holds a point is kept, and the last one with weight > 0 also takes everything above
+  // (so rounding in the sums leaves no gap): the count of h_i <= point, or that last entry.
+  R w[4], h[4];
   int last = 0;
   PT_SPARSE24_UNROLL
-  for (int i = 0; i < 4; ++i)
-    if (a[i] > 0 && !(capped && i == top)) last = i;
-  R lo = 0;
+  for (int i = 0; i < 4; ++i) {
+    w[i] = capped && i == top ? R(0) : a[i];
+    h[i] = i == 0 ? w[0] : h[i - 1] + w[i];
+    last = w[i] > 0 ? i : last;
+  }
+  const R total = capped ? h[3] : sum * R(0.5);
+  const R t0 = u * total, t1 = (u + R(1)) * total;
+  int below0 = 0, below1 = 0;
+  PT_SPARSE24_UNROLL
+  for (int i = 0; i < 4; ++i) below0 += h[i] <= t0, below1 += h[i] <= t1;
+  const int pick0 = below0 < 4 ? below0 : last, pick1 = capped ? top : below1 < 4 ? below1 : last;
   PT_SPARSE24_UNROLL
   for (int i = 0; i < 4; ++i) {
-    if (capped && i == top) {
-      out[i] = g[i];
-      continue;
-    }
-    const R hi = lo + a[i];
-    const bool open = i == last;  // [lo, infinity)
-    const bool keep = a[i] > 0 && ((lo <= t0 && (open || t0 < hi)) || (lo <= t1 && (open || t1 < hi)));
-    out[i] = keep ? (g[i] < 0 ? -total : total) : R(0);
-    lo = hi;
+    const R sampled = g[i] < 0 ? -total : total;
+    const R kept = capped && i == top ? g[i] : sampled;
+    out[i] = nonzero <= 2 ? g[i] : i == pick0 || i == pick1 ? kept : R(0);
   }
 }
 

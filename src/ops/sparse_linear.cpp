@@ -99,10 +99,10 @@ void SparseLinear::backward(const Tensor& dy, const Tensor& x, const Tensor& dx,
   }
   if (dw.empty()) return;
   if (dy_pruned.empty()) return linear_backward(dy, x, w_, Tensor(), dx_mode, dw, dw_mode);
-  mvue24(dy, seed, dy_pruned);
 #ifdef PACKTRAIN_CUDA
-  if (accel_) return cuda::sparse_linear_weight_grad(dy_pruned, x, dw, dw_mode, name_);
+  if (accel_) return cuda::sparse_linear_weight_grad_mvue(dy, seed, dy_pruned, x, dw, dw_mode, name_);
 #endif
+  mvue24(dy, seed, dy_pruned);
   linear_backward(dy_pruned, x, w_, Tensor(), dx_mode, dw, dw_mode);
 }
 

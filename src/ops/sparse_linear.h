@@ -41,9 +41,10 @@ class SparseLinear {
   void forward(const Tensor& x, const Tensor& y, Write mode) const;
 
   // dy[M,N] -> dx[M,K] = dy W (skipped when dx is empty), computed first from the dense dy; then, when
-  // dy_pruned[M,N] is given, dy is pruned into it by mvue24(dy, seed) (dy_pruned may be dy itself, which
-  // is then overwritten) and dw[N,K] = dy_pruned^T x; with an empty dy_pruned, dw = dy^T x. dw may be f32
-  // beside bf16 activations, as in linear_backward.
+  // dy_pruned[M,N] is given, dw[N,K] = mvue24(dy, seed)^T x, with dy_pruned (may be dy itself) as the
+  // space for the pruned dy: afterwards its contents are unspecified (on cuda the sparse kernel's packing
+  // prunes on the fly and writes only what dense GEMMs read there); with an empty dy_pruned, dw = dy^T x.
+  // dw may be f32 beside bf16 activations, as in linear_backward.
   void backward(const Tensor& dy, const Tensor& x, const Tensor& dx, Write dx_mode, const Tensor& dw,
                 Write dw_mode, const Tensor& dy_pruned, uint64_t seed) const;
 

@@ -62,7 +62,9 @@ void transposable_mask24(const Tensor& w, const Tensor& mask);
 int64_t mask_flips(const Tensor& a, const Tensor& b);
 void apply_mask(const Tensor& w, const Tensor& mask, const Tensor& out);
 void masked_decay(const Tensor& w, const Tensor& mask, double lambda, const Tensor& grad);
-void mvue24(const Tensor& g, uint64_t seed, const Tensor& out);
+// first_row: g and out are rows [first_row, first_row + M) of a larger gradient (first_row a multiple of
+// 4), pruned with that gradient's draws.
+void mvue24(const Tensor& g, uint64_t seed, const Tensor& out, int64_t first_row = 0);
 
 // ops/upload.h's slot: pinned staging and a copy on copy_stream(), ordered by events.
 std::unique_ptr<UploadSlot::Impl> make_upload(size_t bytes);

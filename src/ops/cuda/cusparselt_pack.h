@@ -32,4 +32,9 @@ constexpr int64_t cusparselt_pack_bytes(int64_t R, int64_t C) { return R * C + R
 // set is the nonzeros (a group with fewer is completed with zeros). On the current stream.
 void cusparselt_pack24(const void* src, int64_t ld, bool transpose, int64_t R, int64_t C, void* dst);
 
+// The weight gradient's operand pruned and packed in one pass: as cusparselt_pack24 from a stored A^T, for
+// A = mvue24(g, seed)^T [R, C] where g = src[:C, :R] is any output gradient (C tokens, R features),
+// pruned 2:4 along its rows with the draws of ops::mvue24 (the same kept entries and values) on the way.
+void cusparselt_pack24_mvue(const void* src, int64_t ld, int64_t R, int64_t C, uint64_t seed, void* dst);
+
 }  // namespace pt::ops::cuda

@@ -114,8 +114,8 @@ __device__ __forceinline__ void store_row(T* p, const float (&in)[kVec]) {
 // MVUE as 0 and are not stored, as on the cpu. g and out may be one buffer: a thread reads its entries
 // before writing them, and no other thread touches them.
 template <class T, int kVec>
-__global__ void __launch_bounds__(kThreads)
-    mvue_kernel(const T* g, T* out, int64_t M, int64_t N, int64_t groups, uint64_t seed) {
+__global__ void __launch_bounds__(kThreads) mvue_kernel(const T* g, T* out, int64_t M, int64_t N,
+                                                        int64_t groups, int64_t first_group, uint64_t seed) {
   const int64_t n0 = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) * kVec;
   if (n0 >= N) return;
   for (int64_t q = int64_t{blockIdx.y} * blockDim.y + threadIdx.y; q < groups;
@@ -133,7 +133,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int k = 0; k < kVec; ++k) {
       const float column[4] = {in[0][k], in[1][k], in[2][k], in[3][k]};
       float result[4];
-      sparse24::mvue_group24(column, sparse24::mvue_uniform(seed, q, n0 + k), result);
+      sparse24::mvue_group24(column, sparse24::mvue_uniform(seed, first_group + q, n0 + k), result);
 #pragma unroll
       for (int r = 0; r < 4; ++r) kept[r][k] = result[r];
     }
@@ -148,12 +148,13 @@ __global__ void __launch_bounds__(kThreads)
 // threads: kThreads along the columns for wide tensors, fewer (down to a warp) with several groups per
 // block for narrow ones.
 template <class T, int kVec = kPack16<T>>
-void launch_mvue(const T* g, T* out, int64_t M, int64_t N, uint64_t seed) {
+void launch_mvue(const T* g, T* out, int64_t M, int64_t N, int64_t first_group, uint64_t seed) {
   if constexpr (kVec > 1) {
     const auto aligned = [](const void* p) {
       return reinterpret_cast<uintptr_t>(p) % (kVec * sizeof(T)) == 0;
     };
-    if (N % kVec != 0 || !aligned(g) || !aligned(out)) return launch_mvue<T, kVec / 2>(g, out, M, N, seed);
+    if (N % kVec != 0 || !aligned(g) || !aligned(out))
+      return launch_mvue<T, kVec / 2>(g, out, M, N, first_group, seed);
   }
   const int64_t vectors = N / kVec, groups = (M + 3) / 4;
   int x = 32;
@@ -162,7 +163,7 @@ void launch_mvue(const T* g, T* out, int64_t M, int64_t N, uint64_t seed) {
   constexpr int64_t kMaxGridY = 65535;
   const dim3 grid(blocks_for(vectors, x),
                   static_cast<unsigned>(std::min(kMaxGridY, (groups + block.y - 1) / block.y)));
-  mvue_kernel<T, kVec><<<grid, block, 0, current_stream()>>>(g, out, M, N, groups, seed);
+  mvue_kernel<T, kVec><<<grid, block, 0, current_stream()>>>(g, out, M, N, groups, first_group, seed);
   PT_CUDA_CHECK_LAUNCH();
 }
 
@@ -228,12 +229,14 @@ void masked_decay(const Tensor& w, const Tensor& mask, double lambda, const Tens
   });
 }
 
-void mvue24(const Tensor& g, uint64_t seed, const Tensor& out) {
+void mvue24(const Tensor& g, uint64_t seed, const Tensor& out, int64_t first_row) {
   const int64_t M = g.shape[0], N = g.shape[1];
   if (M == 0 || N == 0) return;
+  if (first_row % 4 != 0)
+    throw Error("mvue24: first_row must be a multiple of 4, got " + std::to_string(first_row));
   dispatch_float("mvue24", "g", g.dtype, [&](auto tag) {
     using E = decltype(tag);
-    launch_mvue(data<E>(g), data<E>(out), M, N, seed);
+    launch_mvue(data<E>(g), data<E>(out), M, N, first_row / 4, seed);
   });
 }
 

@@ -27,7 +27,14 @@ __device__ inline uint4 encode16(const uint16_t (&v)[16], unsigned keep, unsigne
       chosen |= unkept & (0u - unkept);
     }
     const int i0 = __ffs(static_cast<int>(chosen)) - 1, i1 = 31 - __clz(static_cast<int>(chosen));
-    const auto value = [&](int col) { return (nib >> col & 1u) ? uint32_t{v[4 * q + col]} : 0u; };
+    // Selects rather than v[4 q + col]: an index known only at run time would put v in local memory.
+    const auto value = [&](int col) {
+      const uint32_t x = col == 0   ? v[4 * q]
+                         : col == 1 ? v[4 * q + 1]
+                         : col == 2 ? v[4 * q + 2]
+                                    : v[4 * q + 3];
+      return (nib >> col & 1u) ? x : 0u;
+    };
     out[q] = value(i0) | value(i1) << 16;
     bits |= static_cast<unsigned>(i0 | i1 << 2) << (4 * q);
   }

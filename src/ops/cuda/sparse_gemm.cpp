@@ -68,6 +68,33 @@ std::atomic<int64_t> g_sparse_calls{0}, g_dense_calls{0}, g_decisions{0}, g_sear
 std::mutex g_mode_mutex;
 std::optional<SparseGemmMode> g_mode_override;
 
+// Rows [r0, r1) of a row-major [M, C] tensor.
+Tensor rows(const Tensor& t, int64_t r0, int64_t r1) {
+  return Tensor(static_cast<char*>(t.data) + r0 * t.shape[1] * dtype_size(t.dtype), t.dtype,
+                {r1 - r0, t.shape[1]}, t.device);
+}
+
+// A weight gradient's output gradient g pruned by MVUE24 on demand: our packer prunes the rows of the
+// sparse kernel as it packs them (cusparselt_pack24_mvue), so only rows that a dense GEMM or cuSPARSELt's
+// own compression reads are pruned into `out` (which may be g itself).
+struct Pruning {
+  Tensor g, out;
+  uint64_t seed = 0;
+  int64_t pruned_from;  // rows [pruned_from, M) of out hold the pruned g
+
+  Pruning(const Tensor& g_, const Tensor& out_, uint64_t seed_) : g(g_), out(out_), seed(seed_) {
+    pruned_from = g.shape[0];
+  }
+  // The pruned gradient, valid from row r0 (a multiple of 4) on.
+  const Tensor& from(int64_t r0) {
+    if (r0 < pruned_from) {
+      mvue24(rows(g, r0, pruned_from), seed, rows(out, r0, pruned_from), r0);
+      pruned_from = r0;
+    }
+    return out;
+  }
+};
+
 struct Call {
   SparseGemmKind kind;
   Tensor act;                      // the token-major operand: x (forward), dy (input grad), g (weight grad)
@@ -77,13 +104,11 @@ struct Call {
   Write mode;
   const std::string& name;
   int64_t M, N, K;
-};
+  Pruning* pruning = nullptr;  // weight grad: act is the unpruned g, to be pruned by MVUE24
 
-// Rows [r0, r1) of a row-major [M, C] tensor.
-Tensor rows(const Tensor& t, int64_t r0, int64_t r1) {
-  return Tensor(static_cast<char*>(t.data) + r0 * t.shape[1] * dtype_size(t.dtype), t.dtype,
-                {r1 - r0, t.shape[1]}, t.device);
-}
+  // The weight gradient's g, pruned from row r0 on where MVUE is asked for.
+  const Tensor& g_from(int64_t r0) const { return pruning ? pruning->from(r0) : act; }
+};
 
 // The call's GEMM over rows [r0, r1) on cuBLASLt, into out: those rows of the output (forward, input
 // grad) or all of dw (weight grad, summing over those rows only).
@@ -94,7 +119,7 @@ void dense(const Call& c, int64_t r0, int64_t r1, const Tensor& out, Write mode)
     case SparseGemmKind::input_grad:  // linear_backward takes its [M,K] shape and dtype from x: out has both
       return linear_backward(rows(c.act, r0, r1), out, c.weight->dense(), out, mode, Tensor(), mode);
     case SparseGemmKind::weight_grad:  // ... and N from w, which it reads only for dx: out is [N,K]
-      return linear_backward(rows(c.act, r0, r1), rows(c.x, r0, r1), out, Tensor(), mode, out, mode);
+      return linear_backward(rows(c.g_from(r0), r0, r1), rows(c.x, r0, r1), out, Tensor(), mode, out, mode);
   }
 }
 
@@ -417,6 +442,16 @@ class Engine {
     return size == static_cast<size_t>(cusparselt_pack_bytes(a.rows, a.cols));
   }
 
+  // The weight gradient's g^T for a packed plan, pruned by MVUE24 as it is packed.
+  const void* pack_mvue(const Plan& plan, const Call& c) {
+    const Stored& a = plan.arr.a;
+    const auto bytes = static_cast<size_t>(cusparselt_pack_bytes(a.rows, a.cols));
+    if (g_compressed_.bytes() < bytes + kCompressedSlack)
+      g_compressed_ = DeviceBuffer(bytes + kCompressedSlack);
+    cusparselt_pack24_mvue(c.act.data, a.rows, a.rows, a.cols, c.pruning->seed, g_compressed_.data());
+    return g_compressed_.data();
+  }
+
   // The plan's 2:4 operand compressed from `dense` (the stored tensor) into dst, which grows to fit: by
   // cusparselt_pack24 where the arrangement is packed, else by cuSPARSELt.
   const void* compress(const Plan& plan, const void* dense, DeviceBuffer& dst) {
@@ -521,7 +556,9 @@ class Engine {
     const void* sparse = nullptr;
     const void* other = nullptr;
     if (c.kind == SparseGemmKind::weight_grad) {
-      sparse = compress(plan, c.act.data, g_compressed_);
+      sparse = c.pruning && plan.arr.packed && plan.arr.pack_transposed
+                   ? pack_mvue(plan, c)
+                   : compress(plan, c.g_from(0).data, g_compressed_);
       other = c.x.data;
     } else {
       sparse = weight_form(*c.weight, c.kind, plan);
@@ -911,6 +948,13 @@ bool sparse_weight_grad_runs_sparse(int64_t M, int64_t N, int64_t K, DType out) 
 void sparse_linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, Write mode,
                                const std::string& name) {
   run({SparseGemmKind::weight_grad, g, x, nullptr, dw, mode, name, g.shape[0], g.shape[1], x.shape[1]});
+}
+
+void sparse_linear_weight_grad_mvue(const Tensor& dy, uint64_t seed, const Tensor& dy_pruned, const Tensor& x,
+                                    const Tensor& dw, Write mode, const std::string& name) {
+  Pruning pruning(dy, dy_pruned, seed);
+  run({SparseGemmKind::weight_grad, dy, x, nullptr, dw, mode, name, dy.shape[0], dy.shape[1], x.shape[1],
+       &pruning});
 }
 
 }  // namespace pt::ops::cuda

@@ -100,5 +100,11 @@ bool sparse_weight_grad_runs_sparse(int64_t M, int64_t N, int64_t K, DType out);
 // MVUE24 output). A g that is not 2:4 gives wrong sparse results: the caller guarantees the pattern.
 void sparse_linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, Write mode,
                                const std::string& name);
+// dw[N,K] (=|+=) mvue24(dy, seed)^T x for any output gradient dy[M,N]: the result of ops::mvue24 into
+// dy_pruned followed by sparse_linear_weight_grad, but where the sparse kernel's operand is packed by our
+// packer the pruning happens in that pass, and dy_pruned ([M,N], may be dy) receives only the rows that
+// a dense GEMM or cuSPARSELt's own compression reads; its other rows are left as they were.
+void sparse_linear_weight_grad_mvue(const Tensor& dy, uint64_t seed, const Tensor& dy_pruned, const Tensor& x,
+                                    const Tensor& dw, Write mode, const std::string& name);
 
 }  // namespace pt::ops::cuda

@@ -3,6 +3,7 @@
 #include "ops/sparse24.h"
 
 #include "cuda_test_util.h"
+#include "ops/cuda/cuda_ops.h"
 #include "shifted.h"
 
 #include <random>
@@ -208,6 +209,25 @@ TEST(CudaMvue24, MatchesCpuInPlaceAndNot) {
                                static_cast<size_t>(d_out.t.bytes())))
           << "in place differs";
     }
+}
+
+// A gradient pruned in row ranges (first_row naming where each starts, as the sparse weight gradient prunes
+// only the rows a dense GEMM reads) equals it pruned whole, bit for bit; a first row off the groups fails.
+TEST(CudaMvue24, RowRangesDrawAsTheWholeGradient) {
+  SKIP_WITHOUT_GPU();
+  const uint64_t seed = 0xabc;
+  const int64_t M = 2103, N = 96;
+  const std::vector<double> g = rounded(gradients(M * N, 7), DType::bf16);
+  DeviceTensor d_g = upload(g, DType::bf16, {M, N}), whole = poisoned(DType::bf16, {M, N});
+  mvue24(d_g.t, seed, whole.t);
+  DeviceTensor parts = poisoned(DType::bf16, {M, N});
+  const auto range = [&](const Tensor& t, int64_t r0, int64_t r1) {
+    return Tensor(static_cast<uint16_t*>(t.data) + r0 * N, DType::bf16, {r1 - r0, N}, Device::cuda);
+  };
+  for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{2048, M}, {1024, 2048}, {0, 1024}})
+    cuda::mvue24(range(d_g.t, r0, r1), seed, range(parts.t, r0, r1), r0);
+  EXPECT_EQ(download_bytes(parts.t), download_bytes(whole.t));
+  EXPECT_THROW(cuda::mvue24(range(d_g.t, 2, M), seed, range(parts.t, 2, M), 2), Error);
 }
 
 // Every access width of the kernel, which N and the pointers' alignment pick (offsets of 0, 1, 2 and 4

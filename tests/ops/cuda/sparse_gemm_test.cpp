@@ -16,6 +16,7 @@
 
 #include "cuda_test_util.h"
 #include "ops/linear.h"
+#include "ops/sparse24.h"
 #include "ops/sparse_linear.h"
 
 namespace pt::ops {
@@ -229,6 +230,64 @@ TEST(SparseGemm, OurPackingWritesCusparseLtsLayout) {
     for (bool transpose : {false, true})
       EXPECT_TRUE(cuda::cusparselt_pack_matches_library(R, C, transpose))
           << "A [" << R << ", " << C << "]" << (transpose ? " from A^T" : "");
+}
+
+// The weight gradient's fused pass (MVUE24 pruning inside the packing of g^T) writes exactly what packing
+// ops::mvue24's output writes, on gradients with zeros, ties and dominant entries. Needs no cuSPARSELt.
+TEST(SparseGemm, FusedMvuePackingEqualsPruningThenPacking) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& [R, C] : {std::pair<int64_t, int64_t>{64, 64}, {128, 192}, {512, 1088}, {2048, 320}}) {
+    SCOPED_TRACE(fmt::format("A [{}, {}] from g [{}, {}]", R, C, C, R));
+    std::vector<double> g = rounded(random_values(C * R, static_cast<uint64_t>(R + C), -2, 2), DType::bf16);
+    std::mt19937 rng(static_cast<uint32_t>(R * C));
+    for (double& v : g) {
+      const uint32_t r = rng() % 8;
+      if (r < 2) v = 0;     // groups with 0..4 nonzeros: some pass unpruned
+      if (r == 2) v = 0.5;  // ties
+      if (r == 3) v *= 64;  // dominant entries: kept for sure
+    }
+    const uint64_t seed = 0x51 + static_cast<uint64_t>(C);
+    DeviceTensor d_g = upload(g, DType::bf16, {C, R}), pruned = poisoned(DType::bf16, {C, R});
+    mvue24(d_g.t, seed, pruned.t);
+    const int64_t bytes = cuda::cusparselt_pack_bytes(R, C);
+    DeviceTensor want = poisoned(DType::u8, {bytes}), got = poisoned(DType::u8, {bytes});
+    cuda::cusparselt_pack24(pruned.t.data, R, true, R, C, want.t.data);
+    cuda::cusparselt_pack24_mvue(d_g.t.data, R, R, C, seed, got.t.data);
+    EXPECT_EQ(download_bytes(got.t), download_bytes(want.t));
+  }
+}
+
+// dw = mvue24(dy)^T x through sparse_linear_weight_grad_mvue against the cpu's mvue24 and f64 GEMM: token
+// counts whose grid rows our packer takes (pruned as packed, with and without a dense tail) and one it
+// does not (pruned first, cuSPARSELt's compression), both arrangements, in place and into another buffer.
+TEST(SparseGemm, WeightGradPrunedOnTheWayMatchesCpu) {
+  SKIP_WITHOUT_SPARSE_GEMM();
+  const int64_t N = 512, K = 256;
+  const uint64_t seed = 77;
+  for (int64_t M : {1088, 2100, 1000}) {
+    Problem p(M, N, K);
+    std::vector<float> dy_f(p.dy.begin(), p.dy.end()), pruned_f(dy_f.size());
+    mvue24(Tensor::of(dy_f.data(), {M, N}), seed, Tensor::of(pruned_f.data(), {M, N}));
+    std::vector<double> pruned = rounded(std::vector<double>(pruned_f.begin(), pruned_f.end()), DType::bf16);
+    std::vector<double> dw_want(N * K);
+    linear_backward(view(pruned, {M, N}), view(p.x, {M, K}), view(p.w, {N, K}), Tensor(), Write::overwrite,
+                    view(dw_want, {N, K}), Write::overwrite);
+    for (SparseGemmMode arrangement : {SparseGemmMode::sparse_a, SparseGemmMode::sparse_b})
+      for (bool in_place : {false, true}) {
+        SCOPED_TRACE(fmt::format("M={} {} {}", M, cuda::sparse_gemm_mode_name(arrangement),
+                                 in_place ? "in place" : "into a scratch"));
+        const ModeGuard guard(arrangement);
+        DeviceTensor dy = upload(p.dy, DType::bf16, {M, N}), scratch = poisoned(DType::bf16, {M, N});
+        DeviceTensor dw = poisoned(DType::f32, {N, K});
+        const auto before = cuda::sparse_gemm_stats();
+        cuda::sparse_linear_weight_grad_mvue(dy.t, seed, in_place ? dy.t : scratch.t, p.d_x.t, dw.t,
+                                             Write::overwrite, "test");
+        if (arrangement == SparseGemmMode::sparse_a) {  // cuSPARSELt may refuse the other: then dense
+          EXPECT_EQ(cuda::sparse_gemm_stats().sparse_calls - before.sparse_calls, 1);
+        }
+        EXPECT_CLOSE(dw.t, dw_want, tolerance(DType::bf16, true));
+      }
+  }
 }
 
 // A GPT-2-small-sized FFN (768 <-> 2048) at token counts on the grid, off it (a dense tail) and tiny.
