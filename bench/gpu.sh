@@ -11,7 +11,7 @@
 #   train_hf    HF transformers on the same batches                              (bench/peers/train_hf.py)
 #   packing     `packtrain train` per packing strategy on the default corpus     (bench/packing_gpu.py)
 #   sparse_ffn  bench_sparse_ffn --json, when that binary exists
-#   train_sparse        bench_train_gpu --sparse24: dense vs 2:4 sparse FFN training steps, 110m and 1b
+#   train_sparse        bench_train_gpu --sparse24: dense vs 2:4 FFN steps, 110m, 1b at 16 and 64 examples
 #   sparse_convergence  `packtrain train` dense, 2:4 and its ablations: validation loss (bench/sparse_convergence.py)
 #                       on data/pretrain/corpus.jsonl when scripts/setup_pretrain_corpus.sh made it
 #   report      bench/report.py
@@ -110,11 +110,11 @@ section packing $((packing_budget + 20)) "$python" "$bench/packing_gpu.py" --pac
 want sparse_ffn && rm -f "$out/sparse_ffn.jsonl"
 if [ -x "$build/bench_sparse_ffn" ]; then
   # shellcheck disable=SC2086  # SPARSE_ARGS is a list of arguments
-  section sparse_ffn 120 "$build/bench_sparse_ffn" --json "$out/sparse_ffn.jsonl" ${SPARSE_ARGS:---tokens 16384,65536}
+  section sparse_ffn 300 "$build/bench_sparse_ffn" --json "$out/sparse_ffn.jsonl" ${SPARSE_ARGS:---tokens 16384,65536}
 fi
 
 want train_sparse && rm -f "$out/train_sparse.jsonl"
-section train_sparse 150 "$build/bench_train_gpu" --sparse24 --steps 8 --json "$out/train_sparse.jsonl"
+section train_sparse 240 "$build/bench_train_gpu" --sparse24 --steps 8 --json "$out/train_sparse.jsonl"
 
 # The convergence runs need more tokens than one epoch of the default corpus holds: the pre-training corpus
 # (scripts/setup_pretrain_corpus.sh) when it is there, prepared here if need be; else the default corpus,
