@@ -80,11 +80,10 @@ Tensor rows(const Tensor& t, int64_t r0, int64_t r1) {
 struct Pruning {
   Tensor g, out;
   uint64_t seed = 0;
-  int64_t pruned_from;  // rows [pruned_from, M) of out hold the pruned g
+  int64_t pruned_from = 0;  // rows [pruned_from, M) of out hold the pruned g
 
-  Pruning(const Tensor& g_, const Tensor& out_, uint64_t seed_) : g(g_), out(out_), seed(seed_) {
-    pruned_from = g.shape[0];
-  }
+  Pruning(const Tensor& g_, const Tensor& out_, uint64_t seed_)
+      : g(g_), out(out_), seed(seed_), pruned_from(g_.shape[0]) {}
   // The pruned gradient, valid from row r0 (a multiple of 4) on.
   const Tensor& from(int64_t r0) {
     if (r0 < pruned_from) {
@@ -142,6 +141,12 @@ constexpr uint32_t kAlignment = 16;  // bytes; eligible() checks every pointer
 // multiple of their tile (64 and 128 seen) they read up to 512 bytes past the size it reports
 // (compute-sanitizer). Compressed buffers keep this much zeroed slack after it.
 constexpr size_t kCompressedSlack = 16 << 10;
+
+// dst grown (if need be) to a compressed operand of `bytes` and the slack after it.
+void* fit_compressed(DeviceBuffer& dst, size_t bytes) {
+  if (dst.bytes() < bytes + kCompressedSlack) dst = DeviceBuffer(bytes + kCompressedSlack);
+  return dst.data();
+}
 
 // A row-major matrix as stored, and whether the product reads it transposed.
 struct Stored {
@@ -445,11 +450,9 @@ class Engine {
   // The weight gradient's g^T for a packed plan, pruned by MVUE24 as it is packed.
   const void* pack_mvue(const Plan& plan, const Call& c) {
     const Stored& a = plan.arr.a;
-    const auto bytes = static_cast<size_t>(cusparselt_pack_bytes(a.rows, a.cols));
-    if (g_compressed_.bytes() < bytes + kCompressedSlack)
-      g_compressed_ = DeviceBuffer(bytes + kCompressedSlack);
-    cusparselt_pack24_mvue(c.act.data, a.rows, a.rows, a.cols, c.pruning->seed, g_compressed_.data());
-    return g_compressed_.data();
+    void* dst = fit_compressed(g_compressed_, static_cast<size_t>(cusparselt_pack_bytes(a.rows, a.cols)));
+    cusparselt_pack24_mvue(c.act.data, a.rows, a.rows, a.cols, c.pruning->seed, dst);
+    return dst;
   }
 
   // The plan's 2:4 operand compressed from `dense` (the stored tensor) into dst, which grows to fit: by
@@ -457,20 +460,19 @@ class Engine {
   const void* compress(const Plan& plan, const void* dense, DeviceBuffer& dst) {
     if (plan.arr.packed) {
       const Stored& a = plan.arr.a;
-      const auto bytes = static_cast<size_t>(cusparselt_pack_bytes(a.rows, a.cols));
-      if (dst.bytes() < bytes + kCompressedSlack) dst = DeviceBuffer(bytes + kCompressedSlack);
+      void* out = fit_compressed(dst, static_cast<size_t>(cusparselt_pack_bytes(a.rows, a.cols)));
       const bool t = plan.arr.pack_transposed;
-      cusparselt_pack24(dense, t ? a.rows : a.cols, t, a.rows, a.cols, dst.data());
-      return dst.data();
+      cusparselt_pack24(dense, t ? a.rows : a.cols, t, a.rows, a.cols, out);
+      return out;
     }
     size_t bytes = 0, buffer = 0;
     check_lt(cusparseLtSpMMACompressedSize(&handle_, &plan.plan, &bytes, &buffer),
              "cusparseLtSpMMACompressedSize");
-    if (dst.bytes() < bytes + kCompressedSlack) dst = DeviceBuffer(bytes + kCompressedSlack);
-    check_lt(cusparseLtSpMMACompress(&handle_, &plan.plan, dense, dst.data(), compress_scratch_.get(buffer),
+    void* out = fit_compressed(dst, bytes);
+    check_lt(cusparseLtSpMMACompress(&handle_, &plan.plan, dense, out, compress_scratch_.get(buffer),
                                      current_stream()),
              "cusparseLtSpMMACompress");
-    return dst.data();
+    return out;
   }
 
  private:
