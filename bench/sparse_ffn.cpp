@@ -14,7 +14,9 @@
 // TFLOP/s counts the dense-equivalent 2MNK per GEMM; "x" is dense time / this time (> 1: faster).
 // Usage: bench_sparse_ffn [--dims 768x2048,2048x8192,4096x14336] [--tokens 16384,32768,65536]
 //                         [--iters 10] [--skip-gemms] [--skip-block] [--block-modes auto,sparse,wgmma]
-//                         [--json FILE]
+//                         [--phases] [--packing] [--json FILE]
+// --phases adds, per block, the mean time of each of its parts (CUDA events between them); --packing
+// times (c), the passes over a weight gradient's g: MVUE24 and packing g^T, fused and apart, against a copy.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -37,7 +39,13 @@
 #include "ops/sparse_linear.h"
 #include "ops/swiglu.h"
 #ifdef PACKTRAIN_CUDA
+#include <cuda_runtime.h>
+
+#include "ops/cuda/check.h"
+#include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/cusparselt_pack.h"
 #include "ops/cuda/sparse_gemm.h"
+#include "ops/cuda/stream.h"
 #endif
 
 namespace {
@@ -46,6 +54,7 @@ using namespace pt;
 using namespace pt::ops;
 
 int iters = 10;
+bool phases = false;
 
 #ifdef PACKTRAIN_CUDA
 
@@ -60,6 +69,45 @@ void record(nlohmann::json j) {
 double time_ms(const std::function<void()>& fn) { return bench::gpu_time_ms(fn, iters); }
 
 double tflops(double flops, double ms) { return flops / (ms * 1e9); }
+
+// A step split into named parts: mark(name) ends the part called name.
+using Mark = std::function<void(const char*)>;
+using Step = std::function<void(const Mark&)>;
+
+double time_step_ms(const Step& step) {
+  return time_ms([&] { step([](const char*) {}); });
+}
+
+// The mean milliseconds of each part of `step` over --iters runs after a warm-up, from CUDA events
+// recorded on the current stream between the parts, as "name ms" pairs in the step's order.
+std::string time_parts(const Step& step) {
+  step([](const char*) {});
+  std::vector<cudaEvent_t> events;
+  std::vector<const char*> names;
+  std::vector<double> ms;
+  const auto event = [&](size_t i) {
+    if (i == events.size()) PT_CUDA_CHECK(cudaEventCreate(&events.emplace_back()));
+    PT_CUDA_CHECK(cudaEventRecord(events[i], cuda::current_stream()));
+  };
+  for (int it = 0; it < iters; ++it) {
+    size_t part = 0;
+    event(0);
+    step([&](const char* name) {
+      event(++part);
+      if (it == 0) names.push_back(name), ms.push_back(0.0);
+    });
+    PT_CUDA_CHECK(cudaEventSynchronize(events[part]));
+    for (size_t i = 0; i < part; ++i) {
+      float t = 0;
+      PT_CUDA_CHECK(cudaEventElapsedTime(&t, events[i], events[i + 1]));
+      ms[i] += static_cast<double>(t) / iters;
+    }
+  }
+  for (cudaEvent_t e : events) PT_CUDA_CHECK(cudaEventDestroy(e));
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += fmt::format("{}{} {:.3f}", i ? ", " : "", names[i], ms[i]);
+  return out;
+}
 
 using bench::Pool;
 
@@ -203,56 +251,116 @@ void bench_block(const Dims& d, int64_t M, const std::string& no_mvue,
   }
   const double flops = 18.0 * double(M) * double(C) * double(F);
 
-  const double dense_ms = time_ms([&] {
+  const Step dense_step = [&](const Mark& mark) {
     linear_forward(x, w_gu, h, Write::overwrite);
+    mark("gate_up fwd");
     swiglu_forward(h, a);
+    mark("swiglu fwd");
     linear_forward(a, w_d, y, Write::overwrite);
+    mark("down fwd");
     linear_backward(dy, a, w_d, da, Write::overwrite, dw_d, Write::accumulate);
+    mark("down bwd");
     swiglu_backward(da, h, dh);
+    mark("swiglu bwd");
     linear_backward(dh, x, w_gu, dx, Write::overwrite, dw_gu, Write::accumulate);
-  });
+    mark("gate_up bwd");
+  };
+  const double dense_ms = time_step_ms(dense_step);
 
   SparseLinear gate_up(w_gu, M, "mlp.gate_up_proj"), down(w_d, M, "mlp.down_proj");
   uint64_t seed = 0;
   bool mvue = true;
-  auto sparse_step = [&] {
+  const Step sparse_step = [&](const Mark& mark) {
     gate_up.refresh(), down.refresh();  // after an optimizer update: both weights compressed again
     gate_up.forward(x, h, Write::overwrite);
+    mark("gate_up fwd");
     swiglu_forward(h, a);
+    mark("swiglu fwd");
     down.forward(a, y, Write::overwrite);
+    mark("down fwd");
     ++seed;
     if (!mvue) {
       down.backward(dy, a, da, Write::overwrite, dw_d, Write::accumulate, Tensor(), seed);
+      mark("down bwd");
       swiglu_backward(da, h, dh);
+      mark("swiglu bwd");
       gate_up.backward(dh, x, dx, Write::overwrite, dw_gu, Write::accumulate, Tensor(), seed);
     } else if (no_mvue.empty()) {  // as --sparse-dw auto: MVUE where the autotuner runs that dW sparse
       const bool mvue_d = down.weight_grad_sparse(M, f32), mvue_gu = gate_up.weight_grad_sparse(M, f32);
       down.backward(dy, a, da, Write::overwrite, dw_d, Write::accumulate, mvue_d ? dy_p : Tensor(), seed);
+      mark("down bwd");
       swiglu_backward(da, h, dh);
+      mark("swiglu bwd");
       gate_up.backward(dh, x, dx, Write::overwrite, dw_gu, Write::accumulate, mvue_gu ? dh : Tensor(), seed);
     } else {
       down.backward(dy, a, da, Write::overwrite, Tensor(), Write::accumulate, Tensor(), seed);
       cuda::sparse_linear_weight_grad(g_d, a, dw_d, Write::accumulate, "mlp.down_proj");
+      mark("down bwd");
       swiglu_backward(da, h, dh);
+      mark("swiglu bwd");
       gate_up.backward(dh, x, dx, Write::overwrite, Tensor(), Write::accumulate, Tensor(), seed);
       cuda::sparse_linear_weight_grad(g_gu, x, dw_gu, Write::accumulate, "mlp.gate_up_proj");
     }
+    mark("gate_up bwd");
   };
   std::string row = fmt::format("{:>5}/{:<5} block {:>6} | dense {:8.3f} ms {:6.1f} TF/s", C, F, M, dense_ms,
                                 tflops(flops, dense_ms));
   nlohmann::json j = {{"part", "block"},     {"d", C}, {"ff", F}, {"M", M}, {"mvue", no_mvue.empty()},
                       {"dense_ms", dense_ms}};
+  std::vector<std::string> parts;  // --phases: each mode's parts, printed under the row
   for (SparseGemmMode mode : modes) {
     cuda::set_sparse_gemm_mode(mode);
     mvue = ops::sparse_weight_grad_gemm(Device::cuda);
-    const double ms = time_ms(sparse_step);
+    const double ms = time_step_ms(sparse_step);
     const std::string name = cuda::sparse_gemm_mode_name(mode);
     row += fmt::format(" | {} {:8.3f} ms {:6.1f} TF/s {:5.2f}x", name, ms, tflops(flops, ms), dense_ms / ms);
     j[name + "_ms"] = ms;
     j[name + "_speedup"] = dense_ms / ms;
+    if (phases) parts.push_back(fmt::format("    {:<8} {}", name, time_parts(sparse_step)));
   }
   fmt::print("{}\n", row);
+  if (phases) {
+    fmt::print("    {:<8} {}\n", "dense", time_parts(dense_step));
+    for (const std::string& p : parts) fmt::print("{}\n", p);
+  }
   record(j);
+}
+
+// (c): the weight gradient's passes over g [M, N] (M tokens): MVUE24 pruning and packing g^T into
+// cuSPARSELt's layout, fused and apart, against a device copy of g (the memory bound of a pass that reads g
+// and writes as much). GB/s counts the bytes each pass reads and writes.
+void bench_packing(int64_t N, int64_t M) {
+  Pool pool;
+  const Tensor g = pool.make(DType::bf16, {M, N}), pruned = pool.make(DType::bf16, {M, N});
+  const Tensor copy = pool.make(DType::bf16, {M, N});
+  const int64_t packed_bytes = cuda::cusparselt_pack_bytes(N, M), g_bytes = M * N * 2;
+  const Tensor packed = pool.make(DType::u8, {packed_bytes});
+  fill(g, Pattern::dense, 11);
+  cuda::mvue24(g, 1, pruned);
+  struct Pass {
+    const char* name;
+    int64_t bytes;
+    std::function<void()> run;
+  };
+  const Pass passes[] = {
+      {"copy g", 2 * g_bytes,
+       [&] {
+         PT_CUDA_CHECK(cudaMemcpyAsync(copy.data, g.data, static_cast<size_t>(g_bytes),
+                                       cudaMemcpyDeviceToDevice, cuda::current_stream()));
+       }},
+      {"mvue24 g", 2 * g_bytes, [&] { cuda::mvue24(g, 1, pruned); }},
+      {"pack g^T (pruned)", g_bytes + packed_bytes,
+       [&] { cuda::cusparselt_pack24(pruned.data, N, true, N, M, packed.data); }},
+      {"mvue24 + pack g^T fused", g_bytes + packed_bytes,
+       [&] { cuda::cusparselt_pack24_mvue(g.data, N, N, M, 1, packed.data); }},
+  };
+  std::string row = fmt::format("g [{:>6}, {:>6}]", M, N);
+  for (const Pass& p : passes) {
+    const double ms = time_ms(p.run);
+    row += fmt::format(" | {} {:.3f} ms {:5.0f} GB/s", p.name, ms, static_cast<double>(p.bytes) / (ms * 1e6));
+    record({{"part", "packing"}, {"M", M}, {"N", N}, {"pass", p.name}, {"ms", ms}});
+  }
+  fmt::print("{}\n", row);
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -271,13 +379,15 @@ int main(int argc, char** argv) {
   CLI::App app{"2:4 sparse FFN GEMMs (cuSPARSELt, our wgmma kernel) against dense cuBLASLt"};
   std::string dims_arg = "768x2048,2048x8192,4096x14336", tokens_arg = "16384,32768,65536", json_path;
   std::string block_modes_arg = "auto,sparse,wgmma";
-  bool skip_gemms = false, skip_block = false;
+  bool skip_gemms = false, skip_block = false, packing = false;
   app.add_option("--dims", dims_arg, "comma-separated CxF (hidden x FFN) sizes, multiples of 16");
   app.add_option("--tokens", tokens_arg, "comma-separated token counts M per micro-batch");
   app.add_option("--iters", iters, "timed calls per measurement")->check(CLI::Range(1, 10000));
   app.add_flag("--skip-gemms", skip_gemms, "skip (a), the single GEMMs");
   app.add_flag("--skip-block", skip_block, "skip (b), the FFN block");
   app.add_option("--block-modes", block_modes_arg, "comma-separated sparse GEMM modes of (b), beside dense");
+  app.add_flag("--packing", packing, "also time (c), the MVUE24 and packing passes over g");
+  app.add_flag("--phases", phases, "also time each part of the block (ms per part, CUDA events)");
   app.add_option("--json", json_path, "also write one JSON object per measurement to this file");
   CLI11_PARSE(app, argc, argv);
   if (cuda_device_count() == 0) {
@@ -337,6 +447,14 @@ int main(int argc, char** argv) {
         "kernel with dense dw), weight compression once per step included\n");
     for (const Dims& d : dims)
       for (int64_t M : tokens) bench_block(d, M, no_mvue, block_modes);
+  }
+  if (packing) {
+    fmt::print("\n(c) passes over the weight gradient's g: MVUE24 and packing g^T, against a copy\n");
+    for (const Dims& d : dims)
+      for (int64_t M : tokens) {
+        bench_packing(2 * d.F, M);
+        bench_packing(d.C, M);
+      }
   }
   cuda::set_sparse_gemm_mode(saved);
 #endif

@@ -5,6 +5,7 @@
 // Usable from host and device code (no fmt).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #ifdef __CUDACC__
@@ -107,69 +108,121 @@ PT_SPARSE24_HD uint64_t mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-// mvue24's uniform draw for one (group, column), a counter-based hash of (seed, group, column) in [0,1)
-// with 23 random bits, so u and u + 1 are exact floats. In stages, for kernels whose draws share a seed or
-// a group: mvue_uniform_at(mvue_group_hash(mvue_seed_hash(seed), group), column).
-PT_SPARSE24_HD uint64_t mvue_seed_hash(uint64_t seed) { return mix64(seed ^ 0x9e3779b97f4a7c15ull); }
-PT_SPARSE24_HD uint64_t mvue_group_hash(uint64_t seed_hash, int64_t group) {
-  return mix64(seed_hash ^ static_cast<uint64_t>(group));
+// lowbias32 (C. Wellons' hash prospector): a bijective mix of 32 bits, 8 instructions on the GPU.
+PT_SPARSE24_HD uint32_t mix32(uint32_t x) {
+  x = (x ^ (x >> 16)) * 0x7feb352du;
+  x = (x ^ (x >> 15)) * 0x846ca68bu;
+  return x ^ (x >> 16);
 }
-PT_SPARSE24_HD float mvue_uniform_at(uint64_t group_hash, int64_t column) {
-  return static_cast<float>(mix64(group_hash ^ static_cast<uint64_t>(column)) >> 41) * 0x1p-23f;
+
+// |x|, which the GPU folds into the instructions that read it (float there: the kernels compute in f32).
+template <class R>
+PT_SPARSE24_HD R magnitude(R x) {
+#ifdef __CUDA_ARCH__
+  return fabsf(x);
+#else
+  return std::fabs(x);
+#endif
+}
+
+PT_SPARSE24_HD float float_from_bits(uint32_t bits) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(bits);
+#else
+  float f;
+  __builtin_memcpy(&f, &bits, sizeof f);
+  return f;
+#endif
+}
+
+// mvue24's uniform draw for one (group, column): a counter-based hash of (seed, group, column) in [0,1)
+// with 23 random bits, so u and u + 1 are exact floats. The per-draw part is 32-bit arithmetic (the GPU
+// prunes a gradient at several groups per nanosecond); in stages, for kernels whose draws share a seed or
+// a group: mvue_uniform_at(mvue_group_hash(mvue_seed_hash(seed), group), column).
+PT_SPARSE24_HD uint32_t mvue_seed_hash(uint64_t seed) {
+  return static_cast<uint32_t>(mix64(seed ^ 0x9e3779b97f4a7c15ull));
+}
+PT_SPARSE24_HD uint32_t mvue_group_hash(uint32_t seed_hash, int64_t group) {
+  return mix32(seed_hash ^ static_cast<uint32_t>(group));
+}
+PT_SPARSE24_HD float mvue_uniform_at(uint32_t group_hash, int64_t column) {
+  const uint32_t h = mix32(group_hash + static_cast<uint32_t>(column) * 0x9e3779b9u);
+  return float_from_bits(0x3f800000u | (h >> 9)) - 1.0f;  // 1.xxx - 1: exactly (h >> 9) 2^-23
 }
 PT_SPARSE24_HD float mvue_uniform(uint64_t seed, int64_t group, int64_t column) {
   return mvue_uniform_at(mvue_group_hash(mvue_seed_hash(seed), group), column);
 }
 
-// MVUE 2:4 of one group g[4] (rows past the tensor's end passed as 0) with the draw u: out[i] = g[i] / p[i]
-// for the two entries systematic sampling keeps, 0 elsewhere; out[] = g[] when at most 2 are nonzero.
+// What MVUE 2:4 keeps of one group: positions i0 < i1 and their values.
+template <class R>
+struct Kept24 {
+  int i0, i1;
+  R v0, v1;
+};
+
+// MVUE 2:4 of one group g[4] (rows past the tensor's end passed as 0) with the draw u: g[i] / p[i] for the
+// two entries systematic sampling keeps, 0 elsewhere.
 // p by water-filling: p_i = 2 |g_i| / sum |g| when that is at most 1 for all, otherwise the largest
 // entry is kept for sure (p = 1) and the others share the second slot, p_i = |g_i| / (sum of the others).
 // No division is needed: g_i / p_i is sign(g_i) sum / 2, or sign(g_i) times the sum of the others, and
 // sampling runs on the cumulative |g| against the points u sum / 2 and (u + 1) sum / 2 (u rest), each a
 // single product (u + 1 is exact: u has 23 bits), so no multiply-add exists to be fused differently.
-// Written without branches or indexing by data (selects only), since the GPU runs it per group of 4.
+// A group with at most 2 nonzeros comes out as it is, exactly: its larger entry is the capped top (or
+// both are sampled with p = 1 when equal) and the other's sum of the others is itself; a single nonzero
+// (nothing to sample) is completed by the lowest other position, value 0.
+// Selects and counts only (no branches, no indexing by data): the GPU runs it per group of 4.
 template <class R>
-PT_SPARSE24_HD void mvue_group24(const R g[4], R u, R out[4]) {
+PT_SPARSE24_HD Kept24<R> mvue_keep24(const R g[4], R u) {
   R a[4];
-  int nonzero = 0;
+  unsigned negative = 0;  // bit i: g[i] < 0
   PT_SPARSE24_UNROLL
   for (int i = 0; i < 4; ++i) {
-    a[i] = g[i] < 0 ? -g[i] : g[i];
-    nonzero += a[i] > 0;
+    a[i] = magnitude(g[i]);
+    negative |= (g[i] < 0 ? 1u : 0u) << i;
   }
-  int top = 0;  // the first largest
-  R top_a = a[0];
+  const R m01 = a[0] < a[1] ? a[1] : a[0], m23 = a[2] < a[3] ? a[3] : a[2];
+  const R top_a = m01 < m23 ? m23 : m01;
+  int top = 3;  // the first largest
   PT_SPARSE24_UNROLL
-  for (int i = 1; i < 4; ++i) {
-    top = a[i] > top_a ? i : top;
-    top_a = a[i] > top_a ? a[i] : top_a;
-  }
+  for (int i = 2; i >= 0; --i) top = a[i] == top_a ? i : top;
   const R sum = ((a[0] + a[1]) + a[2]) + a[3];
   const bool capped = top_a + top_a > sum;  // the largest entry is kept for sure
-  // The sampled entries' weights (the capped top's is 0) and their running sums h; the first entry whose
-  // [h_(i-1), h_i) holds a point is kept, and the last one with weight > 0 also takes everything above
-  // (so rounding in the sums leaves no gap): the count of h_i <= point, or that last entry.
-  R w[4], h[4];
+  // The sampled entries' weights (the capped top's is 0) and their running sums h: an entry is kept when
+  // its [h_(i-1), h_i) holds a point, and the last one with weight > 0 also takes everything above (so
+  // rounding in the sums leaves no gap).
+  R h[4];
   int last = 0;
   PT_SPARSE24_UNROLL
   for (int i = 0; i < 4; ++i) {
-    w[i] = capped && i == top ? R(0) : a[i];
-    h[i] = i == 0 ? w[0] : h[i - 1] + w[i];
-    last = w[i] > 0 ? i : last;
+    const R w = capped && i == top ? R(0) : a[i];
+    h[i] = i == 0 ? w : h[i - 1] + w;
+    last = w > 0 ? i : last;
   }
   const R total = capped ? h[3] : sum * R(0.5);
-  const R t0 = u * total, t1 = (u + R(1)) * total;
-  int below0 = 0, below1 = 0;
+  const auto pick = [&](R point) {  // the count of h_i <= point (h never decreases), or `last`
+    const int below = (h[0] <= point) + (h[1] <= point) + (h[2] <= point) + (h[3] <= point);
+    return below < 4 ? below : last;
+  };
+  const auto signed_total = [&](int i) { return (negative >> i & 1) ? -total : total; };
+  // first: the capped top (its own value) or the first point's entry; second: the (other) point's entry.
+  const int sampled = pick(u * total);
+  const int first = capped ? top : sampled, second = capped ? sampled : pick((u + R(1)) * total);
+  const R first_v = capped ? ((negative >> top & 1) ? -top_a : top_a) : signed_total(sampled);
+  // Nothing left to sample (a single nonzero), or rounding put both points in one entry: `first` alone is
+  // kept, completed by the lowest other position.
+  const bool alone = total == 0 || first == second;
+  const int other = alone ? (first == 0 ? 1 : 0) : second;
+  const R other_v = alone ? R(0) : signed_total(second);
+  const bool swap = other < first;
+  return {swap ? other : first, swap ? first : other, swap ? other_v : first_v, swap ? first_v : other_v};
+}
+
+// mvue_keep24 written out: out[i] = the kept value at the two positions, 0 elsewhere.
+template <class R>
+PT_SPARSE24_HD void mvue_group24(const R g[4], R u, R out[4]) {
+  const Kept24<R> k = mvue_keep24(g, u);
   PT_SPARSE24_UNROLL
-  for (int i = 0; i < 4; ++i) below0 += h[i] <= t0, below1 += h[i] <= t1;
-  const int pick0 = below0 < 4 ? below0 : last, pick1 = capped ? top : below1 < 4 ? below1 : last;
-  PT_SPARSE24_UNROLL
-  for (int i = 0; i < 4; ++i) {
-    const R sampled = g[i] < 0 ? -total : total;
-    const R kept = capped && i == top ? g[i] : sampled;
-    out[i] = nonzero <= 2 ? g[i] : i == pick0 || i == pick1 ? kept : R(0);
-  }
+  for (int i = 0; i < 4; ++i) out[i] = i == k.i0 ? k.v0 : i == k.i1 ? k.v1 : R(0);
 }
 
 }  // namespace pt::ops::sparse24

@@ -114,8 +114,9 @@ __device__ __forceinline__ void store_row(T* p, const float (&in)[kVec]) {
 // MVUE as 0 and are not stored, as on the cpu. g and out may be one buffer: a thread reads its entries
 // before writing them, and no other thread touches them.
 template <class T, int kVec>
-__global__ void __launch_bounds__(kThreads) mvue_kernel(const T* g, T* out, int64_t M, int64_t N,
-                                                        int64_t groups, int64_t first_group, uint64_t seed) {
+__global__ void __launch_bounds__(kThreads)
+    mvue_kernel(const T* g, T* out, int64_t M, int64_t N, int64_t groups, int64_t first_group,
+                uint32_t seed_hash) {
   const int64_t n0 = (int64_t{blockIdx.x} * blockDim.x + threadIdx.x) * kVec;
   if (n0 >= N) return;
   for (int64_t q = int64_t{blockIdx.y} * blockDim.y + threadIdx.y; q < groups;
@@ -127,13 +128,12 @@ __global__ void __launch_bounds__(kThreads) mvue_kernel(const T* g, T* out, int6
     for (int r = 0; r < 4; ++r) {
       if (r < rows) load_row<kVec>(g + offset + r * N, in[r]);
     }
-    // The hash of (seed, q) inside mvue_uniform is the same for every k: the unrolled loop computes it
-    // once, and only the column's final mix runs per k.
+    const uint32_t group_hash = sparse24::mvue_group_hash(seed_hash, first_group + q);
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
       const float column[4] = {in[0][k], in[1][k], in[2][k], in[3][k]};
       float result[4];
-      sparse24::mvue_group24(column, sparse24::mvue_uniform(seed, first_group + q, n0 + k), result);
+      sparse24::mvue_group24(column, sparse24::mvue_uniform_at(group_hash, n0 + k), result);
 #pragma unroll
       for (int r = 0; r < 4; ++r) kept[r][k] = result[r];
     }
@@ -163,7 +163,8 @@ void launch_mvue(const T* g, T* out, int64_t M, int64_t N, int64_t first_group, 
   constexpr int64_t kMaxGridY = 65535;
   const dim3 grid(blocks_for(vectors, x),
                   static_cast<unsigned>(std::min(kMaxGridY, (groups + block.y - 1) / block.y)));
-  mvue_kernel<T, kVec><<<grid, block, 0, current_stream()>>>(g, out, M, N, groups, first_group, seed);
+  mvue_kernel<T, kVec><<<grid, block, 0, current_stream()>>>(g, out, M, N, groups, first_group,
+                                                             sparse24::mvue_seed_hash(seed));
   PT_CUDA_CHECK_LAUNCH();
 }
 
