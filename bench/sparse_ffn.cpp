@@ -289,9 +289,12 @@ void bench_block(const Dims& d, int64_t M, const std::string& no_mvue,
       const bool mvue_d = down.weight_grad_sparse(M, f32), mvue_gu = gate_up.weight_grad_sparse(M, f32);
       down.backward(dy, a, da, Write::overwrite, dw_d, Write::accumulate, mvue_d ? dy_p : Tensor(), seed);
       mark("down bwd");
-      swiglu_backward(da, h, dh);
+      // As the model: the SwiGLU backward prunes and packs dh for a sparse MVUE dW where it can.
+      const bool packed =
+          mvue_gu ? gate_up.swiglu_backward(da, h, dh, seed, f32) : (swiglu_backward(da, h, dh), false);
       mark("swiglu bwd");
-      gate_up.backward(dh, x, dx, Write::overwrite, dw_gu, Write::accumulate, mvue_gu ? dh : Tensor(), seed);
+      gate_up.backward(dh, x, dx, Write::overwrite, dw_gu, Write::accumulate, mvue_gu ? dh : Tensor(), seed,
+                       packed);
     } else {
       down.backward(dy, a, da, Write::overwrite, Tensor(), Write::accumulate, Tensor(), seed);
       cuda::sparse_linear_weight_grad(g_d, a, dw_d, Write::accumulate, "mlp.down_proj");
@@ -328,14 +331,15 @@ void bench_block(const Dims& d, int64_t M, const std::string& no_mvue,
 
 // (c): the weight gradient's passes over g [M, N] (M tokens): MVUE24 pruning and packing g^T into
 // cuSPARSELt's layout, fused and apart, against a device copy of g (the memory bound of a pass that reads g
-// and writes as much). GB/s counts the bytes each pass reads and writes.
-void bench_packing(int64_t N, int64_t M) {
+// and writes as much); for gate_up's g also the SwiGLU backward that makes it, alone and with MVUE24 and
+// the packing fused in. GB/s counts the bytes each pass reads and writes.
+void bench_packing(int64_t N, int64_t M, bool gate_up) {
   Pool pool;
   const Tensor g = pool.make(DType::bf16, {M, N}), pruned = pool.make(DType::bf16, {M, N});
-  const Tensor copy = pool.make(DType::bf16, {M, N});
+  const Tensor copy = pool.make(DType::bf16, {M, N}), dout = pool.make(DType::bf16, {M, N / 2});
   const int64_t packed_bytes = cuda::cusparselt_pack_bytes(N, M), g_bytes = M * N * 2;
   const Tensor packed = pool.make(DType::u8, {packed_bytes});
-  fill(g, Pattern::dense, 11);
+  fill(g, Pattern::dense, 11), fill(copy, Pattern::dense, 12), fill(dout, Pattern::dense, 13);
   cuda::mvue24(g, 1, pruned);
   struct Pass {
     const char* name;
@@ -353,9 +357,15 @@ void bench_packing(int64_t N, int64_t M) {
        [&] { cuda::cusparselt_pack24(pruned.data, N, true, N, M, packed.data); }},
       {"mvue24 + pack g^T fused", g_bytes + packed_bytes,
        [&] { cuda::cusparselt_pack24_mvue(g.data, N, N, M, 1, packed.data); }},
+      // The gate_up g from the SwiGLU backward (reads h [M, N] and dout [M, N/2], writes g): plain, and
+      // fused with MVUE24 and the packing.
+      {"swiglu bwd", g_bytes * 5 / 2, [&] { swiglu_backward(dout, copy, g); }},
+      {"swiglu bwd + mvue24 + pack", g_bytes * 5 / 2 + packed_bytes,
+       [&] { cuda::swiglu_backward_mvue_packed(dout, copy, g, 1, M, packed.data); }},
   };
   std::string row = fmt::format("g [{:>6}, {:>6}]", M, N);
   for (const Pass& p : passes) {
+    if (!gate_up && std::string(p.name).starts_with("swiglu")) continue;
     const double ms = time_ms(p.run);
     row += fmt::format(" | {} {:.3f} ms {:5.0f} GB/s", p.name, ms, static_cast<double>(p.bytes) / (ms * 1e6));
     record({{"part", "packing"}, {"M", M}, {"N", N}, {"pass", p.name}, {"ms", ms}});
@@ -452,8 +462,8 @@ int main(int argc, char** argv) {
     fmt::print("\n(c) passes over the weight gradient's g: MVUE24 and packing g^T, against a copy\n");
     for (const Dims& d : dims)
       for (int64_t M : tokens) {
-        bench_packing(2 * d.F, M);
-        bench_packing(d.C, M);
+        bench_packing(2 * d.F, M, true);
+        bench_packing(d.C, M, false);
       }
   }
   cuda::set_sparse_gemm_mode(saved);

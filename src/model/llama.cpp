@@ -395,14 +395,20 @@ void LlamaModel::forward_backward(const StagedBatch& batch, const Tensor& grads,
     else
       ops::linear_backward(dx, act, weight(w.w_down, {C, F}), dact, Write::overwrite, dw_down,
                            Write::accumulate);
-    ops::swiglu_backward(dact, arena_.view(a.h, {T, 2 * F}), dh);
-    if (const ops::SparseLinear* s = sparse(l, FfnLinear::gate_up))
-      s->backward(dh, xn2, dxn, Write::overwrite, dw_gate_up, Write::accumulate,
-                  mvue_dw(*s, dw_gate_up, T) ? dh : Tensor(),
-                  mvue_seed_.at(static_cast<int>(l), FfnLinear::gate_up));
-    else
+    const Tensor h = arena_.view(a.h, {T, 2 * F});
+    if (const ops::SparseLinear* s = sparse(l, FfnLinear::gate_up)) {
+      // With MVUE dW, the SwiGLU backward also prunes and packs dh for the sparse dW GEMM where it can.
+      const bool mvue = mvue_dw(*s, dw_gate_up, T);
+      const uint64_t seed = mvue_seed_.at(static_cast<int>(l), FfnLinear::gate_up);
+      const bool packed = mvue ? s->swiglu_backward(dact, h, dh, seed, dw_gate_up.dtype)
+                               : (ops::swiglu_backward(dact, h, dh), false);
+      s->backward(dh, xn2, dxn, Write::overwrite, dw_gate_up, Write::accumulate, mvue ? dh : Tensor(), seed,
+                  packed);
+    } else {
+      ops::swiglu_backward(dact, h, dh);
       ops::linear_backward(dh, xn2, weight(w.w_gate_up, {2 * F, C}), dxn, Write::overwrite, dw_gate_up,
                            Write::accumulate);
+    }
     ops::rmsnorm_backward(dxn, arena_.view(a.mid, {T, C}), weight(w.ffn_norm, {C}), arena_.view(a.rstd2, {T}),
                           dtmp, param(grads, w.ffn_norm, {C}), Write::accumulate);
     ops::add(dtmp, dx);

@@ -3,7 +3,9 @@
 #include "ops/arg_check.h"
 #include "ops/linear.h"
 #include "ops/sparse24.h"
+#include "ops/swiglu.h"
 #ifdef PACKTRAIN_CUDA
+#include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/sparse_gemm.h"
 #endif
 
@@ -80,8 +82,29 @@ void SparseLinear::forward(const Tensor& x, const Tensor& y, Write mode) const {
   linear_forward(x, w_, y, mode);
 }
 
+bool SparseLinear::swiglu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed,
+                                   DType dw_dtype) const {
+  ArgCheck a("SparseLinear::swiglu_backward");
+  a.real("dh", dh, {-1, w_.size(0)})
+      .real("h", h, {dh.size(0), w_.size(0)})
+      .real("dout", dout, {dh.size(0), w_.size(0) / 2});
+  check_tokens(name_, "dh", dh.size(0), max_tokens_);
+#ifdef PACKTRAIN_CUDA
+  if (accel_ && w_.dtype == DType::bf16) {
+    const cuda::PackedGrad packed =
+        cuda::sparse_weight_grad_packed_operand(dh.size(0), w_.size(0), w_.size(1), dw_dtype);
+    if (packed.rows > 0)
+      return cuda::swiglu_backward_mvue_packed(dout, h, dh, seed, packed.rows, packed.data);
+  }
+#endif
+  (void)seed, (void)dw_dtype;
+  ops::swiglu_backward(dout, h, dh);
+  return false;
+}
+
 void SparseLinear::backward(const Tensor& dy, const Tensor& x, const Tensor& dx, Write dx_mode,
-                            const Tensor& dw, Write dw_mode, const Tensor& dy_pruned, uint64_t seed) const {
+                            const Tensor& dw, Write dw_mode, const Tensor& dy_pruned, uint64_t seed,
+                            bool dy_packed) const {
   ArgCheck a("SparseLinear::backward");
   const int64_t N = w_.size(0), K = w_.size(1);
   a.real("x", x, {-1, K}).real("w", w_, {N, K}).real("dy", dy, {x.size(0), N});
@@ -100,8 +123,10 @@ void SparseLinear::backward(const Tensor& dy, const Tensor& x, const Tensor& dx,
   if (dw.empty()) return;
   if (dy_pruned.empty()) return linear_backward(dy, x, w_, Tensor(), dx_mode, dw, dw_mode);
 #ifdef PACKTRAIN_CUDA
-  if (accel_) return cuda::sparse_linear_weight_grad_mvue(dy, seed, dy_pruned, x, dw, dw_mode, name_);
+  if (accel_)
+    return cuda::sparse_linear_weight_grad_mvue(dy, seed, dy_pruned, x, dw, dw_mode, name_, dy_packed);
 #endif
+  (void)dy_packed;  // only cuda packs
   mvue24(dy, seed, dy_pruned);
   linear_backward(dy_pruned, x, w_, Tensor(), dx_mode, dw, dw_mode);
 }

@@ -45,8 +45,18 @@ class SparseLinear {
   // space for the pruned dy: afterwards its contents are unspecified (on cuda the sparse kernel's packing
   // prunes on the fly and writes only what dense GEMMs read there); with an empty dy_pruned, dw = dy^T x.
   // dw may be f32 beside bf16 activations, as in linear_backward.
+  // dy_packed: dy came from this layer's swiglu_backward, which returned true for this dy and seed.
   void backward(const Tensor& dy, const Tensor& x, const Tensor& dx, Write dx_mode, const Tensor& dw,
-                Write dw_mode, const Tensor& dy_pruned, uint64_t seed) const;
+                Write dw_mode, const Tensor& dy_pruned, uint64_t seed, bool dy_packed = false) const;
+
+  // For the gate_up projection of a SwiGLU FFN, whose output gradient is the activation's input gradient:
+  // dh[M,2F] = swiglu_backward(dout, h), where this layer's backward will prune dh by MVUE with `seed`
+  // into a dw of dtype dw_dtype. Where that weight gradient runs on sparse tensor cores from an operand
+  // packtrain packs, the same pass prunes and packs dh for it (the SwiGLU backward fused with MVUE, as in
+  // Hu et al.) and this returns true: pass dy_packed to the backward() that follows. False: a plain
+  // swiglu_backward ran.
+  bool swiglu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed,
+                       DType dw_dtype) const;
 
   // Whether dw of an M-token backward into a dw of dtype dw_dtype runs on sparse tensor cores, the only
   // case where pruning dy by MVUE buys speed: on cuda the autotuner's choice for the shape (true until the

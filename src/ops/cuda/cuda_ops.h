@@ -34,6 +34,13 @@ void rope_rotate(const Tensor& q, const Tensor& k, const Tensor& position_ids, d
                  const Tensor& q_out, const Tensor& k_out);
 void swiglu_forward(const Tensor& h, const Tensor& out);
 void swiglu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh);
+// swiglu_backward whose dh feeds a 2:4 weight gradient (the gate_up projection's): in the same pass, rows
+// [0, rows) of dh are pruned by mvue24 with `seed` and packed as A = mvue24(dh[:rows])^T [2F, rows] into
+// `packed` (cusparselt_pack_bytes(2F, rows)), the bytes cusparselt_pack24_mvue writes from dh; rows past
+// them get the plain backward. Needs bf16, 16-byte aligned tensors, F and rows multiples of 64 (rows <= T):
+// otherwise only the plain backward runs and it returns false.
+bool swiglu_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed,
+                                 int64_t rows, void* packed);
 // cuBLASLt GEMMs with fp32 accumulation (no TF32); dw may be f32 beside bf16 inputs.
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode);
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, Write dx_mode,

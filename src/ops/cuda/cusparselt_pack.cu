@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ops/cuda/check.h"
+#include "ops/cuda/mvue_pack.cuh"
 #include "ops/cuda/sparse24_encode.cuh"
 #include "ops/cuda/stream.h"
 #include "ops/sparse24_common.h"
@@ -78,22 +79,15 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// The weight gradient's operand A = mvue24(g)^T [R, C] from g [C tokens, R features]. A CTA takes 64
-// tokens x 64 features of g: each thread loads 4 tokens x 4 features (8 bytes of each of 4 rows, a warp's
-// loads coalesced along the features), prunes its 4 groups in registers and leaves each group's value pair
-// and nibble in shared memory; the CTA then stores 64 rows of 16 value words (64 bytes each) and its four
-// 128-byte metadata tiles, which are consecutive in the layout (two 32-row halves of 64 rows for each of
-// two 32-column tiles).
-constexpr int kMvueTile = 64, kMvueThreads = 256;
-
-__global__ void __launch_bounds__(kMvueThreads)
+// The weight gradient's operand A = mvue24(g)^T [R, C] from g [C tokens, R features], one 64 x 64 tile of
+// A per CTA (ops/cuda/mvue_pack.cuh).
+__global__ void __launch_bounds__(mvue_pack::kThreads)
     pack_mvue_kernel(const uint16_t* __restrict__ src, int64_t ld, int64_t C, uint32_t seed_hash,
                      uint4* __restrict__ values, uint32_t* __restrict__ meta) {
-  constexpr int kGroups = kMvueTile / 4;
-  __shared__ uint32_t value_words[kMvueTile][kGroups + 1];  // [feature][token group]; +1 spreads the banks
-  __shared__ uint8_t nibbles[kMvueTile][kGroups];
-  const int64_t token0 = int64_t{blockIdx.x} * kMvueTile, feature0 = int64_t{blockIdx.y} * kMvueTile;
-  const int quad = threadIdx.x % 16, group = threadIdx.x / 16;  // features 4 quad.., tokens 4 group..
+  using mvue_pack::kTile;
+  __shared__ mvue_pack::Tile tile;
+  const int64_t token0 = int64_t{blockIdx.x} * kTile, feature0 = int64_t{blockIdx.y} * kTile;
+  const int quad = mvue_pack::quad(), group = mvue_pack::group();
   uint2 rows[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i)
@@ -101,40 +95,16 @@ __global__ void __launch_bounds__(kMvueThreads)
   const uint32_t group_hash = sparse24::mvue_group_hash(seed_hash, token0 / 4 + group);
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    float in[4];
+    float g[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const uint32_t word = j < 2 ? rows[i].x : rows[i].y;
-      in[i] = __uint_as_float(j % 2 ? word & 0xFFFF0000u : word << 16);
+      g[i] = __uint_as_float(j % 2 ? word & 0xFFFF0000u : word << 16);
     }
-    const int feature = 4 * quad + j;
-    const auto k = sparse24::mvue_keep24(in, sparse24::mvue_uniform_at(group_hash, feature0 + feature));
-    const __nv_bfloat162 pair = __floats2bfloat162_rn(k.v0, k.v1);  // .x, the lower position, in the low half
-    value_words[feature][group] = *reinterpret_cast<const uint32_t*>(&pair);
-    nibbles[feature][group] = static_cast<uint8_t>(k.i0 | k.i1 << 2);
+    mvue_pack::keep(tile, g, group_hash, 4 * quad + j, feature0 + 4 * quad + j);
   }
   __syncthreads();
-
-  {  // A row (feature) f: its 16 words of this tile, four per thread
-    const int f = threadIdx.x / 4, w = threadIdx.x % 4 * 4;
-    values[((feature0 + f) * C / 4 + token0 / 4 + w) / 4] =
-        make_uint4(value_words[f][w], value_words[f][w + 1], value_words[f][w + 2], value_words[f][w + 3]);
-  }
-  if (threadIdx.x < kMvueTile * kGroups / 8) {  // one metadata word (8 nibbles) per thread
-    // Word w of the CTA's 512 bytes: tile w / 32 is (32-column tile) * 2 + (32-row half); in a tile, byte
-    // 4 (w % 32) + j holds group 4 (j & 1) + (j >> 1) + 2 (w & 1) of the tile's columns for rows
-    // (w >> 1) % 8 + 16 ((w >> 4) & 1) (low nibble) and 8 more (high nibble).
-    const int w = threadIdx.x, tile = w / 32, in_tile = w % 32;
-    const int row = 32 * (tile & 1) + (in_tile >> 1 & 7) + 16 * (in_tile >> 4 & 1);
-    const int col = 8 * (tile >> 1) + 2 * (in_tile & 1);
-    uint32_t word = 0;
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int high = 0; high < 2; ++high)
-        word |= uint32_t{nibbles[row + 8 * high][col + 4 * (j & 1) + (j >> 1)]} << (8 * j + 4 * high);
-    meta[(int64_t{blockIdx.y} * (C / 32) * 2 + int64_t{blockIdx.x} * 4) * 32 + w] = word;
-  }
+  mvue_pack::store(tile, feature0, token0, C, values, meta);
 }
 
 void check_pack_shape(const char* op, int64_t ld, int64_t R, int64_t C) {
@@ -163,9 +133,9 @@ void cusparselt_pack24_mvue(const void* src, int64_t ld, int64_t R, int64_t C, u
   check_pack_shape("cusparselt_pack24_mvue", ld, R, C);
   auto* values = static_cast<uint4*>(dst);
   auto* meta = reinterpret_cast<uint32_t*>(static_cast<char*>(dst) + R * C);
-  const dim3 grid(static_cast<unsigned>(C / kMvueTile), static_cast<unsigned>(R / kMvueTile));
-  pack_mvue_kernel<<<grid, kMvueThreads, 0, current_stream()>>>(static_cast<const uint16_t*>(src), ld, C,
-                                                                sparse24::mvue_seed_hash(seed), values, meta);
+  const dim3 grid(static_cast<unsigned>(C / mvue_pack::kTile), static_cast<unsigned>(R / mvue_pack::kTile));
+  pack_mvue_kernel<<<grid, mvue_pack::kThreads, 0, current_stream()>>>(
+      static_cast<const uint16_t*>(src), ld, C, sparse24::mvue_seed_hash(seed), values, meta);
   PT_CUDA_CHECK_LAUNCH();
 }
 

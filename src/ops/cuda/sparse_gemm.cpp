@@ -104,6 +104,7 @@ struct Call {
   const std::string& name;
   int64_t M, N, K;
   Pruning* pruning = nullptr;  // weight grad: act is the unpruned g, to be pruned by MVUE24
+  bool prepacked = false;      // ... and its grid rows are already in the plan's packed operand
 
   // The weight gradient's g, pruned from row r0 on where MVUE is asked for.
   const Tensor& g_from(int64_t r0) const { return pruning ? pruning->from(r0) : act; }
@@ -447,6 +448,22 @@ class Engine {
     return size == static_cast<size_t>(cusparselt_pack_bytes(a.rows, a.cols));
   }
 
+  // The buffer of a weight gradient's packed operand and the rows of g it takes, where a call of this
+  // shape will run on a plan that exists and whose 2:4 operand our packer writes from g^T; {} elsewhere.
+  PackedGrad packed_grad(int64_t M, int64_t N, int64_t K, DType out, SparseGemmMode mode) {
+    const int64_t M0 = sparse_gemm_grid_rows(M);
+    if (M0 == 0 || N % 16 != 0 || K % 16 != 0) return {};
+    const auto choice =
+        choices_.find({bucket_of(SparseGemmKind::weight_grad, M0, N, K, DType::bf16, out), mode});
+    if (choice == choices_.end() || choice->second != Path::sparse_a) return {};
+    const auto plan = plans_.find({SparseGemmKind::weight_grad, true, M0, N, K, DType::bf16, out});
+    if (plan == plans_.end() || !plan->second || !plan->second->arr.packed ||
+        !plan->second->arr.pack_transposed)
+      return {};
+    const Stored& a = plan->second->arr.a;
+    return {fit_compressed(g_compressed_, static_cast<size_t>(cusparselt_pack_bytes(a.rows, a.cols))), M0};
+  }
+
   // The weight gradient's g^T for a packed plan, pruned by MVUE24 as it is packed.
   const void* pack_mvue(const Plan& plan, const Call& c) {
     const Stored& a = plan.arr.a;
@@ -558,9 +575,10 @@ class Engine {
     const void* sparse = nullptr;
     const void* other = nullptr;
     if (c.kind == SparseGemmKind::weight_grad) {
-      sparse = c.pruning && plan.arr.packed && plan.arr.pack_transposed
-                   ? pack_mvue(plan, c)
-                   : compress(plan, c.g_from(0).data, g_compressed_);
+      const bool packed_g = c.pruning && plan.arr.packed && plan.arr.pack_transposed;
+      sparse = packed_g && c.prepacked ? g_compressed_.data()
+               : packed_g              ? pack_mvue(plan, c)
+                                       : compress(plan, c.g_from(0).data, g_compressed_);
       other = c.x.data;
     } else {
       sparse = weight_form(*c.weight, c.kind, plan);
@@ -952,11 +970,36 @@ void sparse_linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& d
   run({SparseGemmKind::weight_grad, g, x, nullptr, dw, mode, name, g.shape[0], g.shape[1], x.shape[1]});
 }
 
+PackedGrad sparse_weight_grad_packed_operand(int64_t M, int64_t N, int64_t K, DType out) {
+#ifdef PACKTRAIN_CUSPARSELT
+  const SparseGemmMode mode = sparse_gemm_mode();
+  if (mode == SparseGemmMode::dense || mode == SparseGemmMode::wgmma) return {};
+  Engine* engine = Engine::get();
+  if (!engine) return {};
+  const std::lock_guard lock(engine->mutex);
+  return engine->packed_grad(M, N, K, out, mode);
+#else
+  (void)M, (void)N, (void)K, (void)out;
+  return {};
+#endif
+}
+
 void sparse_linear_weight_grad_mvue(const Tensor& dy, uint64_t seed, const Tensor& dy_pruned, const Tensor& x,
-                                    const Tensor& dw, Write mode, const std::string& name) {
+                                    const Tensor& dw, Write mode, const std::string& name, bool prepacked) {
   Pruning pruning(dy, dy_pruned, seed);
-  run({SparseGemmKind::weight_grad, dy, x, nullptr, dw, mode, name, dy.shape[0], dy.shape[1], x.shape[1],
-       &pruning});
+  Call c{SparseGemmKind::weight_grad,
+         dy,
+         x,
+         nullptr,
+         dw,
+         mode,
+         name,
+         dy.shape[0],
+         dy.shape[1],
+         x.shape[1],
+         &pruning};
+  c.prepacked = prepacked;
+  run(c);
 }
 
 }  // namespace pt::ops::cuda

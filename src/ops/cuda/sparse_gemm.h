@@ -104,7 +104,20 @@ void sparse_linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& d
 // dy_pruned followed by sparse_linear_weight_grad, but where the sparse kernel's operand is packed by our
 // packer the pruning happens in that pass, and dy_pruned ([M,N], may be dy) receives only the rows that
 // a dense GEMM or cuSPARSELt's own compression reads; its other rows are left as they were.
+// prepacked: the producer of dy has already pruned and packed its first rows into the buffer of
+// sparse_weight_grad_packed_operand (for this shape and seed), so that pass is skipped.
 void sparse_linear_weight_grad_mvue(const Tensor& dy, uint64_t seed, const Tensor& dy_pruned, const Tensor& x,
-                                    const Tensor& dw, Write mode, const std::string& name);
+                                    const Tensor& dw, Write mode, const std::string& name,
+                                    bool prepacked = false);
+// Where sparse_linear_weight_grad_mvue for dw[N,K] (out dtype) from dy[M,N] will run on cuSPARSELt with
+// an operand our packer writes from dy^T: that operand's buffer and the rows of dy it takes (the plan's
+// grid rows), for the producer of dy to prune and pack them in its own pass (swiglu_backward_mvue_packed)
+// and then call with prepacked. {nullptr, 0} where the call would run otherwise, or before its first call
+// (which decides and makes the plan).
+struct PackedGrad {
+  void* data = nullptr;
+  int64_t rows = 0;
+};
+PackedGrad sparse_weight_grad_packed_operand(int64_t M, int64_t N, int64_t K, DType out);
 
 }  // namespace pt::ops::cuda

@@ -5,7 +5,9 @@
 
 #include "ops/cuda/check.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/cusparselt_pack.h"
 #include "ops/cuda/elements.cuh"
+#include "ops/cuda/mvue_pack.cuh"
 #include "ops/cuda/stream.h"
 #include "ops/cuda/vector.cuh"
 
@@ -36,7 +38,15 @@ __global__ void forward_kernel(const T* __restrict__ h, T* __restrict__ out, int
   }
 }
 
-// d silu(g)/dg = s (1 + g (1 - s)) with s = sigmoid(g).
+// The gradients of silu(gate) * up from the output's: d silu(g)/dg = s (1 + g (1 - s)) with s = sigmoid(g).
+// One function for both backward kernels, so they round alike.
+template <class T>
+__device__ __forceinline__ void swiglu_grad(T grad, T gate, T up, T& dgate, T& dup) {
+  const float g = load(&gate), u = load(&up), d = load(&grad), s = sigmoid(g);
+  store(&dgate, d * u * s * (1.0f + g * (1.0f - s)));
+  store(&dup, d * g * s);
+}
+
 template <class T, int kVec>
 __global__ void backward_kernel(const T* __restrict__ dout, const T* __restrict__ h, T* __restrict__ dh,
                                 int64_t F) {
@@ -46,14 +56,48 @@ __global__ void backward_kernel(const T* __restrict__ dout, const T* __restrict_
                         d = load_pack<kVec>(dout + t * F + f);
     Pack<T, kVec> dg, du;
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) {
-      const float gate = load(&g.v[k]), up = load(&u.v[k]), grad = load(&d.v[k]), s = sigmoid(gate);
-      store(&dg.v[k], grad * up * s * (1.0f + gate * (1.0f - s)));
-      store(&du.v[k], grad * gate * s);
-    }
+    for (int k = 0; k < kVec; ++k) swiglu_grad(d.v[k], g.v[k], u.v[k], dg.v[k], du.v[k]);
     store_pack(dh + t * 2 * F + f, dg);
     store_pack(dh + t * 2 * F + F + f, du);
   }
+}
+
+// backward_kernel (bf16) for rows [0, C) that also prunes dh by MVUE24 and packs it as the gate_up weight
+// gradient's A = mvue24(dh)^T [2F, C] (ops/cuda/mvue_pack.cuh): a CTA takes 64 tokens and 64 gate features
+// j0.. with their up features F + j0.., so it computes both halves of dh and packs one tile of A from each.
+__global__ void __launch_bounds__(mvue_pack::kThreads)
+    backward_mvue_pack_kernel(const __nv_bfloat16* __restrict__ dout, const __nv_bfloat16* __restrict__ h,
+                              __nv_bfloat16* __restrict__ dh, int64_t F, int64_t C, uint32_t seed_hash,
+                              uint4* __restrict__ values, uint32_t* __restrict__ meta) {
+  using mvue_pack::kTile;
+  __shared__ mvue_pack::Tile gate_tile, up_tile;
+  const int64_t token0 = int64_t{blockIdx.x} * kTile, j0 = int64_t{blockIdx.y} * kTile;
+  const int quad = mvue_pack::quad(), group = mvue_pack::group();
+  float dgate[4][4], dup[4][4];  // [feature 4 quad + k][token 4 group + i], as stored in dh (bf16)
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t t = token0 + 4 * group + i, j = j0 + 4 * quad;
+    const Pack<__nv_bfloat16, 4> g = load_pack<4>(h + t * 2 * F + j), u = load_pack<4>(h + t * 2 * F + F + j),
+                                 d = load_pack<4>(dout + t * F + j);
+    Pack<__nv_bfloat16, 4> dg, du;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      swiglu_grad(d.v[k], g.v[k], u.v[k], dg.v[k], du.v[k]);
+      dgate[k][i] = load(&dg.v[k]), dup[k][i] = load(&du.v[k]);
+    }
+    store_pack(dh + t * 2 * F + j, dg);
+    store_pack(dh + t * 2 * F + F + j, du);
+  }
+  const uint32_t group_hash = sparse24::mvue_group_hash(seed_hash, token0 / 4 + group);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int feature = 4 * quad + k;
+    mvue_pack::keep(gate_tile, dgate[k], group_hash, feature, j0 + feature);
+    mvue_pack::keep(up_tile, dup[k], group_hash, feature, F + j0 + feature);
+  }
+  __syncthreads();
+  mvue_pack::store(gate_tile, j0, token0, C, values, meta);
+  mvue_pack::store(up_tile, F + j0, token0, C, values, meta);
 }
 
 // Launches kernel<E, vector width> over T rows: 16-byte vectors when every row start is 16-byte aligned.
@@ -77,10 +121,38 @@ void swiglu_forward(const Tensor& h, const Tensor& out) {
   dispatch_float("swiglu_forward", "h", h.dtype, [&](auto tag) {
     using E = decltype(tag);
     launch_rows<E>(T, F, {h.data, out.data}, [&](auto vec, unsigned blocks, int threads) {
-      forward_kernel<E, decltype(vec)::value><<<blocks, threads, 0, current_stream()>>>(data<E>(h), data<E>(out), F);
+      forward_kernel<E, decltype(vec)::value>
+          <<<blocks, threads, 0, current_stream()>>>(data<E>(h), data<E>(out), F);
       PT_CUDA_CHECK_LAUNCH();
     });
   });
+}
+
+bool swiglu_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed,
+                                 int64_t rows, void* packed) {
+  const int64_t T = h.shape[0], F = h.shape[1] / 2;
+  const bool fits = rows > 0 && rows <= T && cusparselt_pack_fits(2 * F, rows) && F % mvue_pack::kTile == 0 &&
+                    h.dtype == DType::bf16 && dout.dtype == DType::bf16 && dh.dtype == DType::bf16 &&
+                    aligned16({dout.data, h.data, dh.data, packed});
+  if (!fits) {
+    swiglu_backward(dout, h, dh);
+    return false;
+  }
+  auto* values = static_cast<uint4*>(packed);
+  auto* meta = reinterpret_cast<uint32_t*>(static_cast<char*>(packed) + 2 * F * rows);
+  const dim3 grid(static_cast<unsigned>(rows / mvue_pack::kTile),
+                  static_cast<unsigned>(F / mvue_pack::kTile));
+  backward_mvue_pack_kernel<<<grid, mvue_pack::kThreads, 0, current_stream()>>>(
+      data<__nv_bfloat16>(dout), data<__nv_bfloat16>(h), data<__nv_bfloat16>(dh), F, rows,
+      sparse24::mvue_seed_hash(seed), values, meta);
+  PT_CUDA_CHECK_LAUNCH();
+  if (rows < T) {  // the rest of dh, unpruned
+    const auto tail = [&](const Tensor& t) {
+      return Tensor(data<char>(t) + rows * t.shape[1] * 2, t.dtype, {T - rows, t.shape[1]}, t.device);
+    };
+    swiglu_backward(tail(dout), tail(h), tail(dh));
+  }
+  return true;
 }
 
 void swiglu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh) {
@@ -89,8 +161,8 @@ void swiglu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh) {
   dispatch_float("swiglu_backward", "h", h.dtype, [&](auto tag) {
     using E = decltype(tag);
     launch_rows<E>(T, F, {dout.data, h.data, dh.data}, [&](auto vec, unsigned blocks, int threads) {
-      backward_kernel<E, decltype(vec)::value><<<blocks, threads, 0, current_stream()>>>(data<E>(dout), data<E>(h),
-                                                                          data<E>(dh), F);
+      backward_kernel<E, decltype(vec)::value>
+          <<<blocks, threads, 0, current_stream()>>>(data<E>(dout), data<E>(h), data<E>(dh), F);
       PT_CUDA_CHECK_LAUNCH();
     });
   });

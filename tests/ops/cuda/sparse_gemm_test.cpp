@@ -15,9 +15,11 @@
 #include <tuple>
 
 #include "cuda_test_util.h"
+#include "ops/cuda/cuda_ops.h"
 #include "ops/linear.h"
 #include "ops/sparse24.h"
 #include "ops/sparse_linear.h"
+#include "ops/swiglu.h"
 
 namespace pt::ops {
 namespace {
@@ -254,6 +256,71 @@ TEST(SparseGemm, FusedMvuePackingEqualsPruningThenPacking) {
     cuda::cusparselt_pack24(pruned.t.data, R, true, R, C, want.t.data);
     cuda::cusparselt_pack24_mvue(d_g.t.data, R, R, C, seed, got.t.data);
     EXPECT_EQ(download_bytes(got.t), download_bytes(want.t));
+  }
+}
+
+// The SwiGLU backward fused with MVUE24 and the packing writes the dh of the plain backward and, for its
+// first `rows` tokens, the bytes that packing mvue24(dh)^T writes; where it cannot fuse (F not a multiple
+// of 64) it runs the plain backward alone and says so. Gradients with exact zeros (pruned groups of 0..4
+// nonzeros). Needs no cuSPARSELt.
+TEST(SparseGemm, SwigluBackwardFusedWithMvuePacksWhatPruningItsOutputPacks) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& [T, F, rows] : {std::tuple<int64_t, int64_t, int64_t>{64, 64, 64},
+                                   {200, 128, 192},
+                                   {1100, 192, 1088},
+                                   {128, 96, 64}}) {
+    SCOPED_TRACE(fmt::format("T={} F={} rows={}", T, F, rows));
+    const std::vector<double> h =
+        rounded(random_values(T * 2 * F, static_cast<uint64_t>(T + F), -4, 4), DType::bf16);
+    std::vector<double> dout =
+        rounded(random_values(T * F, static_cast<uint64_t>(3 * T + F), -1, 1), DType::bf16);
+    std::mt19937 rng(static_cast<uint32_t>(T * F));
+    for (double& v : dout)
+      if (rng() % 3 == 0) v = 0;
+    const DeviceTensor d_h = upload(h, DType::bf16, {T, 2 * F}), d_dout = upload(dout, DType::bf16, {T, F});
+    DeviceTensor plain = poisoned(DType::bf16, {T, 2 * F}), fused = poisoned(DType::bf16, {T, 2 * F});
+    const int64_t bytes = cuda::cusparselt_pack_bytes(2 * F, rows);
+    DeviceTensor want = poisoned(DType::u8, {bytes}), got = poisoned(DType::u8, {bytes});
+    const uint64_t seed = 0x5eed + static_cast<uint64_t>(T);
+    swiglu_backward(d_dout.t, d_h.t, plain.t);
+    const bool packed = cuda::swiglu_backward_mvue_packed(d_dout.t, d_h.t, fused.t, seed, rows, got.t.data);
+    EXPECT_EQ(download_bytes(fused.t), download_bytes(plain.t));
+    EXPECT_EQ(packed, F % 64 == 0);
+    if (!packed) continue;
+    cuda::cusparselt_pack24_mvue(plain.t.data, 2 * F, 2 * F, rows, seed, want.t.data);
+    EXPECT_EQ(download_bytes(got.t), download_bytes(want.t));
+  }
+}
+
+// SparseLinear::swiglu_backward on a gate_up layer whose MVUE weight gradient runs on cuSPARSELt from our
+// packing: it packs dh itself (once the first call has made the plan), and the backward that takes that
+// operand gives the dx and dw of the unfused path bit for bit, with and without rows past the plan's grid.
+TEST(SparseGemm, SwigluBackwardPackingFeedsTheSparseWeightGradient) {
+  SKIP_WITHOUT_SPARSE_GEMM();
+  const ModeGuard guard(SparseGemmMode::sparse_a);
+  const int64_t F = 256, C = 128;
+  const uint64_t seed = 99;
+  for (int64_t T : {1088, 1100}) {
+    SCOPED_TRACE(fmt::format("T={}", T));
+    const DeviceTensor w = upload(masked_weight(2 * F, C, 5), DType::bf16, {2 * F, C});
+    const DeviceTensor x = upload(rounded(random_values(T * C, 6), DType::bf16), DType::bf16, {T, C});
+    const DeviceTensor h =
+        upload(rounded(random_values(T * 2 * F, 7, -3, 3), DType::bf16), DType::bf16, {T, 2 * F});
+    const DeviceTensor dout = upload(rounded(random_values(T * F, 8), DType::bf16), DType::bf16, {T, F});
+    SparseLinear layer(w.t, T, "layers.0.mlp.gate_up_proj");
+    const auto step = [&](bool fuse) {
+      DeviceTensor dh = poisoned(DType::bf16, {T, 2 * F}), dx = poisoned(DType::bf16, {T, C});
+      DeviceTensor dw = poisoned(DType::f32, {2 * F, C});
+      const bool packed = fuse ? layer.swiglu_backward(dout.t, h.t, dh.t, seed, DType::f32)
+                               : (swiglu_backward(dout.t, h.t, dh.t), false);
+      layer.backward(dh.t, x.t, dx.t, Write::overwrite, dw.t, Write::overwrite, dh.t, seed, packed);
+      return std::tuple(packed, download_bytes(dx.t), download_bytes(dw.t));
+    };
+    const auto [first_packed, dx_want, dw_want] = step(false);  // decides and makes the plan
+    const auto [packed, dx_got, dw_got] = step(true);
+    EXPECT_TRUE(packed);
+    EXPECT_EQ(dx_got, dx_want);
+    EXPECT_EQ(dw_got, dw_want);
   }
 }
 
