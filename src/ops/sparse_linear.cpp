@@ -91,10 +91,16 @@ bool SparseLinear::swiglu_backward(const Tensor& dout, const Tensor& h, const Te
   check_tokens(name_, "dh", dh.size(0), max_tokens_);
 #ifdef PACKTRAIN_CUDA
   if (accel_ && w_.dtype == DType::bf16) {
-    const cuda::PackedGrad packed =
-        cuda::sparse_weight_grad_packed_operand(dh.size(0), w_.size(0), w_.size(1), dw_dtype);
-    if (packed.rows > 0)
-      return cuda::swiglu_backward_mvue_packed(dout, h, dh, seed, packed.rows, packed.data);
+    const int64_t M = dh.size(0), N = w_.size(0), K = w_.size(1);
+    const auto fused = [&](void* packed, int64_t rows) {
+      return cuda::swiglu_backward_mvue_packed(dout, h, dh, seed, rows, packed);
+    };
+    // Before the autotuner's first decision on this weight gradient: what packing adds to this pass.
+    cuda::sparse_weight_grad_note_producer(
+        M, N, K, dw_dtype, [&] { ops::swiglu_backward(dout, h, dh); }, fused);
+    if (const cuda::PackedGrad packed = cuda::sparse_weight_grad_packed_operand(M, N, K, dw_dtype);
+        packed.rows > 0)
+      return fused(packed.data, packed.rows);
   }
 #endif
   (void)seed, (void)dw_dtype;

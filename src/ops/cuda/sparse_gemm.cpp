@@ -448,6 +448,23 @@ class Engine {
     return size == static_cast<size_t>(cusparselt_pack_bytes(a.rows, a.cols));
   }
 
+  // Times a producer of a weight gradient's g with and without pruning and packing g on the way, before
+  // that weight gradient's first decision, so that choose() charges its sparse path with the difference
+  // (see sparse_weight_grad_note_producer).
+  void note_producer(int64_t M, int64_t N, int64_t K, DType out, SparseGemmMode mode,
+                     const std::function<void()>& plain, const std::function<bool(void*, int64_t)>& fused) {
+    const int64_t M0 = sparse_gemm_grid_rows(M);
+    if (M0 == 0 || N % 16 != 0 || K % 16 != 0) return;
+    const BucketKey bucket = bucket_of(SparseGemmKind::weight_grad, M0, N, K, DType::bf16, out);
+    if (choices_.contains({bucket, mode}) || producer_ms_.contains(bucket)) return;
+    const Arrangement arr = arrange(SparseGemmKind::weight_grad, M0, N, K, true, own_pack_);
+    if (!arr.packed || !arr.pack_transposed || !pack_size_agrees(arr.a)) return;
+    void* dst =
+        fit_compressed(g_compressed_, static_cast<size_t>(cusparselt_pack_bytes(arr.a.rows, arr.a.cols)));
+    if (!fused(dst, M0)) return;  // this producer cannot pack g
+    producer_ms_[bucket] = std::max(0.0, median_ms([&] { fused(dst, M0); }) - median_ms(plain));
+  }
+
   // The buffer of a weight gradient's packed operand and the rows of g it takes, where a call of this
   // shape will run on a plan that exists and whose 2:4 operand our packer writes from g^T; {} elsewhere.
   PackedGrad packed_grad(int64_t M, int64_t N, int64_t K, DType out, SparseGemmMode mode) {
@@ -759,20 +776,32 @@ class Engine {
     // A cuSPARSELt path on the weight also pays for compressing W (or W^T) again after every optimizer
     // step: its time is charged in full to the call, as if the weight ran one GEMM of this kind per
     // update (no gradient accumulation), so that automatic mode never loses to dense over a whole step.
-    std::vector<double> ms(candidates.size(), -1.0), compress_ms(candidates.size(), 0.0);
+    std::vector<double> ms(candidates.size(), -1.0), compress_ms(candidates.size(), 0.0),
+        producer_ms(candidates.size(), -1.0);
+    const auto producer = producer_ms_.find(bucket);
     if (candidates.size() > 1) {
       for (size_t i = 0; i < candidates.size(); ++i) {
         const Path path = candidates[i];
         Plan* plan = plans[i];
         try {
+          // A g whose producer prunes and packs it on the way: the GEMM from the packed operand, plus
+          // what packing adds to that producer, instead of this call's own packing pass.
+          Call timed = c;
+          if (plan && c.pruning && plan->arr.packed && plan->arr.pack_transposed &&
+              producer != producer_ms_.end()) {
+            pack_mvue(*plan, c);
+            timed.prepacked = true;
+            producer_ms[i] = producer->second;
+          }
           ms[i] = median_ms([&] {
             if (plan)
-              matmul(c, *plan, scratch.data, false);
+              matmul(timed, *plan, scratch.data, false);
             else if (path == Path::wgmma)
               wgmma_matmul(c, scratch.data, false, M0);
             else
               dense(c, 0, M0, scratch, Write::overwrite);
           });
+          ms[i] += std::max(producer_ms[i], 0.0);
           if (plan && c.weight) {
             DeviceBuffer compressed;
             compress_ms[i] = median_ms([&] { compress(*plan, c.weight->dense().data, compressed); });
@@ -795,6 +824,8 @@ class Engine {
       times += fmt::format("{}{} ", times.empty() ? "" : ", ", path_name(candidates[i]));
       times += ms[i] >= 0 ? fmt::format("{:.3f} ms", ms[i]) : std::string("untimed");
       if (compress_ms[i] > 0) times += fmt::format(" (W compression {:.3f} ms of it)", compress_ms[i]);
+      if (producer_ms[i] >= 0)
+        times += fmt::format(" (g pruned and packed by its producer: {:.3f} ms of it)", producer_ms[i]);
       if (plans[i])
         times += fmt::format(" (kernel {}, split-k {})", plans[i]->config.id, plans[i]->config.split_k);
     }
@@ -814,6 +845,7 @@ class Engine {
   std::map<PlanKey, std::unique_ptr<Plan>> plans_;  // nullptr: cuSPARSELt refused that shape
   std::map<std::pair<BucketKey, bool>, AlgConfig> searched_;
   std::map<std::pair<BucketKey, SparseGemmMode>, Path> choices_;
+  std::map<BucketKey, double> producer_ms_;  // note_producer's measurements, for weight-gradient buckets
 };
 
 #endif  // PACKTRAIN_CUSPARSELT
@@ -968,6 +1000,21 @@ bool sparse_weight_grad_runs_sparse(int64_t M, int64_t N, int64_t K, DType out) 
 void sparse_linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& dw, Write mode,
                                const std::string& name) {
   run({SparseGemmKind::weight_grad, g, x, nullptr, dw, mode, name, g.shape[0], g.shape[1], x.shape[1]});
+}
+
+void sparse_weight_grad_note_producer(int64_t M, int64_t N, int64_t K, DType out,
+                                      const std::function<void()>& plain,
+                                      const std::function<bool(void* packed, int64_t rows)>& fused) {
+#ifdef PACKTRAIN_CUSPARSELT
+  const SparseGemmMode mode = sparse_gemm_mode();
+  if (mode == SparseGemmMode::dense || mode == SparseGemmMode::wgmma) return;
+  Engine* engine = Engine::get();
+  if (!engine) return;
+  const std::lock_guard lock(engine->mutex);
+  engine->note_producer(M, N, K, out, mode, plain, fused);
+#else
+  (void)M, (void)N, (void)K, (void)out, (void)plain, (void)fused;
+#endif
 }
 
 PackedGrad sparse_weight_grad_packed_operand(int64_t M, int64_t N, int64_t K, DType out) {

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -119,5 +120,12 @@ struct PackedGrad {
   int64_t rows = 0;
 };
 PackedGrad sparse_weight_grad_packed_operand(int64_t M, int64_t N, int64_t K, DType out);
+// Before the first sparse_linear_weight_grad_mvue of this shape (the autotuner's decision), from a producer
+// of dy that can prune and pack it on the way: times the producer plain() and fused(packed, rows) (which
+// returns false where it cannot pack), so that the decision charges the sparse path with the producer's
+// extra time instead of a packing pass of its own. Leaves the producer's output as plain() writes it.
+void sparse_weight_grad_note_producer(int64_t M, int64_t N, int64_t K, DType out,
+                                      const std::function<void()>& plain,
+                                      const std::function<bool(void* packed, int64_t rows)>& fused);
 
 }  // namespace pt::ops::cuda

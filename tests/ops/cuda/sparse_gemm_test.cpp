@@ -292,36 +292,54 @@ TEST(SparseGemm, SwigluBackwardFusedWithMvuePacksWhatPruningItsOutputPacks) {
   }
 }
 
-// SparseLinear::swiglu_backward on a gate_up layer whose MVUE weight gradient runs on cuSPARSELt from our
-// packing: it packs dh itself (once the first call has made the plan), and the backward that takes that
-// operand gives the dx and dw of the unfused path bit for bit, with and without rows past the plan's grid.
+// SparseLinear::swiglu_backward on a gate_up layer with MVUE dW, with and without rows past the plan's grid.
+// With cuSPARSELt forced (sparse-a), once the first call has made the plan it packs dh itself, and the
+// backward that takes that operand gives the dx and dw of the unfused path bit for bit. In automatic mode
+// (where it also times itself for the autotuner's first decision) dw is the cpu's mvue24 of the same dh
+// times x, whichever path the autotuner takes.
 TEST(SparseGemm, SwigluBackwardPackingFeedsTheSparseWeightGradient) {
   SKIP_WITHOUT_SPARSE_GEMM();
-  const ModeGuard guard(SparseGemmMode::sparse_a);
   const int64_t F = 256, C = 128;
   const uint64_t seed = 99;
-  for (int64_t T : {1088, 1100}) {
-    SCOPED_TRACE(fmt::format("T={}", T));
-    const DeviceTensor w = upload(masked_weight(2 * F, C, 5), DType::bf16, {2 * F, C});
-    const DeviceTensor x = upload(rounded(random_values(T * C, 6), DType::bf16), DType::bf16, {T, C});
-    const DeviceTensor h =
-        upload(rounded(random_values(T * 2 * F, 7, -3, 3), DType::bf16), DType::bf16, {T, 2 * F});
-    const DeviceTensor dout = upload(rounded(random_values(T * F, 8), DType::bf16), DType::bf16, {T, F});
-    SparseLinear layer(w.t, T, "layers.0.mlp.gate_up_proj");
-    const auto step = [&](bool fuse) {
-      DeviceTensor dh = poisoned(DType::bf16, {T, 2 * F}), dx = poisoned(DType::bf16, {T, C});
-      DeviceTensor dw = poisoned(DType::f32, {2 * F, C});
-      const bool packed = fuse ? layer.swiglu_backward(dout.t, h.t, dh.t, seed, DType::f32)
-                               : (swiglu_backward(dout.t, h.t, dh.t), false);
-      layer.backward(dh.t, x.t, dx.t, Write::overwrite, dw.t, Write::overwrite, dh.t, seed, packed);
-      return std::tuple(packed, download_bytes(dx.t), download_bytes(dw.t));
-    };
-    const auto [first_packed, dx_want, dw_want] = step(false);  // decides and makes the plan
-    const auto [packed, dx_got, dw_got] = step(true);
-    EXPECT_TRUE(packed);
-    EXPECT_EQ(dx_got, dx_want);
-    EXPECT_EQ(dw_got, dw_want);
-  }
+  for (SparseGemmMode mode : {SparseGemmMode::sparse_a, SparseGemmMode::automatic})
+    for (int64_t T : {1088, 1100}) {
+      SCOPED_TRACE(fmt::format("{} T={}", cuda::sparse_gemm_mode_name(mode), T));
+      const ModeGuard guard(mode);
+      std::vector<double> w = masked_weight(2 * F, C, 5), x = rounded(random_values(T * C, 6), DType::bf16);
+      const DeviceTensor d_w = upload(w, DType::bf16, {2 * F, C}), d_x = upload(x, DType::bf16, {T, C});
+      const DeviceTensor h =
+          upload(rounded(random_values(T * 2 * F, 7, -3, 3), DType::bf16), DType::bf16, {T, 2 * F});
+      const DeviceTensor dout = upload(rounded(random_values(T * F, 8), DType::bf16), DType::bf16, {T, F});
+      SparseLinear layer(d_w.t, T, "layers.0.mlp.gate_up_proj");
+      const auto step = [&](bool fuse) {
+        DeviceTensor dh = poisoned(DType::bf16, {T, 2 * F}), dx = poisoned(DType::bf16, {T, C});
+        DeviceTensor dw = poisoned(DType::f32, {2 * F, C});
+        const bool packed = fuse ? layer.swiglu_backward(dout.t, h.t, dh.t, seed, DType::f32)
+                                 : (swiglu_backward(dout.t, h.t, dh.t), false);
+        layer.backward(dh.t, d_x.t, dx.t, Write::overwrite, dw.t, Write::overwrite, dh.t, seed, packed);
+        return std::tuple(packed, download_bytes(dx.t), std::move(dw));
+      };
+      if (mode == SparseGemmMode::sparse_a) {
+        const auto [first_packed, dx_want, dw_want] = step(false);  // decides and makes the plan
+        const auto [packed, dx_got, dw_got] = step(true);
+        EXPECT_TRUE(packed);
+        EXPECT_EQ(dx_got, dx_want);
+        EXPECT_EQ(download_bytes(dw_got.t), download_bytes(dw_want.t));
+        continue;
+      }
+      DeviceTensor dh = poisoned(DType::bf16, {T, 2 * F});
+      swiglu_backward(dout.t, h.t, dh.t);
+      const std::vector<double> dh_host = download(dh.t);
+      std::vector<float> dh_f(dh_host.begin(), dh_host.end()), pruned_f(dh_f.size());
+      mvue24(Tensor::of(dh_f.data(), {T, 2 * F}), seed, Tensor::of(pruned_f.data(), {T, 2 * F}));
+      std::vector<double> pruned(pruned_f.begin(), pruned_f.end()), dw_want(2 * F * C);
+      linear_backward(view(pruned, {T, 2 * F}), view(x, {T, C}), view(w, {2 * F, C}), Tensor(),
+                      Write::overwrite, view(dw_want, {2 * F, C}), Write::overwrite);
+      for (int call = 0; call < 2; ++call) {
+        const auto [packed, dx_bytes, dw] = step(true);
+        EXPECT_CLOSE(dw.t, dw_want, tolerance(DType::bf16, true));
+      }
+    }
 }
 
 // dw = mvue24(dy)^T x through sparse_linear_weight_grad_mvue against the cpu's mvue24 and f64 GEMM: token
