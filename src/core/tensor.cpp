@@ -66,6 +66,13 @@ Tensor Tensor::reshape(std::initializer_list<int64_t> dims) const {
   return t;
 }
 
+Tensor Tensor::rows(int64_t begin, int64_t end) const {
+  if (ndim != 2 || begin < 0 || begin > end || end > shape[0])
+    fail("rows [{}, {}) of {}: needs a 2-D tensor and 0 <= begin <= end <= rows", begin, end, str());
+  return Tensor(static_cast<char*>(data) + begin * shape[1] * dtype_size(dtype), dtype,
+                {end - begin, shape[1]}, device);
+}
+
 std::string Tensor::str() const {
   std::string dims;
   for (int i = 0; i < ndim; ++i) dims += fmt::format("{}{}", i ? "," : "", shape[static_cast<size_t>(i)]);

@@ -66,6 +66,8 @@ struct Tensor {
   int64_t size(int dim) const;  // negative counts from the end, like Python
   // The same memory with other dims and the same element count: [T, H*D] seen as [T, H, D].
   Tensor reshape(std::initializer_list<int64_t> dims) const;
+  // Rows [begin, end) of a 2-D row-major tensor, the same memory.
+  Tensor rows(int64_t begin, int64_t end) const;
   std::string str() const;  // "f32[4,8]@cpu"
 
   // Typed access; the element type must match dtype exactly.

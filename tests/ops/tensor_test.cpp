@@ -40,6 +40,18 @@ TEST(Tensor, ReshapeKeepsMemoryAndChecksTheCount) {
   EXPECT_THROW(t.reshape({5, 2}), Error);
 }
 
+TEST(Tensor, RowsViewARangeOfRowsAndCheckIt) {
+  std::vector<float> data(12);
+  const Tensor t = Tensor::of(data.data(), {4, 3});
+  const Tensor r = t.rows(1, 3);
+  EXPECT_EQ(r.str(), "f32[2,3]@cpu");
+  EXPECT_EQ(r.ptr<float>(), data.data() + 3);
+  EXPECT_EQ(t.rows(4, 4).numel(), 0);
+  EXPECT_THROW(t.rows(2, 5), Error);
+  EXPECT_THROW(t.rows(3, 2), Error);
+  EXPECT_THROW(t.reshape({12}).rows(0, 1), Error);
+}
+
 TEST(Tensor, RejectsTooManyOrNegativeDims) {
   float x = 0;
   EXPECT_THROW(Tensor(&x, DType::f32, {1, 1, 1, 1, 1}), Error);

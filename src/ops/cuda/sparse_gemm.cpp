@@ -68,12 +68,6 @@ std::atomic<int64_t> g_sparse_calls{0}, g_dense_calls{0}, g_decisions{0}, g_sear
 std::mutex g_mode_mutex;
 std::optional<SparseGemmMode> g_mode_override;
 
-// Rows [r0, r1) of a row-major [M, C] tensor.
-Tensor rows(const Tensor& t, int64_t r0, int64_t r1) {
-  return Tensor(static_cast<char*>(t.data) + r0 * t.shape[1] * dtype_size(t.dtype), t.dtype,
-                {r1 - r0, t.shape[1]}, t.device);
-}
-
 // A weight gradient's output gradient g pruned by MVUE24 on demand: our packer prunes the rows of the
 // sparse kernel as it packs them (cusparselt_pack24_mvue), so only rows that a dense GEMM or cuSPARSELt's
 // own compression reads are pruned into `out` (which may be g itself).
@@ -87,7 +81,7 @@ struct Pruning {
   // The pruned gradient, valid from row r0 (a multiple of 4) on.
   const Tensor& from(int64_t r0) {
     if (r0 < pruned_from) {
-      mvue24(rows(g, r0, pruned_from), seed, rows(out, r0, pruned_from), r0);
+      mvue24(g.rows(r0, pruned_from), seed, out.rows(r0, pruned_from), r0);
       pruned_from = r0;
     }
     return out;
@@ -115,11 +109,11 @@ struct Call {
 void dense(const Call& c, int64_t r0, int64_t r1, const Tensor& out, Write mode) {
   switch (c.kind) {
     case SparseGemmKind::forward:
-      return linear_forward(rows(c.act, r0, r1), c.weight->dense(), out, mode);
+      return linear_forward(c.act.rows(r0, r1), c.weight->dense(), out, mode);
     case SparseGemmKind::input_grad:  // linear_backward takes its [M,K] shape and dtype from x: out has both
-      return linear_backward(rows(c.act, r0, r1), out, c.weight->dense(), out, mode, Tensor(), mode);
+      return linear_backward(c.act.rows(r0, r1), out, c.weight->dense(), out, mode, Tensor(), mode);
     case SparseGemmKind::weight_grad:  // ... and N from w, which it reads only for dx: out is [N,K]
-      return linear_backward(rows(c.g_from(r0), r0, r1), rows(c.x, r0, r1), out, Tensor(), mode, out, mode);
+      return linear_backward(c.g_from(r0).rows(r0, r1), c.x.rows(r0, r1), out, Tensor(), mode, out, mode);
   }
 }
 
@@ -165,6 +159,8 @@ struct Arrangement {
   bool swapped = false;
   bool packed = false, pack_transposed = false;
   int64_t m = 0, n = 0;
+  // The weight gradient's g^T written by our packer: where MVUE pruning can happen on the way.
+  bool packs_transposed() const { return packed && pack_transposed; }
 };
 
 // The canonical arrangement with the 2:4 operand in the asked position; with own_pack, a 2:4 A whose
@@ -413,7 +409,7 @@ class Engine {
       if (c.kind == SparseGemmKind::weight_grad)
         dense(c, M0, c.M, c.out, Write::accumulate);
       else
-        dense(c, M0, c.M, rows(c.out, M0, c.M), c.mode);
+        dense(c, M0, c.M, c.out.rows(M0, c.M), c.mode);
     }
     return true;
   }
@@ -458,7 +454,7 @@ class Engine {
     const BucketKey bucket = bucket_of(SparseGemmKind::weight_grad, M0, N, K, DType::bf16, out);
     if (choices_.contains({bucket, mode}) || producer_ms_.contains(bucket)) return;
     const Arrangement arr = arrange(SparseGemmKind::weight_grad, M0, N, K, true, own_pack_);
-    if (!arr.packed || !arr.pack_transposed || !pack_size_agrees(arr.a)) return;
+    if (!arr.packs_transposed() || !pack_size_agrees(arr.a)) return;
     void* dst =
         fit_compressed(g_compressed_, static_cast<size_t>(cusparselt_pack_bytes(arr.a.rows, arr.a.cols)));
     if (!fused(dst, M0)) return;  // this producer cannot pack g
@@ -474,9 +470,7 @@ class Engine {
         choices_.find({bucket_of(SparseGemmKind::weight_grad, M0, N, K, DType::bf16, out), mode});
     if (choice == choices_.end() || choice->second != Path::sparse_a) return {};
     const auto plan = plans_.find({SparseGemmKind::weight_grad, true, M0, N, K, DType::bf16, out});
-    if (plan == plans_.end() || !plan->second || !plan->second->arr.packed ||
-        !plan->second->arr.pack_transposed)
-      return {};
+    if (plan == plans_.end() || !plan->second || !plan->second->arr.packs_transposed()) return {};
     const Stored& a = plan->second->arr.a;
     return {fit_compressed(g_compressed_, static_cast<size_t>(cusparselt_pack_bytes(a.rows, a.cols))), M0};
   }
@@ -592,7 +586,7 @@ class Engine {
     const void* sparse = nullptr;
     const void* other = nullptr;
     if (c.kind == SparseGemmKind::weight_grad) {
-      const bool packed_g = c.pruning && plan.arr.packed && plan.arr.pack_transposed;
+      const bool packed_g = c.pruning && plan.arr.packs_transposed();
       sparse = packed_g && c.prepacked ? g_compressed_.data()
                : packed_g              ? pack_mvue(plan, c)
                                        : compress(plan, c.g_from(0).data, g_compressed_);
@@ -787,8 +781,7 @@ class Engine {
           // A g whose producer prunes and packs it on the way: the GEMM from the packed operand, plus
           // what packing adds to that producer, instead of this call's own packing pass.
           Call timed = c;
-          if (plan && c.pruning && plan->arr.packed && plan->arr.pack_transposed &&
-              producer != producer_ms_.end()) {
+          if (plan && c.pruning && plan->arr.packs_transposed() && producer != producer_ms_.end()) {
             pack_mvue(*plan, c);
             timed.prepacked = true;
             producer_ms[i] = producer->second;
@@ -983,14 +976,25 @@ void sparse_linear_input_grad(const Tensor& dy, SparseWeight& w, const Tensor& d
   run({SparseGemmKind::input_grad, dy, Tensor(), &w, dx, mode, name, dy.shape[0], dy.shape[1], dx.shape[1]});
 }
 
+#ifdef PACKTRAIN_CUSPARSELT
+namespace {
+
+// The engine, locked, for questions about weight gradients in a mode whose dW may run on cuSPARSELt; no
+// engine in the dense and wgmma modes or without cuSPARSELt.
+struct WeightGradEngine {
+  SparseGemmMode mode = sparse_gemm_mode();
+  Engine* engine = mode == SparseGemmMode::dense || mode == SparseGemmMode::wgmma ? nullptr : Engine::get();
+  std::unique_lock<std::mutex> lock =
+      engine ? std::unique_lock(engine->mutex) : std::unique_lock<std::mutex>();
+};
+
+}  // namespace
+#endif
+
 bool sparse_weight_grad_runs_sparse(int64_t M, int64_t N, int64_t K, DType out) {
 #ifdef PACKTRAIN_CUSPARSELT
-  const SparseGemmMode mode = sparse_gemm_mode();
-  if (mode == SparseGemmMode::dense || mode == SparseGemmMode::wgmma) return false;
-  Engine* engine = Engine::get();
-  if (!engine) return false;
-  const std::lock_guard lock(engine->mutex);
-  return engine->weight_grad_sparse(M, N, K, out, mode);
+  const WeightGradEngine e;
+  return e.engine && e.engine->weight_grad_sparse(M, N, K, out, e.mode);
 #else
   (void)M, (void)N, (void)K, (void)out;
   return false;
@@ -1006,12 +1010,8 @@ void sparse_weight_grad_note_producer(int64_t M, int64_t N, int64_t K, DType out
                                       const std::function<void()>& plain,
                                       const std::function<bool(void* packed, int64_t rows)>& fused) {
 #ifdef PACKTRAIN_CUSPARSELT
-  const SparseGemmMode mode = sparse_gemm_mode();
-  if (mode == SparseGemmMode::dense || mode == SparseGemmMode::wgmma) return;
-  Engine* engine = Engine::get();
-  if (!engine) return;
-  const std::lock_guard lock(engine->mutex);
-  engine->note_producer(M, N, K, out, mode, plain, fused);
+  const WeightGradEngine e;
+  if (e.engine) e.engine->note_producer(M, N, K, out, e.mode, plain, fused);
 #else
   (void)M, (void)N, (void)K, (void)out, (void)plain, (void)fused;
 #endif
@@ -1019,12 +1019,8 @@ void sparse_weight_grad_note_producer(int64_t M, int64_t N, int64_t K, DType out
 
 PackedGrad sparse_weight_grad_packed_operand(int64_t M, int64_t N, int64_t K, DType out) {
 #ifdef PACKTRAIN_CUSPARSELT
-  const SparseGemmMode mode = sparse_gemm_mode();
-  if (mode == SparseGemmMode::dense || mode == SparseGemmMode::wgmma) return {};
-  Engine* engine = Engine::get();
-  if (!engine) return {};
-  const std::lock_guard lock(engine->mutex);
-  return engine->packed_grad(M, N, K, out, mode);
+  const WeightGradEngine e;
+  return e.engine ? e.engine->packed_grad(M, N, K, out, e.mode) : PackedGrad{};
 #else
   (void)M, (void)N, (void)K, (void)out;
   return {};
@@ -1034,19 +1030,8 @@ PackedGrad sparse_weight_grad_packed_operand(int64_t M, int64_t N, int64_t K, DT
 void sparse_linear_weight_grad_mvue(const Tensor& dy, uint64_t seed, const Tensor& dy_pruned, const Tensor& x,
                                     const Tensor& dw, Write mode, const std::string& name, bool prepacked) {
   Pruning pruning(dy, dy_pruned, seed);
-  Call c{SparseGemmKind::weight_grad,
-         dy,
-         x,
-         nullptr,
-         dw,
-         mode,
-         name,
-         dy.shape[0],
-         dy.shape[1],
-         x.shape[1],
-         &pruning};
-  c.prepacked = prepacked;
-  run(c);
+  run({SparseGemmKind::weight_grad, dy, x, nullptr, dw, mode, name, dy.shape[0], dy.shape[1], x.shape[1],
+       &pruning, prepacked});
 }
 
 }  // namespace pt::ops::cuda

@@ -146,12 +146,7 @@ bool swiglu_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tens
       data<__nv_bfloat16>(dout), data<__nv_bfloat16>(h), data<__nv_bfloat16>(dh), F, rows,
       sparse24::mvue_seed_hash(seed), values, meta);
   PT_CUDA_CHECK_LAUNCH();
-  if (rows < T) {  // the rest of dh, unpruned
-    const auto tail = [&](const Tensor& t) {
-      return Tensor(data<char>(t) + rows * t.shape[1] * 2, t.dtype, {T - rows, t.shape[1]}, t.device);
-    };
-    swiglu_backward(tail(dout), tail(h), tail(dh));
-  }
+  if (rows < T) swiglu_backward(dout.rows(rows, T), h.rows(rows, T), dh.rows(rows, T));  // unpruned
   return true;
 }
 
