@@ -11,10 +11,11 @@
 //      auto trains), with cuSPARSELt forced (MVUE pruning of dy and dh, sparse dw), and with our wgmma
 //      kernel (exact dense dw, as --sparse-dw auto trains in that mode).
 // Times are means over --iters calls after a warm-up call (which also runs cuSPARSELt's kernel search);
-// TFLOP/s counts the dense-equivalent 2MNK per GEMM; "x" is dense time / this time (> 1: faster).
+// in (b) the variants are measured in turn, --rounds times, and the median kept. TFLOP/s counts the
+// dense-equivalent 2MNK per GEMM; "x" is dense time / this time (> 1: faster).
 // Usage: bench_sparse_ffn [--dims 768x2048,2048x8192,4096x14336] [--tokens 16384,32768,65536]
-//                         [--iters 10] [--skip-gemms] [--skip-block] [--block-modes auto,sparse,wgmma]
-//                         [--phases] [--packing] [--json FILE]
+//   [--iters 10] [--rounds 3] [--skip-gemms] [--skip-block] [--block-modes auto,sparse,wgmma]
+//   [--phases] [--packing] [--json FILE]
 // --phases adds, per block, the mean time of each of its parts (CUDA events between them); --packing
 // times (c), the passes over a weight gradient's g: MVUE24 and packing g^T, fused and apart, against a copy.
 #include <fmt/format.h>
@@ -54,6 +55,7 @@ using namespace pt;
 using namespace pt::ops;
 
 int iters = 10;
+int rounds = 3;
 bool phases = false;
 
 #ifdef PACKTRAIN_CUDA
@@ -265,8 +267,6 @@ void bench_block(const Dims& d, int64_t M, const std::string& no_mvue,
     linear_backward(dh, x, w_gu, dx, Write::overwrite, dw_gu, Write::accumulate);
     mark("gate_up bwd");
   };
-  const double dense_ms = time_step_ms(dense_step);
-
   SparseLinear gate_up(w_gu, M, "mlp.gate_up_proj"), down(w_d, M, "mlp.down_proj");
   uint64_t seed = 0;
   bool mvue = true;
@@ -306,20 +306,42 @@ void bench_block(const Dims& d, int64_t M, const std::string& no_mvue,
     }
     mark("gate_up bwd");
   };
+  // Each variant warmed up (the autotuner decides there), then all timed in turn, round after round, and
+  // the median round kept: a GPU whose clock drifts under load moves every variant alike.
+  const auto use = [&](size_t v) {  // variant 0 is dense, v > 0 is modes[v - 1]
+    if (v == 0) return;
+    cuda::set_sparse_gemm_mode(modes[v - 1]);
+    mvue = ops::sparse_weight_grad_gemm(Device::cuda);
+  };
+  const size_t variants = modes.size() + 1;
+  std::vector<std::vector<double>> rounds_ms(variants);
+  for (size_t v = 0; v < variants; ++v) use(v), (v ? sparse_step : dense_step)([](const char*) {});
+  for (int round = 0; round < rounds; ++round)
+    for (size_t v = 0; v < variants; ++v)
+      use(v), rounds_ms[v].push_back(time_step_ms(v ? sparse_step : dense_step));
+  std::vector<double> ms;
+  for (std::vector<double>& r : rounds_ms) std::sort(r.begin(), r.end()), ms.push_back(r[r.size() / 2]);
+
+  const double dense_ms = ms[0];
   std::string row = fmt::format("{:>5}/{:<5} block {:>6} | dense {:8.3f} ms {:6.1f} TF/s", C, F, M, dense_ms,
                                 tflops(flops, dense_ms));
-  nlohmann::json j = {{"part", "block"},     {"d", C}, {"ff", F}, {"M", M}, {"mvue", no_mvue.empty()},
-                      {"dense_ms", dense_ms}};
+  nlohmann::json j = {{"part", "block"},
+                      {"d", C},
+                      {"ff", F},
+                      {"M", M},
+                      {"mvue", no_mvue.empty()},
+                      {"dense_ms", dense_ms},
+                      {"rounds", rounds},
+                      {"dense_rounds_ms", rounds_ms[0]}};
   std::vector<std::string> parts;  // --phases: each mode's parts, printed under the row
-  for (SparseGemmMode mode : modes) {
-    cuda::set_sparse_gemm_mode(mode);
-    mvue = ops::sparse_weight_grad_gemm(Device::cuda);
-    const double ms = time_step_ms(sparse_step);
-    const std::string name = cuda::sparse_gemm_mode_name(mode);
-    row += fmt::format(" | {} {:8.3f} ms {:6.1f} TF/s {:5.2f}x", name, ms, tflops(flops, ms), dense_ms / ms);
-    j[name + "_ms"] = ms;
-    j[name + "_speedup"] = dense_ms / ms;
-    if (phases) parts.push_back(fmt::format("    {:<8} {}", name, time_parts(sparse_step)));
+  for (size_t v = 1; v < variants; ++v) {
+    const std::string name = cuda::sparse_gemm_mode_name(modes[v - 1]);
+    row += fmt::format(" | {} {:8.3f} ms {:6.1f} TF/s {:5.2f}x", name, ms[v], tflops(flops, ms[v]),
+                       dense_ms / ms[v]);
+    j[name + "_ms"] = ms[v];
+    j[name + "_speedup"] = dense_ms / ms[v];
+    j[name + "_rounds_ms"] = rounds_ms[v];
+    if (phases) use(v), parts.push_back(fmt::format("    {:<8} {}", name, time_parts(sparse_step)));
   }
   fmt::print("{}\n", row);
   if (phases) {
@@ -393,6 +415,8 @@ int main(int argc, char** argv) {
   app.add_option("--dims", dims_arg, "comma-separated CxF (hidden x FFN) sizes, multiples of 16");
   app.add_option("--tokens", tokens_arg, "comma-separated token counts M per micro-batch");
   app.add_option("--iters", iters, "timed calls per measurement")->check(CLI::Range(1, 10000));
+  app.add_option("--rounds", rounds, "(b): measurements of each variant, in turn; the median is kept")
+      ->check(CLI::Range(1, 100));
   app.add_flag("--skip-gemms", skip_gemms, "skip (a), the single GEMMs");
   app.add_flag("--skip-block", skip_block, "skip (b), the FFN block");
   app.add_option("--block-modes", block_modes_arg, "comma-separated sparse GEMM modes of (b), beside dense");

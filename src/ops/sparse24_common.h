@@ -160,61 +160,84 @@ struct Kept24 {
   R v0, v1;
 };
 
+// min, max and the largest R below x >= 0 (0 for 0), alike on host and device. min and max are single
+// instructions on the GPU where a comparison and a select would be two.
+template <class R>
+PT_SPARSE24_HD R smaller(R x, R y) {
+#ifdef __CUDA_ARCH__
+  return fminf(x, y);
+#else
+  return std::fmin(x, y);
+#endif
+}
+template <class R>
+PT_SPARSE24_HD R larger(R x, R y) {
+#ifdef __CUDA_ARCH__
+  return fmaxf(x, y);
+#else
+  return std::fmax(x, y);
+#endif
+}
+template <class R>
+PT_SPARSE24_HD R below(R x) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(max(__float_as_uint(x), 1u) - 1u);
+#else
+  return x > 0 ? std::nextafter(x, R(0)) : x;
+#endif
+}
+
 // MVUE 2:4 of one group g[4] (rows past the tensor's end passed as 0) with the draw u: g[i] / p[i] for the
 // two entries systematic sampling keeps, 0 elsewhere.
 // p by water-filling: p_i = 2 |g_i| / sum |g| when that is at most 1 for all, otherwise the largest
 // entry is kept for sure (p = 1) and the others share the second slot, p_i = |g_i| / (sum of the others).
-// No division is needed: g_i / p_i is sign(g_i) sum / 2, or sign(g_i) times the sum of the others, and
-// sampling runs on the cumulative |g| against the points u sum / 2 and (u + 1) sum / 2 (u rest), each a
-// single product (u + 1 is exact: u has 23 bits), so no multiply-add exists to be fused differently.
-// A group with at most 2 nonzeros comes out as it is, exactly: its larger entry is the capped top (or
-// both are sampled with p = 1 when equal) and the other's sum of the others is itself; a single nonzero
-// (nothing to sample) is completed by the lowest other position, value 0.
-// Selects and counts only (no branches, no indexing by data): the GPU runs it per group of 4.
+// Both cases are one systematic sampling with two points, u T / 2 and (u + 1) T / 2, over the weights
+// w_i = min(|g_i|, sum of the others) (T their sum): w_i = |g_i| except for a largest entry that exceeds
+// the others together, whose weight T / 2 always holds exactly one point. A kept entry's g_i / p_i is then
+// sign(g_i) max(|g_i|, T / 2): |g_i| for that capped one, T / 2 for every sampled one. So no division, no
+// branch on the case, and each point a single product (u + 1 is exact: u has 23 bits), with no
+// multiply-add to be fused differently on host and device.
+// A group with at most 2 nonzeros comes out as it is, exactly: the two weights are the smaller one's
+// magnitude, each interval holds one point, and max() returns each entry's own magnitude. A single nonzero
+// (its "others" are 0, so it keeps its own weight) takes both points and is completed by the lowest other
+// position, value 0.
+// Comparisons, min/max and selects, and one branch almost never taken: no divergence on the GPU.
 template <class R>
 PT_SPARSE24_HD Kept24<R> mvue_keep24(const R g[4], R u) {
   R a[4];
-  unsigned negative = 0;  // bit i: g[i] < 0
+  PT_SPARSE24_UNROLL
+  for (int i = 0; i < 4; ++i) a[i] = magnitude(g[i]);
+  // Each sum of the other three adds to the largest entry, so it never rounds below any of them: w_i is
+  // exactly a_i for every entry but a capped largest.
+  const R s01 = a[0] + a[1], s23 = a[2] + a[3];
+  const R others[4] = {a[1] + s23, a[0] + s23, s01 + a[3], s01 + a[2]};
+  R h[4];  // running sums of the weights: entry i is kept when [h_(i-1), h_i) holds a point
   PT_SPARSE24_UNROLL
   for (int i = 0; i < 4; ++i) {
-    a[i] = magnitude(g[i]);
-    negative |= (g[i] < 0 ? 1u : 0u) << i;
-  }
-  const R m01 = a[0] < a[1] ? a[1] : a[0], m23 = a[2] < a[3] ? a[3] : a[2];
-  const R top_a = m01 < m23 ? m23 : m01;
-  int top = 3;  // the first largest
-  PT_SPARSE24_UNROLL
-  for (int i = 2; i >= 0; --i) top = a[i] == top_a ? i : top;
-  const R sum = ((a[0] + a[1]) + a[2]) + a[3];
-  const bool capped = top_a + top_a > sum;  // the largest entry is kept for sure
-  // The sampled entries' weights (the capped top's is 0) and their running sums h: an entry is kept when
-  // its [h_(i-1), h_i) holds a point, and the last one with weight > 0 also takes everything above (so
-  // rounding in the sums leaves no gap).
-  R h[4];
-  int last = 0;
-  PT_SPARSE24_UNROLL
-  for (int i = 0; i < 4; ++i) {
-    const R w = capped && i == top ? R(0) : a[i];
+    const R w = others[i] > 0 ? smaller(a[i], others[i]) : a[i];
     h[i] = i == 0 ? w : h[i - 1] + w;
-    last = w > 0 ? i : last;
   }
-  const R total = capped ? h[3] : sum * R(0.5);
-  const auto pick = [&](R point) {  // the count of h_i <= point (h never decreases), or `last`
-    const int below = (h[0] <= point) + (h[1] <= point) + (h[2] <= point) + (h[3] <= point);
-    return below < 4 ? below : last;
+  const R total = h[3], half = total * R(0.5);
+  R value[4];  // g_i / p_i if kept
+  PT_SPARSE24_UNROLL
+  for (int i = 0; i < 4; ++i)
+    value[i] = std::copysign(larger(a[i], half), g[i]);  // one bitwise op on the GPU
+  // Both points lie below total (the second is clamped there against rounding up), so the count of
+  // h_0..h_2 at or below a point is its entry, and an entry of weight 0 is never hit. The value is
+  // selected by the same comparisons, not by indexing with the count (which the GPU would branch on).
+  struct Hit {
+    int i;
+    R v;
   };
-  const auto signed_total = [&](int i) { return (negative >> i & 1) ? -total : total; };
-  // first: the capped top (its own value) or the first point's entry; second: the (other) point's entry.
-  const int sampled = pick(u * total);
-  const int first = capped ? top : sampled, second = capped ? sampled : pick((u + R(1)) * total);
-  const R first_v = capped ? ((negative >> top & 1) ? -top_a : top_a) : signed_total(sampled);
-  // Nothing left to sample (a single nonzero), or rounding put both points in one entry: `first` alone is
-  // kept, completed by the lowest other position.
-  const bool alone = total == 0 || first == second;
-  const int other = alone ? (first == 0 ? 1 : 0) : second;
-  const R other_v = alone ? R(0) : signed_total(second);
-  const bool swap = other < first;
-  return {swap ? other : first, swap ? first : other, swap ? other_v : first_v, swap ? first_v : other_v};
+  const auto pick = [&](R point) {
+    const bool c0 = h[0] <= point, c1 = h[1] <= point, c2 = h[2] <= point;
+    return Hit{int{c0} + int{c1} + int{c2}, c2 ? value[3] : c1 ? value[2] : c0 ? value[1] : value[0]};
+  };
+  const Hit first = pick(u * half), second = pick(smaller((u + R(1)) * half, below(total)));
+  if (first.i != second.i) return {first.i, second.i, first.v, second.v};
+  // Kept alone (a single nonzero, all zeros, or rounding put both points in one entry): completed by a
+  // zero at the lowest other position.
+  return first.i == 0 ? Kept24<R>{0, 1, first.v, R(0)} : Kept24<R>{0, first.i, R(0), first.v};
 }
 
 // mvue_keep24 written out: out[i] = the kept value at the two positions, 0 elsewhere.

@@ -287,25 +287,38 @@ class Event {
   cudaEvent_t e_{};
 };
 
-// Median milliseconds of a few runs on the current stream, after one warm-up run.
-double median_ms(const std::function<void()>& run) {
-  constexpr int kReps = 5;
+// One way to run a candidate for timing: prepare (untimed, may be empty), then run.
+struct Timed {
+  std::function<void()> prepare, run;
+};
+
+// Median milliseconds of each candidate on the current stream, timed in turn round after round after a
+// warm-up round, so that a clock drifting under load (the GPU heating up) moves all of them alike.
+std::vector<double> interleaved_median_ms(const std::vector<Timed>& candidates) {
+  constexpr int kRounds = 5;
   const cudaStream_t stream = current_stream();
-  run();
   Event start, stop;
-  std::vector<float> ms;
-  for (int i = 0; i < kReps; ++i) {
-    PT_CUDA_CHECK(cudaEventRecord(start.get(), stream));
-    run();
-    PT_CUDA_CHECK(cudaEventRecord(stop.get(), stream));
-    PT_CUDA_CHECK(cudaEventSynchronize(stop.get()));
-    float t = 0;
-    PT_CUDA_CHECK(cudaEventElapsedTime(&t, start.get(), stop.get()));
-    ms.push_back(t);
+  std::vector<std::vector<float>> ms(candidates.size());
+  for (int round = -1; round < kRounds; ++round)
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (candidates[i].prepare) candidates[i].prepare();
+      PT_CUDA_CHECK(cudaEventRecord(start.get(), stream));
+      candidates[i].run();
+      PT_CUDA_CHECK(cudaEventRecord(stop.get(), stream));
+      PT_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+      float t = 0;
+      PT_CUDA_CHECK(cudaEventElapsedTime(&t, start.get(), stop.get()));
+      if (round >= 0) ms[i].push_back(t);
+    }
+  std::vector<double> median;
+  for (std::vector<float>& m : ms) {
+    std::sort(m.begin(), m.end());
+    median.push_back(m[kRounds / 2]);
   }
-  std::sort(ms.begin(), ms.end());
-  return ms[kReps / 2];
+  return median;
 }
+
+double median_ms(const std::function<void()>& run) { return interleaved_median_ms({{{}, run}})[0]; }
 
 enum class Path { dense, sparse_a, sparse_b, wgmma };
 
@@ -458,7 +471,8 @@ class Engine {
     void* dst =
         fit_compressed(g_compressed_, static_cast<size_t>(cusparselt_pack_bytes(arr.a.rows, arr.a.cols)));
     if (!fused(dst, M0)) return;  // this producer cannot pack g
-    producer_ms_[bucket] = std::max(0.0, median_ms([&] { fused(dst, M0); }) - median_ms(plain));
+    const std::vector<double> ms = interleaved_median_ms({{{}, [&] { fused(dst, M0); }}, {{}, plain}});
+    producer_ms_[bucket] = std::max(0.0, ms[0] - ms[1]);
   }
 
   // The buffer of a weight gradient's packed operand and the rows of g it takes, where a call of this
@@ -774,36 +788,49 @@ class Engine {
         producer_ms(candidates.size(), -1.0);
     const auto producer = producer_ms_.find(bucket);
     if (candidates.size() > 1) {
+      std::vector<char> failed(candidates.size(), 0);
+      const auto guarded = [&](size_t i, std::function<void()> f) -> std::function<void()> {
+        return [&, i, f = std::move(f)] {
+          if (failed[i]) return;
+          try {
+            f();
+          } catch (const Error& e) {
+            log_warn("sparse GEMMs: {} {} {} failed: {}", c.name, sparse_gemm_kind_name(c.kind),
+                     path_name(candidates[i]), e.what());
+            failed[i] = 1;
+          }
+        };
+      };
+      std::vector<Call> timed(candidates.size(), c);
+      std::vector<Timed> runs;
       for (size_t i = 0; i < candidates.size(); ++i) {
         const Path path = candidates[i];
         Plan* plan = plans[i];
-        try {
-          // A g whose producer prunes and packs it on the way: the GEMM from the packed operand, plus
-          // what packing adds to that producer, instead of this call's own packing pass.
-          Call timed = c;
-          if (plan && c.pruning && plan->arr.packs_transposed() && producer != producer_ms_.end()) {
-            pack_mvue(*plan, c);
-            timed.prepacked = true;
-            producer_ms[i] = producer->second;
-          }
-          ms[i] = median_ms([&] {
-            if (plan)
-              matmul(timed, *plan, scratch.data, false);
-            else if (path == Path::wgmma)
-              wgmma_matmul(c, scratch.data, false, M0);
-            else
-              dense(c, 0, M0, scratch, Write::overwrite);
-          });
-          ms[i] += std::max(producer_ms[i], 0.0);
-          if (plan && c.weight) {
-            DeviceBuffer compressed;
+        // A g whose producer prunes and packs it on the way: the GEMM from the packed operand, plus
+        // what packing adds to that producer, instead of this call's own packing pass.
+        timed[i].prepacked =
+            plan && c.pruning && plan->arr.packs_transposed() && producer != producer_ms_.end();
+        if (timed[i].prepacked) producer_ms[i] = producer->second;
+        runs.push_back({timed[i].prepacked ? guarded(i, [&, plan] { pack_mvue(*plan, c); }) : nullptr,
+                        guarded(i, [&, i, path, plan] {
+                          if (plan)
+                            matmul(timed[i], *plan, scratch.data, false);
+                          else if (path == Path::wgmma)
+                            wgmma_matmul(c, scratch.data, false, M0);
+                          else
+                            dense(c, 0, M0, scratch, Write::overwrite);
+                        })});
+      }
+      const std::vector<double> gemm_ms = interleaved_median_ms(runs);
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        Plan* plan = plans[i];
+        if (plan && c.weight && !failed[i]) {
+          DeviceBuffer compressed;
+          guarded(i, [&] {
             compress_ms[i] = median_ms([&] { compress(*plan, c.weight->dense().data, compressed); });
-            ms[i] += compress_ms[i];
-          }
-        } catch (const Error& e) {
-          log_warn("sparse GEMMs: {} {} {} failed: {}", c.name, sparse_gemm_kind_name(c.kind),
-                   path_name(candidates[i]), e.what());
+          })();
         }
+        if (!failed[i]) ms[i] = gemm_ms[i] + std::max(producer_ms[i], 0.0) + compress_ms[i];
       }
     }
     Path best = Path::dense;
