@@ -200,7 +200,7 @@ PT_SPARSE24_HD R below(R x) {
 // A group with at most 2 nonzeros comes out as it is, exactly: the two weights are the smaller one's
 // magnitude, each interval holds one point, and max() returns each entry's own magnitude. A single nonzero
 // (its "others" are 0, so it keeps its own weight) takes both points and is completed by the lowest other
-// position, value 0.
+// position, value 0; all zeros keep positions 0 and 1.
 // Comparisons, min/max and selects, and one branch almost never taken: no divergence on the GPU.
 template <class R>
 PT_SPARSE24_HD Kept24<R> mvue_keep24(const R g[4], R u) {
@@ -235,9 +235,10 @@ PT_SPARSE24_HD Kept24<R> mvue_keep24(const R g[4], R u) {
   };
   const Hit first = pick(u * half), second = pick(smaller((u + R(1)) * half, below(total)));
   if (first.i != second.i) return {first.i, second.i, first.v, second.v};
-  // Kept alone (a single nonzero, all zeros, or rounding put both points in one entry): completed by a
-  // zero at the lowest other position.
-  return first.i == 0 ? Kept24<R>{0, 1, first.v, R(0)} : Kept24<R>{0, first.i, R(0), first.v};
+  // Kept alone (a single nonzero, or rounding put both points in one entry): completed by a zero at the
+  // lowest other position. All zeros keep positions 0 and 1, as packing a pruned group's nonzeros does.
+  const int alone = total > 0 ? first.i : 0;
+  return alone == 0 ? Kept24<R>{0, 1, first.v, R(0)} : Kept24<R>{0, alone, R(0), first.v};
 }
 
 // mvue_keep24 written out: out[i] = the kept value at the two positions, 0 elsewhere.

@@ -6,6 +6,7 @@
 #include "core/float16.h"
 #include "gradcheck.h"
 #include "ops/cpu/threads.h"
+#include "ops/sparse24_common.h"
 
 #include <gtest/gtest.h>
 
@@ -335,6 +336,30 @@ TEST(Mvue24, IsUnbiasedOverSeeds) {
       }
     }
   EXPECT_GT(sampled, 20);  // the test exercised real sampling, not just kept-for-sure entries
+}
+
+// The two positions mvue_keep24 reports are what the packers encode (ops/cuda/sparse24_encode.cuh): the
+// entries it keeps nonzero, completed by the lowest other positions, in ascending order. So packing g
+// pruned by MVUE and pruning inside the packing write the same metadata, also for groups of zeros, single
+// nonzeros and ties.
+TEST(Mvue24, KeptPositionsAreTheNonzerosCompletedByTheLowestOthers) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uniform(-2, 2);
+  for (int trial = 0; trial < 20000; ++trial) {
+    float g[4];
+    for (float& x : g) {
+      const auto r = static_cast<uint32_t>(rng() % 6);
+      x = r < 2 ? 0.0f : r == 2 ? 0.5f : r == 3 ? 64 * uniform(rng) : uniform(rng);
+    }
+    const float u = static_cast<float>(rng() >> 9) * 0x1p-23f;
+    const sparse24::Kept24<float> k = sparse24::mvue_keep24(g, u);
+    SCOPED_TRACE(::testing::Message()
+                 << "g " << g[0] << " " << g[1] << " " << g[2] << " " << g[3] << " u " << u);
+    unsigned chosen = (k.v0 != 0 ? 1u << k.i0 : 0u) | (k.v1 != 0 ? 1u << k.i1 : 0u);
+    while (__builtin_popcount(chosen) < 2) chosen |= (~chosen & 0xFu) & (0u - (~chosen & 0xFu));
+    ASSERT_LT(k.i0, k.i1);
+    EXPECT_EQ(chosen, (1u << k.i0) | (1u << k.i1));
+  }
 }
 
 TEST(Mvue24, DrawsDependOnTheSeedOnly) {
