@@ -160,24 +160,7 @@ struct Kept24 {
   R v0, v1;
 };
 
-// min, max and the largest R below x >= 0 (0 for 0), alike on host and device. min and max are single
-// instructions on the GPU where a comparison and a select would be two.
-template <class R>
-PT_SPARSE24_HD R smaller(R x, R y) {
-#ifdef __CUDA_ARCH__
-  return fminf(x, y);
-#else
-  return std::fmin(x, y);
-#endif
-}
-template <class R>
-PT_SPARSE24_HD R larger(R x, R y) {
-#ifdef __CUDA_ARCH__
-  return fmaxf(x, y);
-#else
-  return std::fmax(x, y);
-#endif
-}
+// The largest R below x >= 0 (0 for 0), alike on host and device.
 template <class R>
 PT_SPARSE24_HD R below(R x) {
 #ifdef __CUDA_ARCH__
@@ -214,14 +197,13 @@ PT_SPARSE24_HD Kept24<R> mvue_keep24(const R g[4], R u) {
   R h[4];  // running sums of the weights: entry i is kept when [h_(i-1), h_i) holds a point
   PT_SPARSE24_UNROLL
   for (int i = 0; i < 4; ++i) {
-    const R w = others[i] > 0 ? smaller(a[i], others[i]) : a[i];
+    const R w = others[i] > 0 ? std::fmin(a[i], others[i]) : a[i];
     h[i] = i == 0 ? w : h[i - 1] + w;
   }
   const R total = h[3], half = total * R(0.5);
   R value[4];  // g_i / p_i if kept
   PT_SPARSE24_UNROLL
-  for (int i = 0; i < 4; ++i)
-    value[i] = std::copysign(larger(a[i], half), g[i]);  // one bitwise op on the GPU
+  for (int i = 0; i < 4; ++i) value[i] = std::copysign(std::fmax(a[i], half), g[i]);
   // Both points lie below total (the second is clamped there against rounding up), so the count of
   // h_0..h_2 at or below a point is its entry, and an entry of weight 0 is never hit. The value is
   // selected by the same comparisons, not by indexing with the count (which the GPU would branch on).
@@ -233,7 +215,7 @@ PT_SPARSE24_HD Kept24<R> mvue_keep24(const R g[4], R u) {
     const bool c0 = h[0] <= point, c1 = h[1] <= point, c2 = h[2] <= point;
     return Hit{int{c0} + int{c1} + int{c2}, c2 ? value[3] : c1 ? value[2] : c0 ? value[1] : value[0]};
   };
-  const Hit first = pick(u * half), second = pick(smaller((u + R(1)) * half, below(total)));
+  const Hit first = pick(u * half), second = pick(std::fmin((u + R(1)) * half, below(total)));
   if (first.i != second.i) return {first.i, second.i, first.v, second.v};
   // Kept alone (a single nonzero, or rounding put both points in one entry): completed by a zero at the
   // lowest other position. All zeros keep positions 0 and 1, as packing a pruned group's nonzeros does.
