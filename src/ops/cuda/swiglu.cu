@@ -68,6 +68,7 @@ __global__ void backward_kernel(const T* __restrict__ dout, const T* __restrict_
 // backward_kernel (bf16) for rows [0, C) that also prunes dh by MVUE24 and packs it as the gate_up weight
 // gradient's A = mvue24(dh)^T [2F, C] (ops/cuda/mvue_pack.cuh): a CTA takes 64 tokens and 64 gate features
 // j0.. with their up features F + j0.., so it computes both halves of dh and packs one tile of A from each.
+// At most 64 registers, so that 4 CTAs share an SM (76 left room for 3) to hide the loads' latency.
 __global__ void __launch_bounds__(mvue_pack::kThreads, 4)
     backward_mvue_pack_kernel(const __nv_bfloat16* __restrict__ dout, const __nv_bfloat16* __restrict__ h,
                               __nv_bfloat16* __restrict__ dh, int64_t F, int64_t C, uint32_t seed_hash,
