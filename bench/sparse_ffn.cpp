@@ -308,17 +308,17 @@ void bench_block(const Dims& d, int64_t M, const std::string& no_mvue,
   };
   // Each variant warmed up (the autotuner decides there), then all timed in turn, round after round, and
   // the median round kept: a GPU whose clock drifts under load moves every variant alike.
-  const auto use = [&](size_t v) {  // variant 0 is dense, v > 0 is modes[v - 1]
-    if (v == 0) return;
+  const auto use = [&](size_t v) -> const Step& {  // variant 0 is dense, v > 0 is modes[v - 1]
+    if (v == 0) return dense_step;
     cuda::set_sparse_gemm_mode(modes[v - 1]);
     mvue = ops::sparse_weight_grad_gemm(Device::cuda);
+    return sparse_step;
   };
   const size_t variants = modes.size() + 1;
   std::vector<std::vector<double>> rounds_ms(variants);
-  for (size_t v = 0; v < variants; ++v) use(v), (v ? sparse_step : dense_step)([](const char*) {});
+  for (size_t v = 0; v < variants; ++v) use(v)([](const char*) {});
   for (int round = 0; round < rounds; ++round)
-    for (size_t v = 0; v < variants; ++v)
-      use(v), rounds_ms[v].push_back(time_step_ms(v ? sparse_step : dense_step));
+    for (size_t v = 0; v < variants; ++v) rounds_ms[v].push_back(time_step_ms(use(v)));
   std::vector<double> ms;
   for (std::vector<double>& r : rounds_ms) std::sort(r.begin(), r.end()), ms.push_back(r[r.size() / 2]);
 
@@ -341,7 +341,7 @@ void bench_block(const Dims& d, int64_t M, const std::string& no_mvue,
     j[name + "_ms"] = ms[v];
     j[name + "_speedup"] = dense_ms / ms[v];
     j[name + "_rounds_ms"] = rounds_ms[v];
-    if (phases) use(v), parts.push_back(fmt::format("    {:<8} {}", name, time_parts(sparse_step)));
+    if (phases) parts.push_back(fmt::format("    {:<8} {}", name, time_parts(use(v))));
   }
   fmt::print("{}\n", row);
   if (phases) {

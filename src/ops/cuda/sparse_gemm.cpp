@@ -388,6 +388,17 @@ using BucketKey = std::tuple<SparseGemmKind, int64_t, int64_t, DType, DType, int
 BucketKey bucket_of(SparseGemmKind kind, int64_t M0, int64_t N, int64_t K, DType act, DType out) {
   return {kind, N, K, act, out, static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>(M0)))};
 }
+
+// A bf16 weight-gradient call's grid rows and bucket; none where no sparse kernel takes the shape.
+struct WeightGradBucket {
+  int64_t M0;
+  BucketKey key;
+};
+std::optional<WeightGradBucket> weight_grad_bucket(int64_t M, int64_t N, int64_t K, DType out) {
+  const int64_t M0 = sparse_gemm_grid_rows(M);
+  if (M0 == 0 || N % 16 != 0 || K % 16 != 0) return std::nullopt;
+  return WeightGradBucket{M0, bucket_of(SparseGemmKind::weight_grad, M0, N, K, DType::bf16, out)};
+}
 // (GEMM, sparse as A, M0, N, K, operand dtype, output dtype)
 using PlanKey = std::tuple<SparseGemmKind, bool, int64_t, int64_t, int64_t, DType, DType>;
 
@@ -429,9 +440,9 @@ class Engine {
 
   // Whether run() would take a sparse path for a weight-gradient call of this shape (see the header).
   bool weight_grad_sparse(int64_t M, int64_t N, int64_t K, DType out, SparseGemmMode mode) {
-    const int64_t M0 = sparse_gemm_grid_rows(M);
-    if (M0 == 0 || N % 16 != 0 || K % 16 != 0) return false;
-    const auto it = choices_.find({bucket_of(SparseGemmKind::weight_grad, M0, N, K, DType::bf16, out), mode});
+    const auto b = weight_grad_bucket(M, N, K, out);
+    if (!b) return false;
+    const auto it = choices_.find({b->key, mode});
     return it == choices_.end() || it->second != Path::dense;
   }
 
@@ -462,31 +473,29 @@ class Engine {
   // (see sparse_weight_grad_note_producer).
   void note_producer(int64_t M, int64_t N, int64_t K, DType out, SparseGemmMode mode,
                      const std::function<void()>& plain, const std::function<bool(void*, int64_t)>& fused) {
-    const int64_t M0 = sparse_gemm_grid_rows(M);
-    if (M0 == 0 || N % 16 != 0 || K % 16 != 0) return;
-    const BucketKey bucket = bucket_of(SparseGemmKind::weight_grad, M0, N, K, DType::bf16, out);
-    if (choices_.contains({bucket, mode}) || producer_ms_.contains(bucket)) return;
+    const auto b = weight_grad_bucket(M, N, K, out);
+    if (!b || choices_.contains({b->key, mode}) || producer_ms_.contains(b->key)) return;
+    const int64_t M0 = b->M0;
     const Arrangement arr = arrange(SparseGemmKind::weight_grad, M0, N, K, true, own_pack_);
     if (!arr.packs_transposed() || !pack_size_agrees(arr.a)) return;
     void* dst =
         fit_compressed(g_compressed_, static_cast<size_t>(cusparselt_pack_bytes(arr.a.rows, arr.a.cols)));
     if (!fused(dst, M0)) return;  // this producer cannot pack g
     const std::vector<double> ms = interleaved_median_ms({{{}, [&] { fused(dst, M0); }}, {{}, plain}});
-    producer_ms_[bucket] = std::max(0.0, ms[0] - ms[1]);
+    producer_ms_[b->key] = std::max(0.0, ms[0] - ms[1]);
   }
 
   // The buffer of a weight gradient's packed operand and the rows of g it takes, where a call of this
   // shape will run on a plan that exists and whose 2:4 operand our packer writes from g^T; {} elsewhere.
   PackedGrad packed_grad(int64_t M, int64_t N, int64_t K, DType out, SparseGemmMode mode) {
-    const int64_t M0 = sparse_gemm_grid_rows(M);
-    if (M0 == 0 || N % 16 != 0 || K % 16 != 0) return {};
-    const auto choice =
-        choices_.find({bucket_of(SparseGemmKind::weight_grad, M0, N, K, DType::bf16, out), mode});
+    const auto b = weight_grad_bucket(M, N, K, out);
+    if (!b) return {};
+    const auto choice = choices_.find({b->key, mode});
     if (choice == choices_.end() || choice->second != Path::sparse_a) return {};
-    const auto plan = plans_.find({SparseGemmKind::weight_grad, true, M0, N, K, DType::bf16, out});
+    const auto plan = plans_.find({SparseGemmKind::weight_grad, true, b->M0, N, K, DType::bf16, out});
     if (plan == plans_.end() || !plan->second || !plan->second->arr.packs_transposed()) return {};
     const Stored& a = plan->second->arr.a;
-    return {fit_compressed(g_compressed_, static_cast<size_t>(cusparselt_pack_bytes(a.rows, a.cols))), M0};
+    return {fit_compressed(g_compressed_, static_cast<size_t>(cusparselt_pack_bytes(a.rows, a.cols))), b->M0};
   }
 
   // The weight gradient's g^T for a packed plan, pruned by MVUE24 as it is packed.
