@@ -203,12 +203,12 @@ void attention_backward(const AttentionParams& p, const AttentionGrads& g) {
   const size_t rows = static_cast<size_t>(a.T) * a.H;
   const size_t delta_bytes = round_up(sizeof(float) * rows);
   const size_t accum_bytes = round_up(sizeof(float) * rows * c.head_dim);
-  const size_t tiles_bytes = sizeof(int) * (1 + static_cast<size_t>(key_capacity));
+  const size_t tiles_bytes = sizeof(int) * (2 + static_cast<size_t>(key_capacity));  // + the counter
   run(c, delta_bytes + accum_bytes + tiles_bytes, [&](char* extra) {
     a.delta = reinterpret_cast<float*>(extra);
-    const attn::BackwardScratch scratch{reinterpret_cast<float*>(extra + delta_bytes),
-                                        reinterpret_cast<int*>(extra + delta_bytes + accum_bytes),
-                                        static_cast<int>(key_capacity)};
+    int* tiles = reinterpret_cast<int*>(extra + delta_bytes + accum_bytes);
+    const attn::BackwardScratch scratch{reinterpret_cast<float*>(extra + delta_bytes), tiles,
+                                        tiles + 1 + key_capacity, static_cast<int>(key_capacity)};
     if (wgmma)
       c.head_dim == 64 ? attn::launch_backward_sm90<64>(a, scratch, nullptr)
                        : attn::launch_backward_sm90<128>(a, scratch, nullptr);

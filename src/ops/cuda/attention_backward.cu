@@ -214,7 +214,10 @@ __global__ void __launch_bounds__(kOrderThreads) order_kernel(const Args a, cons
       a.schedule, [](int4 item) { return item.w % kBackwardKeys == 0; },
       [](int4 item) { return (max(item.y - item.w, 0) + kBackwardRows - 1) / kBackwardRows; },
       scratch.key_tiles + 1, scratch.key_capacity);
-  if (threadIdx.x == 0) scratch.key_tiles[0] = min(total, scratch.key_capacity);
+  if (threadIdx.x == 0) {
+    scratch.key_tiles[0] = min(total, scratch.key_capacity);
+    *scratch.next_tile = 0;
+  }
 }
 
 // dq = scale * dq_accum in bf16, eight elements per thread. Writes nothing for an inconsistent segment

@@ -58,6 +58,7 @@ constexpr int kBackwardKeys = 128, kBackwardRows = 64;
 struct BackwardScratch {
   float* dq_accum;   // [T,H,D]: dq / scale, summed by atomics
   int* key_tiles;    // [1 + key_capacity]: a count, then that many schedule item indices
+  int* next_tile;    // the persistent wgmma kernel's work counter, zeroed with the order
   int key_capacity;  // the bound above
 };
 
