@@ -121,47 +121,23 @@ __global__ void __launch_bounds__(kThreads, 1)
   // dk[4 i + 2 h + e] (and dv) is key thread_key0 + 8 h of the item, column 8 i + 2 t + e.
   float dk[D / 2], dv[D / 2];
   // Stores the item's dK and dV and zeroes the sums: keys up to the segment's length, the real ones their
-  // sums, pads zeros (as the mma.sync kernel). The tiles pass through the item's K/V buffer, free once every
-  // dQ product has read K, each warpgroup its 64 keys: stored straight from the fragments, a warp's store
-  // would be 4-byte pieces of 8 rows; from shared memory, it is whole 16-byte chunks of two rows.
+  // sums, pads zeros (as the mma.sync kernel). The tiles leave through the item's K/V buffer, free once
+  // every dQ product has read K, each warpgroup its 64 keys.
   const auto store_keys = [&](const KeyTile& kt, int kv_buf) {
-    // Offsets derived from an opaque thread index: hoisted out of the item loop, they would spill.
     int tid = static_cast<int>(threadIdx.x);
     asm volatile("" : "+r"(tid));
     const uint32_t sk = base + static_cast<uint32_t>(kv_buf) * kKv, sv = sk + kKeyTile;
+    const int first_row = 64 * (tid / 128), key0 = kt.key0 + first_row;
+    const int key = key0 + tid / 32 % 4 * 16 + tid % 32 / 4;  // the thread's rows: key and key + 8
+    const float dk_factor[2] = {key < kt.real ? a.scale : 0.0f, key + 8 < kt.real ? a.scale : 0.0f};
+    const float dv_factor[2] = {key < kt.real ? 1.0f : 0.0f, key + 8 < kt.real ? 1.0f : 0.0f};
     __syncthreads();
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = tid / 128 * 64 + tid / 32 % 4 * 16 + tid % 32 / 4 + 8 * h;
-      const bool keep = kt.key0 + row < kt.real;
-#pragma unroll
-      for (int i = 0; i < D / 8; ++i) {
-        const uint32_t at = swizzled_offset(row, i, kBackwardKeys) + 4 * (tid % 4);
-        const float k0 = keep ? dk[4 * i + 2 * h] * a.scale : 0.0f, k1 = keep ? dk[4 * i + 2 * h + 1] * a.scale : 0.0f;
-        const float v0 = keep ? dv[4 * i + 2 * h] : 0.0f, v1 = keep ? dv[4 * i + 2 * h + 1] : 0.0f;
-        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sk + at), "r"(pack_bf16(k0, k1)) : "memory");
-        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sv + at), "r"(pack_bf16(v0, v1)) : "memory");
-      }
-    }
-    if (wg == 0)  // the warpgroup's rows are written (named barriers 1 and 2; 0 is __syncthreads)
-      asm volatile("bar.sync 1, 128;\n" ::: "memory");
-    else
-      asm volatile("bar.sync 2, 128;\n" ::: "memory");
-    constexpr int kChunks = D / 8;
-#pragma unroll
-    for (int c = tid % 128; c < 64 * kChunks; c += 128) {
-      const int row = tid / 128 * 64 + c / kChunks, chunk = c % kChunks, key = kt.key0 + row;
-      if (key >= kt.len) continue;
-      const uint32_t at = swizzled_offset(row, chunk, kBackwardKeys);
-      const int64_t to = ((kt.start + key) * a.Hkv + kt.kv_head) * D + chunk * 8;
-      uint4 x, y;
-      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                   : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w) : "r"(sk + at) : "memory");
-      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                   : "=r"(y.x), "=r"(y.y), "=r"(y.z), "=r"(y.w) : "r"(sv + at) : "memory");
-      *reinterpret_cast<uint4*>(a.dk + to) = x;
-      *reinterpret_cast<uint4*>(a.dv + to) = y;
-    }
+    stage_accumulator<D>(sk, kBackwardKeys, first_row, dk, dk_factor, tid);
+    stage_accumulator<D>(sv, kBackwardKeys, first_row, dv, dv_factor, tid);
+    warpgroup_barrier(tid / 128);
+    const int count = min(kt.len - key0, 64);
+    copy_rows_out<D>(sk, kBackwardKeys, first_row, a.dk, kt.start + key0, count, a.Hkv, kt.kv_head, tid);
+    copy_rows_out<D>(sv, kBackwardKeys, first_row, a.dv, kt.start + key0, count, a.Hkv, kt.kv_head, tid);
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.0f;
   };

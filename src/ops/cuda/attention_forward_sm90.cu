@@ -207,23 +207,24 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
   wgmma_wait<0>();
   pin(o);
 
+  // O = o / row_sum, pad rows zero. It leaves through the warpgroup's own Q rows, which only its own S
+  // products (all complete) read.
+  float inv[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     row_sum[h] = quad_sum(row_sum[h]);
     const int row = thread_row0 + 8 * h;
-    if (row >= len) continue;  // past the segment: another segment's tokens
     const bool keep = row < real;
-    const float inv = keep && row_sum[h] > 0.0f ? 1.0f / row_sum[h] : 0.0f;
-    __nv_bfloat16* dst = a.out + ((start + row) * a.H + head) * D + 2 * t;
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n)
-      *reinterpret_cast<__nv_bfloat162*>(dst + 8 * n) =
-          __floats2bfloat162_rn(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv);
+    inv[h] = keep && row_sum[h] > 0.0f ? 1.0f / row_sum[h] : 0.0f;
     // Natural-log units: row_sum = sum exp2((s - max) scale log2e) = sum exp((s - max) scale).
-    if (t == 0)
+    if (t == 0 && row < len)  // past the segment: another segment's tokens
       a.lse[static_cast<int64_t>(head) * a.T + start + row] =
           keep ? row_max[h] * a.scale + logf(row_sum[h]) : 0.0f;
   }
+  stage_accumulator<D>(sq, kSm90Rows, 64 * wg, o, inv, static_cast<int>(threadIdx.x));
+  warpgroup_barrier(wg);
+  copy_rows_out<D>(sq, kSm90Rows, 64 * wg, a.out, start + wg_row0, min(len - wg_row0, 64), a.H, head,
+                   static_cast<int>(threadIdx.x));
 #endif  // PT_SM90A: other targets hold an empty kernel that forward_sm90_available() never selects
 }
 
