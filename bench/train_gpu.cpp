@@ -5,7 +5,7 @@
 // flatten. Reports real (non-pad) tokens per second, the device memory the step's arenas hold, the
 // flatten/padding throughput ratio, and MFU on real tokens against the H200's dense bf16 peak.
 // Usage: bench_train_gpu [--steps 6] [--examples 16,64] [--skip-1b] [--sparse24] [--sparse-1b-examples 16,64]
-//                        [--recompute] [--json FILE] [--dump-batches FILE]
+//                        [--recompute[=norms|layers]] [--json FILE] [--dump-batches FILE]
 // --sparse24 compares dense FFNs against 2:4 sparse ones (both flatten) on 110m and 1b instead.
 // --json writes one JSON object per configuration (median step too, for bench/report.py); --dump-batches
 // writes the model config and the flatten batches of every configuration (batch 0 warms up, the others are
@@ -95,7 +95,7 @@ struct DeviceOptimizer {
 struct Outputs {
   std::optional<std::ofstream> json_lines, dump;
   bool first_dump = true;
-  bool recompute = false;  // --recompute: every configuration recomputes norms and SwiGLU
+  std::string recompute = "none";  // --recompute[=norms|layers]: what every configuration recomputes
 };
 
 std::ofstream open_output(const std::string& path, const char* flag) {
@@ -134,7 +134,7 @@ struct Result {
 // masked decay), as `packtrain train --sparse24` does between mask updates.
 Result bench(const LlamaConfig& config, const std::vector<float>& init, const std::string& preset,
              int32_t examples, Strategy strategy, int steps, Outputs& out, bool sparse = false) {
-  const Recompute recompute = out.recompute ? Recompute::norms_and_swiglu : Recompute::none;
+  const Recompute recompute = parse_recompute(out.recompute);
   const DatasetSplit split =
       sft_split(int64_t{examples} * (steps + 1), 1000 + static_cast<uint64_t>(examples));
   const std::vector<Batch> batches = batches_of(split, strategy, examples);
@@ -283,8 +283,11 @@ int main(int argc, char** argv) {
   bool sparse = false;
   app.add_flag("--sparse24", sparse,
                "compare dense against 2:4 sparse FFNs (flatten packing) instead of padding against flatten");
-  bool recompute = false;
-  app.add_flag("--recompute", recompute, "recompute norms and SwiGLU in the backward (LlamaModel Recompute)");
+  std::string recompute = "none";
+  app.add_flag("--recompute{norms}", recompute,
+               "recompute activations in the backward: norms (and SwiGLU; --recompute) or layers "
+               "(--recompute=layers: every layer's, from its input)")
+      ->check(CLI::IsMember({"none", "norms", "layers"}));
   app.add_option("--json", json_path, "write one JSON object per configuration here (JSON lines)");
   app.add_option("--dump-batches", dump_path,
                  "write the model configs and flatten batches here (JSON) for bench/peers/train_hf.py");

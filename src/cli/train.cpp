@@ -17,6 +17,7 @@ void register_train(CLI::App& app) {
   auto no_resume = std::make_shared<bool>(false);
   auto sparse_layers = std::make_shared<std::string>(tc->sparsity.layers());
   auto sparse_dw = std::make_shared<std::string>(weight_grad_name(tc->sparsity.weight_grad));
+  auto recompute = std::make_shared<std::string>("none");
   cmd->add_option("--data", tc->data_dir, "Prepared dataset directory (packtrain prepare)")->required();
   cmd->add_option("--out", tc->out_dir, "Run directory: metrics.jsonl, checkpoints/, final/")->required();
   cmd->add_option("--model", tc->model, "Preset (tiny, 110m, 1b) or a config.json path")
@@ -57,9 +58,12 @@ void register_train(CLI::App& app) {
   cmd->add_option("--peak-tflops", tc->peak_tflops, "Peak TFLOP/s for MFU (0: estimated)");
   cmd->add_option("--stop-after", tc->stop_after,
                   "Stop after N steps of this invocation, with a checkpoint (resume later)");
-  cmd->add_flag("--recompute", tc->recompute,
-                "Recompute the RMSNorm and SwiGLU outputs in the backward: about 29% less activation memory "
-                "for about 5% more step time");
+  cmd->add_flag("--recompute{norms}", *recompute,
+                "Recompute activations in the backward instead of keeping them: norms (--recompute: the "
+                "RMSNorm and SwiGLU outputs, about 29% less activation memory for a few percent more step "
+                "time) or layers (--recompute=layers: every layer's, from its input; one layer's "
+                "activations held at a time, each layer's forward run twice)")
+      ->check(CLI::IsMember({"none", "norms", "layers"}));
   // 2:4 sparse FFN training (docs/sparse24.md).
   auto* sparse =
       cmd->add_flag("--sparse24", tc->sparsity.enabled,
@@ -107,6 +111,7 @@ void register_train(CLI::App& app) {
     TrainConfig c = *tc;
     parse_sparse_layers(*sparse_layers, c.sparsity);
     c.sparsity.weight_grad = parse_weight_grad(*sparse_dw);
+    c.recompute = parse_recompute(*recompute);
     c.packing.strategy = parse_strategy(*strategy);
     if (c.packing.examples_per_batch == 0 && c.packing.tokens_per_batch == 0)
       c.packing.examples_per_batch = 16;

@@ -45,6 +45,13 @@ LlamaConfig checked(const LlamaConfig& config, Device device, DType dtype) {
 
 }  // namespace
 
+Recompute parse_recompute(const std::string& name) {
+  if (name == "none") return Recompute::none;
+  if (name == "norms") return Recompute::norms_and_swiglu;
+  if (name == "layers") return Recompute::layers;
+  fail("unknown recompute mode \"{}\"; modes: none, norms, layers", name);
+}
+
 LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device device, DType dtype,
                        const SparsityConfig& sparsity, Recompute recompute)
     : config_(checked(config, device, dtype)),
@@ -55,7 +62,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device dev
       weight_copy_(device),
       sparse_copy_(device),
       weight_grad_(sparsity.weight_grad_on(device)),
-      recompute_(recompute == Recompute::norms_and_swiglu),
+      recompute_(recompute),
       inputs_(device, max_tokens, config.vocab_size) {
   const int64_t T = max_tokens, C = config.hidden_size, F = config.intermediate_size, D = config.head_dim;
   const int64_t H = config.num_attention_heads, Hkv = config.num_key_value_heads, V = config.vocab_size;
@@ -63,17 +70,31 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device dev
   auto real = [&](std::initializer_list<int64_t> shape) { return arena_.reserve(dtype, shape); };
   auto stat = [&](std::initializer_list<int64_t> shape) { return arena_.reserve(master_dtype(), shape); };
   loss_sums_slot_ = arena_.reserve(DType::f64, {2});
-  // Recomputed activations: every layer's handles name the same buffer.
-  const int shared_xn = recompute_ ? real({T, C}) : -1, shared_act = recompute_ ? real({T, F}) : -1;
-  auto kept = [&](int shared, std::initializer_list<int64_t> shape) {
-    return recompute_ ? shared : real(shape);
+  // The activations a layer keeps for the backward, or shares with every other layer where the backward
+  // recomputes them right before use: the first layer reserves the shared buffer, the others name it.
+  const bool all = recompute_ == Recompute::layers, norms = recompute_ == Recompute::norms_and_swiglu;
+  LayerActs shared{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+  const auto buffer = [](int& shared_handle, bool share, auto reserve) {
+    if (!share) return reserve();
+    if (shared_handle < 0) shared_handle = reserve();
+    return shared_handle;
   };
   for (int l = 0; l < config.num_hidden_layers; ++l) {
     LayerActs a;
-    a.resid_in = real({T, C}), a.rstd1 = stat({T}), a.xn1 = kept(shared_xn, {T, C});
-    a.q = real({T, H, D}), a.k = real({T, Hkv, D}), a.v = real({T, Hkv, D}), a.attn = real({T, H, D});
-    a.lse = stat({H, T}), a.mid = real({T, C}), a.rstd2 = stat({T}), a.xn2 = kept(shared_xn, {T, C});
-    a.h = real({T, 2 * F}), a.act = kept(shared_act, {T, F});
+    a.resid_in = real({T, C});
+    a.rstd1 = buffer(shared.rstd1, all, [&] { return stat({T}); });
+    a.xn1 = buffer(shared.xn1, all || norms, [&] { return real({T, C}); });
+    a.q = buffer(shared.q, all, [&] { return real({T, H, D}); });
+    a.k = buffer(shared.k, all, [&] { return real({T, Hkv, D}); });
+    a.v = buffer(shared.v, all, [&] { return real({T, Hkv, D}); });
+    a.attn = buffer(shared.attn, all, [&] { return real({T, H, D}); });
+    a.lse = buffer(shared.lse, all, [&] { return stat({H, T}); });
+    a.mid = buffer(shared.mid, all, [&] { return real({T, C}); });
+    a.rstd2 = buffer(shared.rstd2, all, [&] { return stat({T}); });
+    // Recomputing the norms alone, xn1 and xn2 take turns in one buffer.
+    a.xn2 = norms ? a.xn1 : buffer(shared.xn2, all, [&] { return real({T, C}); });
+    a.h = buffer(shared.h, all, [&] { return real({T, 2 * F}); });
+    a.act = buffer(shared.act, all || norms, [&] { return real({T, F}); });
     layers_.push_back(a);
   }
   final_in_ = real({T, C});
@@ -258,43 +279,47 @@ ops::AttentionParams LlamaModel::attention_params(const LayerActs& a, int64_t T)
 
 void LlamaModel::run_forward(int64_t T) {
   const auto& c = config_;
-  const int64_t C = c.hidden_size, F = c.intermediate_size, D = c.head_dim, V = c.vocab_size;
-  const int64_t H = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  const int64_t C = c.hidden_size, V = c.vocab_size;
   Tensor first_in =
       layers_.empty() ? arena_.view(final_in_, {T, C}) : arena_.view(layers_[0].resid_in, {T, C});
   ops::embedding_forward(in_.ids, weight(layout_.embedding(), {V, C}), first_in, /*ids_checked=*/true);
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    const LayerActs& a = layers_[l];
-    const LayerParams& w = layout_.layer(static_cast<int>(l));
-    Tensor x = arena_.view(a.resid_in, {T, C}), xn1 = arena_.view(a.xn1, {T, C});
-    Tensor q = arena_.view(a.q, {T, H, D}), k = arena_.view(a.k, {T, Hkv, D});
-    Tensor mid = arena_.view(a.mid, {T, C});
-    ops::rmsnorm_forward(x, weight(w.attn_norm, {C}), c.rms_norm_eps, xn1, arena_.view(a.rstd1, {T}));
-    ops::linear_forward(xn1, weight(w.wq, {H * D, C}), arena_.view(a.q, {T, H * D}));
-    ops::linear_forward(xn1, weight(w.wk, {Hkv * D, C}), arena_.view(a.k, {T, Hkv * D}));
-    ops::linear_forward(xn1, weight(w.wv, {Hkv * D, C}), arena_.view(a.v, {T, Hkv * D}));
-    ops::rope_forward_qk(q, k, in_.positions, c.rope_theta, q, k);
-    ops::attention_forward(attention_params(a, T));
-    ops::copy(x, mid);
-    ops::linear_forward(arena_.view(a.attn, {T, H * D}), weight(w.wo, {C, H * D}), mid, Write::accumulate);
-    Tensor xn2 = arena_.view(a.xn2, {T, C}), h = arena_.view(a.h, {T, 2 * F}),
-           act = arena_.view(a.act, {T, F});
-    ops::rmsnorm_forward(mid, weight(w.ffn_norm, {C}), c.rms_norm_eps, xn2, arena_.view(a.rstd2, {T}));
-    if (const ops::SparseLinear* s = sparse(l, FfnLinear::gate_up))
-      s->forward(xn2, h, Write::overwrite);
-    else
-      ops::linear_forward(xn2, weight(w.w_gate_up, {2 * F, C}), h);
-    ops::swiglu_forward(h, act);
-    Tensor next = l + 1 < layers_.size() ? arena_.view(layers_[l + 1].resid_in, {T, C})
-                                         : arena_.view(final_in_, {T, C});
-    ops::copy(mid, next);
-    if (const ops::SparseLinear* s = sparse(l, FfnLinear::down))
-      s->forward(act, next, Write::accumulate);
-    else
-      ops::linear_forward(act, weight(w.w_down, {C, F}), next, Write::accumulate);
-  }
+  for (size_t l = 0; l < layers_.size(); ++l) layer_forward(l, T, /*add_to_next=*/true);
   ops::rmsnorm_forward(arena_.view(final_in_, {T, C}), weight(layout_.final_norm(), {C}), c.rms_norm_eps,
                        arena_.view(xn_f_, {T, C}), arena_.view(rstd_f_, {T}));
+}
+
+void LlamaModel::layer_forward(size_t l, int64_t T, bool add_to_next) {
+  const auto& c = config_;
+  const int64_t C = c.hidden_size, F = c.intermediate_size, D = c.head_dim;
+  const int64_t H = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  const LayerActs& a = layers_[l];
+  const LayerParams& w = layout_.layer(static_cast<int>(l));
+  Tensor x = arena_.view(a.resid_in, {T, C}), xn1 = arena_.view(a.xn1, {T, C});
+  Tensor q = arena_.view(a.q, {T, H, D}), k = arena_.view(a.k, {T, Hkv, D});
+  Tensor mid = arena_.view(a.mid, {T, C});
+  ops::rmsnorm_forward(x, weight(w.attn_norm, {C}), c.rms_norm_eps, xn1, arena_.view(a.rstd1, {T}));
+  ops::linear_forward(xn1, weight(w.wq, {H * D, C}), arena_.view(a.q, {T, H * D}));
+  ops::linear_forward(xn1, weight(w.wk, {Hkv * D, C}), arena_.view(a.k, {T, Hkv * D}));
+  ops::linear_forward(xn1, weight(w.wv, {Hkv * D, C}), arena_.view(a.v, {T, Hkv * D}));
+  ops::rope_forward_qk(q, k, in_.positions, c.rope_theta, q, k);
+  ops::attention_forward(attention_params(a, T));
+  ops::copy(x, mid);
+  ops::linear_forward(arena_.view(a.attn, {T, H * D}), weight(w.wo, {C, H * D}), mid, Write::accumulate);
+  Tensor xn2 = arena_.view(a.xn2, {T, C}), h = arena_.view(a.h, {T, 2 * F}), act = arena_.view(a.act, {T, F});
+  ops::rmsnorm_forward(mid, weight(w.ffn_norm, {C}), c.rms_norm_eps, xn2, arena_.view(a.rstd2, {T}));
+  if (const ops::SparseLinear* s = sparse(l, FfnLinear::gate_up))
+    s->forward(xn2, h, Write::overwrite);
+  else
+    ops::linear_forward(xn2, weight(w.w_gate_up, {2 * F, C}), h);
+  ops::swiglu_forward(h, act);
+  if (!add_to_next) return;
+  Tensor next =
+      l + 1 < layers_.size() ? arena_.view(layers_[l + 1].resid_in, {T, C}) : arena_.view(final_in_, {T, C});
+  ops::copy(mid, next);
+  if (const ops::SparseLinear* s = sparse(l, FfnLinear::down))
+    s->forward(act, next, Write::accumulate);
+  else
+    ops::linear_forward(act, weight(w.w_down, {C, F}), next, Write::accumulate);
 }
 
 LossSum LlamaModel::forward(const Batch& batch, const Tensor& params) {
@@ -382,7 +407,9 @@ void LlamaModel::forward_backward(const StagedBatch& batch, const Tensor& grads,
     // dx lives on; gate|up's replaces dh, which nothing reads afterwards.
     Tensor dact = arena_.view(dact_, {T, F}), dh = arena_.view(dh_, {T, 2 * F});
     Tensor act = arena_.view(a.act, {T, F}), xn2 = arena_.view(a.xn2, {T, C});
-    if (recompute_) {
+    // The last layer's activations are still those of the forward.
+    if (recompute_ == Recompute::layers && l + 1 < layers_.size()) layer_forward(l, T, /*add_to_next=*/false);
+    if (recompute_ == Recompute::norms_and_swiglu) {
       ops::swiglu_forward(arena_.view(a.h, {T, 2 * F}), act);
       ops::rmsnorm_forward(arena_.view(a.mid, {T, C}), weight(w.ffn_norm, {C}), c.rms_norm_eps, xn2,
                            arena_.view(a.rstd2, {T}));
@@ -421,7 +448,7 @@ void LlamaModel::forward_backward(const StagedBatch& batch, const Tensor& grads,
     ops::attention_backward(attention_params(a, T), {arena_.view(dattn_, {T, H, D}), dq, dk, dv});
     ops::rope_backward_qk(dq, dk, in_.positions, c.rope_theta, dq, dk);
     Tensor xn1 = arena_.view(a.xn1, {T, C});
-    if (recompute_)
+    if (recompute_ == Recompute::norms_and_swiglu)
       ops::rmsnorm_forward(arena_.view(a.resid_in, {T, C}), weight(w.attn_norm, {C}), c.rms_norm_eps, xn1,
                            arena_.view(a.rstd1, {T}));
     ops::linear_backward(arena_.view(dq_, {T, H * D}), xn1, weight(w.wq, {H * D, C}), dxn, Write::overwrite,

@@ -40,10 +40,13 @@ struct LossSum {
   int64_t tokens = 0;   // targets counted
 };
 
-// Activations the backward recomputes instead of keeping per layer: none, or the RMSNorm outputs and the
-// SwiGLU output (about 29% of a layer's activation memory for about 5% more step time), which then share
-// one buffer each across layers.
-enum class Recompute { none, norms_and_swiglu };
+// Activations the backward recomputes instead of keeping per layer, which then share one buffer each across
+// layers: none; the RMSNorm outputs and the SwiGLU output (about 29% of a layer's activation memory for a
+// few percent more step time); or all of a layer's, from its input (activation checkpointing: each layer's
+// forward runs twice, and one layer's activations are held at a time).
+enum class Recompute { none, norms_and_swiglu, layers };
+// "none", "norms" (norms_and_swiglu) or "layers"; throws pt::Error on any other name.
+Recompute parse_recompute(const std::string& name);
 
 class LlamaModel {
  public:
@@ -157,6 +160,8 @@ class LlamaModel {
   // The attention inputs of one layer for the pass's batch of T tokens.
   ops::AttentionParams attention_params(const LayerActs& a, int64_t T) const;
   void run_forward(int64_t T);
+  // Layer l's forward from its input; with add_to_next, also its output (the next layer's input).
+  void layer_forward(size_t l, int64_t T, bool add_to_next);
   // The LM head and the loss over the final norm's output, chunk by chunk, added to loss_sums_. With
   // grads, the head's backward too: dlogits in place of each chunk's logits, then dxn and the head's
   // weight gradient (accumulated into grads).
@@ -184,7 +189,7 @@ class LlamaModel {
   MvueSeed mvue_seed_;
   std::function<void(int64_t)> backward_progress_;
   WeightGrad weight_grad_ = WeightGrad::dense;  // automatic: per shape (mvue_dw)
-  bool recompute_ = false;
+  Recompute recompute_ = Recompute::none;
   BatchInputs inputs_;
   BatchInputs::View in_;  // the current pass's inputs
   Tensor loss_sums_;      // f64 [2] on the device: loss_sum, tokens since the last take_loss

@@ -248,7 +248,7 @@ TrainResult train(const TrainConfig& tc) {
       std::max(largest_batch_tokens(tc, packing, data.train(), state, dp_data), longest_example(data.val()));
   // The CPU trains in fp32; a GPU computes in bf16 from fp32 master weights.
   LlamaModel model(config, capacity, device, device == Device::cuda ? DType::bf16 : DType::f32, tc.sparsity,
-                   tc.recompute ? Recompute::norms_and_swiglu : Recompute::none);
+                   tc.recompute);
   const int64_t total = model.layout().total();
   const Gradients grads(total, dist::DataParallelOptimizer::flat_size(total, comm->size(), tc.dist.zero1),
                         device);

@@ -13,6 +13,7 @@
 #include "data/packing/packer.h"
 #include "distributed/communicator.h"
 #include "model/config.h"
+#include "model/llama.h"
 #include "model/sparsity.h"
 #include "ops/adamw.h"
 #include "train/schedule.h"
@@ -50,7 +51,7 @@ struct TrainConfig {
   double peak_tflops = 0;       // for MFU; 0: estimated for the device
   int64_t stop_after = 0;       // stop (with a checkpoint) after this many steps of this invocation; 0: never
   SparsityConfig sparsity;      // 2:4 sparse FFN training; off by default
-  bool recompute = false;       // recompute norms and SwiGLU in the backward (less memory, a little slower)
+  Recompute recompute = Recompute::none;  // activations the backward recomputes (less memory, slower)
   DistConfig dist;
 };
 

@@ -247,8 +247,8 @@ TEST(LlamaCuda, BatchesStagedAheadOfTheirPassesGiveOneAtATimeResults) {
   expect_grads_close(ParameterLayout(c), ahead_grads, one_at_a_time.grads, 1e-4, "staged ahead");
 }
 
-// The bf16 model recomputing norms and SwiGLU in the backward: the kernels repeat the forward's values, so
-// only dQ's atomic summation order may differ.
+// The bf16 model recomputing norms and SwiGLU, or whole layers, in the backward: the kernels repeat the
+// forward's values, so only dQ's atomic summation order may differ.
 TEST(LlamaCuda, RecomputedActivationsGiveTheSameGradients) {
   SKIP_WITHOUT_GPU();
   const LlamaConfig c = cuda_config(true);
@@ -267,9 +267,13 @@ TEST(LlamaCuda, RecomputedActivationsGiveTheSameGradients) {
     grads.download(t.grads.data(), t.grads.size() * sizeof(float));
     return t;
   };
-  const Totals kept = run_with(Recompute::none), recomputed = run_with(Recompute::norms_and_swiglu);
-  EXPECT_NEAR(recomputed.loss_sum, kept.loss_sum, 1e-6 * kept.loss_sum);
-  expect_grads_close(ParameterLayout(c), recomputed.grads, kept.grads, 1e-4, "recomputed");
+  const Totals kept = run_with(Recompute::none);
+  for (Recompute mode : {Recompute::norms_and_swiglu, Recompute::layers}) {
+    const Totals recomputed = run_with(mode);
+    const std::string what = mode == Recompute::layers ? "layers recomputed" : "norms recomputed";
+    EXPECT_NEAR(recomputed.loss_sum, kept.loss_sum, 1e-6 * kept.loss_sum) << what;
+    expect_grads_close(ParameterLayout(c), recomputed.grads, kept.grads, 1e-4, what);
+  }
 }
 
 TEST(LlamaCuda, Bf16MatchesTheF32CpuModel) {

@@ -194,8 +194,8 @@ TEST(LlamaModel, LogitChunksDoNotChangeLossOrGradients) {
   EXPECT_LE(max_relative_difference(chunked.grads, micro.grads), 1e-5);
 }
 
-// Recomputing the norms and SwiGLU in the backward repeats the forward's arithmetic: the same loss and
-// gradients to the bit.
+// Recomputing the norms and SwiGLU, or whole layers, in the backward repeats the forward's arithmetic: the
+// same loss and gradients to the bit.
 TEST(LlamaModel, RecomputedActivationsGiveTheSameGradients) {
   for (bool tied : {false, true}) {
     const LlamaConfig c = small_config(tied);
@@ -212,10 +212,20 @@ TEST(LlamaModel, RecomputedActivationsGiveTheSameGradients) {
                     .loss_sum;
       return std::pair{loss, grads};
     };
-    const auto kept = run(Recompute::none), recomputed = run(Recompute::norms_and_swiglu);
-    EXPECT_EQ(recomputed.first, kept.first) << "tied=" << tied;
-    EXPECT_EQ(recomputed.second, kept.second) << "tied=" << tied;
+    const auto kept = run(Recompute::none);
+    for (Recompute mode : {Recompute::norms_and_swiglu, Recompute::layers}) {
+      const auto recomputed = run(mode);
+      EXPECT_EQ(recomputed.first, kept.first) << "tied=" << tied << " mode " << static_cast<int>(mode);
+      EXPECT_EQ(recomputed.second, kept.second) << "tied=" << tied << " mode " << static_cast<int>(mode);
+    }
   }
+}
+
+TEST(LlamaModel, RecomputeModesParseByName) {
+  EXPECT_EQ(parse_recompute("none"), Recompute::none);
+  EXPECT_EQ(parse_recompute("norms"), Recompute::norms_and_swiglu);
+  EXPECT_EQ(parse_recompute("layers"), Recompute::layers);
+  EXPECT_THROW(parse_recompute("all"), Error);
 }
 
 // The model checks the segment table on the host, since the cuda attention no longer reads its own check

@@ -207,6 +207,27 @@ TEST(SparseModel, MvueDwIsASeededUnbiasedEstimateOfDenseDw) {
   }
 }
 
+// Recomputing whole layers reruns the sparse forward GEMMs; with the same MVUE seed the backward draws the
+// same pruning, so loss and gradients are those of the model that kept its activations, to the bit.
+TEST(SparseModel, RecomputedLayersGiveTheSameGradients) {
+  const LlamaConfig c = small_config();
+  const Batch batch = one_batch(c, 4);
+  std::vector<double> params;
+  for (float x : init_params(c, 5, 0.4)) params.push_back(x);
+  FfnMasks masks(c, sparse_config(WeightGrad::mvue), Device::cpu);
+  masks.recompute(flat(params));
+  auto run_with = [&](Recompute recompute) {
+    LlamaModel model(c, batch.num_tokens(), Device::cpu, DType::f64, sparse_config(WeightGrad::mvue),
+                     recompute);
+    model.set_masks(&masks);
+    model.set_mvue_seed({3, 1, 0});
+    return run(model, params, batch);
+  };
+  const Pass<double> kept = run_with(Recompute::none), recomputed = run_with(Recompute::layers);
+  EXPECT_EQ(recomputed.loss.loss_sum, kept.loss.loss_sum);
+  EXPECT_EQ(recomputed.grads, kept.grads);
+}
+
 TEST(SparseModel, MasksAreTransposable24AndFollowTheWeights) {
   const LlamaConfig c = small_config();
   std::vector<float> params = init_params(c, 21, 0.3);
