@@ -73,7 +73,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device dev
   // The activations a layer keeps for the backward, or shares with every other layer where the backward
   // recomputes them right before use: the first layer reserves the shared buffer, the others name it.
   const bool all = recompute_ == Recompute::layers, norms = recompute_ == Recompute::norms_and_swiglu;
-  LayerActs shared{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+  LayerActs shared;
   const auto buffer = [](int& shared_handle, bool share, auto reserve) {
     if (!share) return reserve();
     if (shared_handle < 0) shared_handle = reserve();

@@ -130,8 +130,9 @@ class LlamaModel {
   void copy_logits_row(int64_t t, std::span<float> out) const;
 
  private:
-  struct LayerActs {
-    int resid_in, rstd1, xn1, q, k, v, attn, lse, mid, rstd2, xn2, h, act;
+  struct LayerActs {  // arena handles (-1: none)
+    int resid_in = -1, rstd1 = -1, xn1 = -1, q = -1, k = -1, v = -1, attn = -1, lse = -1, mid = -1,
+        rstd2 = -1, xn2 = -1, h = -1, act = -1;
   };
   struct SparseFfn {  // one layer's sparse linears (disengaged: dense)
     std::optional<ops::SparseLinear> gate_up, down;
