@@ -60,6 +60,13 @@ std::vector<T> masked(std::vector<T> params, const FfnMasks& masks, const Parame
   return params;
 }
 
+// init_params widened to f64, for the f64 models of the gradient tests.
+std::vector<double> f64_params(const LlamaConfig& c, uint64_t seed, double scale) {
+  std::vector<double> params;
+  for (float x : init_params(c, seed, scale)) params.push_back(x);
+  return params;
+}
+
 // Loss and gradients (grad_scale 1) of one batch.
 template <class T>
 struct Pass {
@@ -164,8 +171,7 @@ TEST(SparseModel, DenseDwGradientsAreThoseOfTheMaskedModelStraightThrough) {
 TEST(SparseModel, MvueDwIsASeededUnbiasedEstimateOfDenseDw) {
   const LlamaConfig c = small_config();
   const Batch batch = one_batch(c, 9);
-  std::vector<double> params;
-  for (float x : init_params(c, 13, 0.4)) params.push_back(x);
+  std::vector<double> params = f64_params(c, 13, 0.4);
   FfnMasks masks(c, sparse_config(WeightGrad::mvue), Device::cpu);
   masks.recompute(flat(params));
   LlamaModel dense_dw(c, batch.num_tokens(), Device::cpu, DType::f64, sparse_config(WeightGrad::dense));
@@ -212,8 +218,7 @@ TEST(SparseModel, MvueDwIsASeededUnbiasedEstimateOfDenseDw) {
 TEST(SparseModel, RecomputedLayersGiveTheSameGradients) {
   const LlamaConfig c = small_config();
   const Batch batch = one_batch(c, 4);
-  std::vector<double> params;
-  for (float x : init_params(c, 5, 0.4)) params.push_back(x);
+  std::vector<double> params = f64_params(c, 5, 0.4);
   FfnMasks masks(c, sparse_config(WeightGrad::mvue), Device::cpu);
   masks.recompute(flat(params));
   auto run_with = [&](Recompute recompute) {
