@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr uint32_t kLse = kDs + kBackwardKeys * kRows * 2, kDelta = kLse + 2 * kRows * 4;
   constexpr uint32_t kClaim = kDelta + 2 * kRows * 4;
   const int items = scratch.key_tiles[0] * a.Hkv, group = a.H / a.Hkv;
-  int work = static_cast<int>(blockIdx.x);
+  const int work = static_cast<int>(blockIdx.x);
   if (work >= items) return;
   const int wg = static_cast<int>(threadIdx.x) / 128, warp = static_cast<int>(threadIdx.x) / 32 % 4;
   const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
@@ -308,6 +308,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     store_keys(cur, kv_buf);
     if (next >= items) return;
+    // Decoded again rather than kept from the last step: held across its MMAs, it would spill.
     cur = key_tile(a, scratch, next);
     kv_buf ^= 1;
   }
