@@ -100,12 +100,13 @@ int main(int argc, char** argv) {
 
   const Tensor q = pool.make(bf, {T, H, D}), k = pool.make(bf, {T, H, D}),
                pos = pool.ints(random_ids(T, 2048));
-  report("rope fwd (in place)", "bf16 [T,12,64]", time_ms([&] { rope_forward(q, pos, 1e4, q); }), 2 * act,
+  const RopeFrequencies freq = RopeFrequencies::plain(D, 1e4);
+  report("rope fwd (in place)", "bf16 [T,12,64]", time_ms([&] { rope_forward(q, pos, freq, q); }), 2 * act,
          "GB/s");
   report("rope fwd q+k", "bf16 2x [T,12,64], one launch",
-         time_ms([&] { rope_forward_qk(q, k, pos, 1e4, q, k); }), 4 * act, "GB/s");
+         time_ms([&] { rope_forward_qk(q, k, pos, freq, q, k); }), 4 * act, "GB/s");
   report("rope bwd q+k", "bf16 2x [T,12,64], one launch",
-         time_ms([&] { rope_backward_qk(q, k, pos, 1e4, q, k); }), 4 * act, "GB/s");
+         time_ms([&] { rope_backward_qk(q, k, pos, freq, q, k); }), 4 * act, "GB/s");
 
   const Tensor h = pool.make(bf, {T, 2 * F}), a = pool.make(bf, {T, F}), dh = pool.make(bf, {T, 2 * F});
   const double act_f = double(T * F) * 2;

@@ -4,8 +4,10 @@
 // Usage: bench_train_cpu [--steps N] [--threads N]  (--steps: timed steps of `tiny`; 110m times one)
 #include "data/batch_stream.h"
 #include "data/packing/synthetic_split.h"
+#include "model/families.h"
 #include "model/init.h"
-#include "model/llama.h"
+#include "model/presets.h"
+#include "model/decoder.h"
 #include "ops/adamw.h"
 #include "ops/cpu/threads.h"
 #include "ops/grad_norm.h"
@@ -58,7 +60,7 @@ struct Figures {
 };
 
 // `warmup` untimed steps, then `steps` timed ones.
-Figures measure(const LlamaConfig& config, const DatasetSplit& split, Strategy strategy, int warmup,
+Figures measure(const ModelConfig& config, const DatasetSplit& split, Strategy strategy, int warmup,
                 int steps) {
   reset_peak_rss();
   PackingOptions packing;
@@ -71,7 +73,7 @@ Figures measure(const LlamaConfig& config, const DatasetSplit& split, Strategy s
     batches.push_back(stream.next());
     capacity = std::max(capacity, batches.back().num_tokens());
   }
-  LlamaModel model(config, capacity);
+  DecoderModel model(config, capacity);
   std::vector<float> params = init_params(config, 0), grads(params.size()), m(params.size()),
                      v(params.size());
   const auto n = static_cast<int64_t>(params.size());
@@ -116,7 +118,7 @@ int main(int argc, char** argv) {
              "real tok/s", "step ms", "pad %", "peak MiB", "vs pad");
   const std::pair<const char*, int32_t> presets[] = {{"tiny", 8192}, {"110m", 32000}};
   for (const auto& [preset, vocab] : presets) {
-    LlamaConfig config = preset_config(preset);
+    ModelConfig config = preset_config(preset);
     config.vocab_size = vocab;
     // 110m: one step of ~25-60 s on 2 cores, long enough that its warm-up costs (first touch of the
     // activations, BLAS thread start) are small, so it runs no separate warm-up step.

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -27,10 +28,11 @@
 #include "core/error.h"
 #include "data/packing/packer.h"
 #include "data/packing/synthetic_split.h"
-#include "model/config.h"
+#include "model/decoder.h"
+#include "model/families.h"
 #include "model/flops.h"
 #include "model/init.h"
-#include "model/llama.h"
+#include "model/presets.h"
 #include "model/sparsity.h"
 #include "ops/adamw.h"
 #include "ops/grad_norm.h"
@@ -43,13 +45,15 @@ using nlohmann::json;
 constexpr int32_t kVocab = 32000;
 constexpr double kPeakFlops = 989e12;  // H200 dense bf16 tensor cores
 
-// SFT-like examples: lengths from sft_like_lengths, random ids below the vocabulary, a masked prompt.
-DatasetSplit sft_split(int64_t examples, uint64_t seed) {
+// SFT-like examples: lengths from sft_like_lengths (at most max_len), random ids below the vocabulary, a
+// masked prompt.
+DatasetSplit sft_split(int64_t examples, uint64_t seed, int64_t max_len) {
   std::mt19937_64 rng(seed);
   std::vector<uint32_t> tokens;
   std::vector<uint8_t> mask;
   std::vector<uint64_t> offsets = {0};
   for (int64_t len : sft_like_lengths(examples, seed)) {
+    len = std::min(len, max_len);
     const int64_t prompt = static_cast<int64_t>(rng() % static_cast<uint64_t>(len));
     for (int64_t i = 0; i < len; ++i) {
       tokens.push_back(static_cast<uint32_t>(rng() % kVocab));
@@ -86,7 +90,7 @@ struct DeviceOptimizer {
                     Device::cuda);
     };
     for (const auto& info : layout.params())
-      tensors.push_back({at(p, info), at(g, info), at(m, info), at(v, info), info.weight_decay});
+      tensors.push_back({at(p, info), at(g, info), at(m, info), at(v, info), info.weight_decay()});
   }
 };
 
@@ -112,7 +116,7 @@ double median(std::vector<double> v) {
 
 // One configuration's flatten batches for the Hugging Face peer: ids, labels (HF convention, -100 at
 // every example's first token) and position ids restarting per example.
-void dump_batches(Outputs& out, const LlamaConfig& config, const std::string& preset, int32_t examples,
+void dump_batches(Outputs& out, const ModelConfig& config, const std::string& preset, int32_t examples,
                   const std::vector<Batch>& batches) {
   json list = json::array();
   for (const Batch& b : batches)
@@ -132,18 +136,21 @@ struct Result {
 
 // sparse: the FFN linears train 2:4 sparse (masks from the initial weights, MVUE weight gradients,
 // masked decay), as `packtrain train --sparse24` does between mask updates.
-Result bench(const LlamaConfig& config, const std::vector<float>& init, const std::string& preset,
+Result bench(const ModelConfig& config, const std::vector<float>& init, const std::string& preset,
              int32_t examples, Strategy strategy, int steps, Outputs& out, bool sparse = false) {
   const Recompute recompute = parse_recompute(out.recompute);
+  // A model with learned positions (GPT-2) sees examples no longer than its table.
+  const int64_t max_len = config.positions == Positions::learned ? config.max_position_embeddings
+                                                                 : std::numeric_limits<int64_t>::max();
   const DatasetSplit split =
-      sft_split(int64_t{examples} * (steps + 1), 1000 + static_cast<uint64_t>(examples));
+      sft_split(int64_t{examples} * (steps + 1), 1000 + static_cast<uint64_t>(examples), max_len);
   const std::vector<Batch> batches = batches_of(split, strategy, examples);
   if (out.dump && strategy == Strategy::kFlatten) dump_batches(out, config, preset, examples, batches);
   int64_t max_tokens = 0;
   for (const auto& b : batches) max_tokens = std::max(max_tokens, b.num_tokens());
   SparsityConfig sparsity;
   sparsity.enabled = sparse;
-  LlamaModel model(config, max_tokens, Device::cuda, DType::bf16, sparsity, recompute);
+  DecoderModel model(config, max_tokens, Device::cuda, DType::bf16, sparsity, recompute);
   DeviceOptimizer opt(model.layout(), init);
   std::optional<FfnMasks> masks;
   if (sparse) {
@@ -167,12 +174,12 @@ Result bench(const LlamaConfig& config, const std::vector<float>& init, const st
   // The trainer's step: the batch was staged during the previous step (or now), the next one is staged
   // while this one runs, and the host waits once, for the loss at the end. forward_backward adds to the
   // gradients, so they start at zero. Returns the batch's mean loss.
-  std::optional<LlamaModel::StagedBatch> ahead;
+  std::optional<DecoderModel::StagedBatch> ahead;
   std::vector<double> queue_s;  // host time to queue each step: below the step time, the GPU never waits
   auto step = [&](size_t i, int64_t n, bool stage_next) {
     const auto start = std::chrono::steady_clock::now();
     const Batch& b = batches[i % batches.size()];
-    const LlamaModel::StagedBatch staged = ahead ? *ahead : model.stage(b);
+    const DecoderModel::StagedBatch staged = ahead ? *ahead : model.stage(b);
     zero_bytes(opt.grads.data, true, static_cast<size_t>(opt.grads.bytes()));
     model.load_weights(opt.params);
     model.set_mvue_seed({1, n, 0});
@@ -242,8 +249,8 @@ Result bench(const LlamaConfig& config, const std::vector<float>& init, const st
 }
 
 void compare(const std::string& preset, int32_t examples, int steps, Outputs& out) {
-  LlamaConfig config = preset_config(preset);
-  config.vocab_size = kVocab;
+  ModelConfig config = preset_config(preset);
+  if (config.vocab_size == 0) config.vocab_size = kVocab;  // packtrain's own shapes; the others keep theirs
   const std::vector<float> init = init_params(config, 1);
   const Result padding = bench(config, init, preset, examples, Strategy::kPadding, steps, out);
   const Result flatten = bench(config, init, preset, examples, Strategy::kFlatten, steps, out);
@@ -253,7 +260,7 @@ void compare(const std::string& preset, int32_t examples, int steps, Outputs& ou
 
 // End to end, dense against 2:4 sparse FFNs, both with flatten packing.
 void compare_sparse(const std::string& preset, int32_t examples, int steps, Outputs& out) {
-  LlamaConfig config = preset_config(preset);
+  ModelConfig config = preset_config(preset);
   config.vocab_size = kVocab;
   const std::vector<float> init = init_params(config, 1);
   const Result dense = bench(config, init, preset, examples, Strategy::kFlatten, steps, out);
@@ -270,9 +277,13 @@ int main(int argc, char** argv) {
   bool skip_1b = false;
   std::string json_path, dump_path;
   app.add_option("--steps", steps, "timed optimizer steps per configuration")->check(CLI::PositiveNumber);
-  app.add_flag("--skip-1b", skip_1b, "only the 110m preset");
+  app.add_flag("--skip-1b", skip_1b, "only the --models presets");
+  std::vector<std::string> models = {"110m"};
+  app.add_option("--models", models,
+                 "presets compared at --examples (gpt2, qwen2.5-0.5b, ... with their real vocab sizes)")
+      ->delimiter(',');
   std::vector<int32_t> examples = {16, 64};
-  app.add_option("--examples", examples, "examples per step of the 110m configurations")
+  app.add_option("--examples", examples, "examples per step of the --models configurations")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
   std::vector<int32_t> sparse_1b_examples = {16, 64};
@@ -309,7 +320,8 @@ int main(int argc, char** argv) {
         compare_sparse("1b", n, steps, out);
       return 0;
     }
-    for (int32_t n : examples) compare("110m", n, steps, out);
+    for (const std::string& model : models)
+      for (int32_t n : examples) compare(model, n, steps, out);
   } catch (const pt::Error& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;

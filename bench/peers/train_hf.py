@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hugging Face transformers' LlamaForCausalLM, the peer of bench_train_gpu, trained on exactly its batches.
+"""Hugging Face transformers' model of the same family (AutoModelForCausalLM), the peer of bench_train_gpu, trained on exactly its batches.
 
 bench_train_gpu --dump-batches FILE writes the model config (HF format) and the flatten batches of each
 configuration (input_ids, labels with -100 at every example's first token, position_ids restarting per
@@ -95,13 +95,13 @@ def model_inputs(torch, examples, layout, device):
 def run_config(entry, layout, attn, compiled, warmup, steps):
     """One configuration in this process: returns the result dict (status ok) or raises."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM
 
     device = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: a smoke test of this script only
-    config = LlamaConfig.from_dict(entry["config"])
+    config = AutoConfig.for_model(**entry["config"])  # the family packtrain's config.json names
     torch.manual_seed(0)
     with torch.device(device):
-        model = LlamaForCausalLM._from_config(config, attn_implementation=attn, dtype=torch.float32)
+        model = AutoModelForCausalLM.from_config(config, attn_implementation=attn, dtype=torch.float32)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1, fused=device == "cuda")
     forward = torch.compile(model, dynamic=True) if compiled else model
@@ -308,7 +308,7 @@ def main():
     only = {s.strip() for s in args.only.split(",")} if args.only else None
     # Imported once here (no CUDA yet): every forked child inherits the modules instead of importing them.
     import torch  # noqa: F401
-    from transformers import LlamaForCausalLM  # noqa: F401
+    from transformers import AutoModelForCausalLM  # noqa: F401
     out = open(args.json, "a") if args.json else None
     results = []
     by_size = {e["examples"]: e for e in entries}

@@ -4,12 +4,16 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/log.h"
+#include "model/families.h"
 
 #include <fcntl.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
+#include <map>
 #include <set>
 
 namespace pt {
@@ -20,6 +24,8 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kMasksFile = "masks.safetensors";
+constexpr const char* kWeightsFile = "model.safetensors";
+constexpr const char* kIndexFile = "model.safetensors.index.json";
 
 void fsync_dir(const fs::path& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -29,32 +35,151 @@ void fsync_dir(const fs::path& dir) {
   }
 }
 
+// The flat buffer's tensors under their names: in HF's layout for a model file (Conv1D weights
+// transposed back to [in, out] into `scratch`), or as the flat buffer holds them for packtrain's own
+// files (optimizer moments).
 std::vector<StTensorToWrite> named_tensors(const ParameterLayout& layout, std::span<const float> flat,
-                                           const std::string& prefix) {
+                                           const std::string& prefix, bool hf_layout,
+                                           std::vector<std::vector<float>>& scratch) {
   std::vector<StTensorToWrite> out;
-  for (const auto& p : layout.params())
-    out.push_back({prefix + p.name, StDtype::kF32, p.shape, flat.data() + p.offset});
+  for (const auto& p : layout.params()) {
+    const float* data = flat.data() + p.offset;
+    if (hf_layout && p.transposed) {
+      const int64_t rows = p.shape[1], cols = p.shape[0];  // as the flat buffer holds it
+      std::vector<float>& t = scratch.emplace_back(static_cast<size_t>(p.numel));
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) t[static_cast<size_t>(c * rows + r)] = data[r * cols + c];
+      data = t.data();
+    }
+    out.push_back({prefix + p.name, StDtype::kF32, hf_layout ? p.shape : p.flat_shape(), data});
+  }
   return out;
 }
 
 void read_named(const SafetensorsReader& r, const ParameterLayout& layout, std::span<float> flat,
                 const std::string& prefix) {
   for (const auto& p : layout.params())
-    r.read_f32(prefix + p.name, p.shape,
+    r.read_f32(prefix + p.name, p.flat_shape(),
                flat.subspan(static_cast<size_t>(p.offset), static_cast<size_t>(p.numel)));
 }
 
-// Tensors the model does not read (rotary inv_freq buffers, heads of other architectures) are listed, so
-// a checkpoint that only looks compatible does not load silently. A tied model's lm_head.weight is the
-// embedding by definition (Hugging Face ignores it too), so it is skipped quietly.
-void warn_unused(const SafetensorsReader& r, const ParameterLayout& layout, const std::string& dir) {
+// The name a model file gives a parameter: its HF name, or that name without the family's base-model
+// prefix ("transformer.", "model."), as checkpoints saved from the base model class (GPT-2's original
+// release among them) spell it.
+std::string stored_name(const SafetensorsReader& r, const std::string& name) {
+  if (r.contains(name)) return name;
+  if (const auto dot = name.find('.'); dot != std::string::npos && r.contains(name.substr(dot + 1)))
+    return name.substr(dot + 1);
+  return name;  // missing: read_f32 names it
+}
+
+// A model file's parameters into the flat buffer, transposing Conv1D weights to [out, in].
+void read_model_tensors(const SafetensorsReader& r, const ParameterLayout& layout, std::span<float> flat) {
+  std::vector<float> t;
+  for (const auto& p : layout.params()) {
+    auto dst = flat.subspan(static_cast<size_t>(p.offset), static_cast<size_t>(p.numel));
+    if (!p.transposed) {
+      r.read_f32(stored_name(r, p.name), p.shape, dst);
+      continue;
+    }
+    t.resize(dst.size());
+    r.read_f32(stored_name(r, p.name), p.shape, t);
+    const int64_t rows = p.shape[0], cols = p.shape[1];  // as the file holds it
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        dst[static_cast<size_t>(j * rows + i)] = t[static_cast<size_t>(i * cols + j)];
+  }
+}
+
+// Tensors the model does not read (heads of other architectures, parts of features packtrain lacks) are
+// an error naming them, so a checkpoint that only looks compatible does not load silently, unless the
+// user accepts them. Not counted: rotary inv_freq buffers and GPT-2's causal-mask buffers (attn.bias,
+// attn.masked_bias), which are constants rather than weights, and a tied model's lm_head.weight when it
+// equals the embedding (a copy some exporters write); one that differs is an error, as the model would
+// not be the one saved.
+void check_unused(const SafetensorsReader& r, const ParameterLayout& layout, const ModelConfig& config,
+                  std::span<const float> flat, const std::string& dir, bool allow_unused) {
   std::set<std::string> used;
-  for (const auto& p : layout.params()) used.insert(p.name);
-  used.insert("lm_head.weight");
+  for (const auto& p : layout.params()) used.insert(stored_name(r, p.name));
+  auto constant_buffer = [&](const std::string& name) {
+    auto ends_with = [&](const char* suffix) {
+      const std::string s(suffix);
+      return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+    };
+    return ends_with("rotary_emb.inv_freq") ||
+           (config.family == "gpt2" && (ends_with(".attn.bias") || ends_with(".attn.masked_bias")));
+  };
+  const std::string head = tensor_names(config.family).lm_head;
+  if (config.tie_word_embeddings && r.contains(head)) {
+    const ParamInfo& embed = layout.params().front();
+    std::vector<float> copy(static_cast<size_t>(embed.numel));
+    r.read_f32(head, embed.shape, copy);
+    if (!std::equal(copy.begin(), copy.end(), flat.begin() + embed.offset))
+      fail(
+          "{}: \"{}\" differs from the token embeddings, but config.json ties them (tie_word_embeddings); "
+          "set tie_word_embeddings to false to train the untied head",
+          dir, head);
+    used.insert(head);
+  }
   std::string unused;
   for (const auto& name : r.names())
-    if (!used.count(name)) unused += (unused.empty() ? "" : ", ") + name;
-  if (!unused.empty()) log_warn("{}: ignoring tensors the model does not use: {}", dir, unused);
+    if (!used.count(name) && !constant_buffer(name)) unused += (unused.empty() ? "" : ", ") + name;
+  if (unused.empty()) return;
+  if (!allow_unused)
+    fail(
+        "{}: the checkpoint holds tensors a {} model with this config.json does not use: {}. It is not the "
+        "model packtrain would train; pass --allow-unused-tensors to load it without them",
+        dir, config.family, unused);
+  log_warn("{}: ignoring tensors the model does not use (--allow-unused-tensors): {}", dir, unused);
+}
+
+// Shard i (from 1) of n, named as save_pretrained names it.
+std::string shard_name(size_t i, size_t n) { return fmt::format("model-{:05}-of-{:05}.safetensors", i, n); }
+
+bool is_shard_name(const std::string& file) {
+  int i = 0, n = 0;
+  return std::sscanf(file.c_str(), "model-%5d-of-%5d", &i, &n) == 2 && i >= 0 && n >= 0 &&
+         file == shard_name(static_cast<size_t>(i), static_cast<size_t>(n));
+}
+
+// The tensors grouped as huggingface_hub's split_state_dict_into_shards groups them, so packtrain shards
+// a model as save_pretrained does: in order, a shard is closed when the next tensor would take it past the
+// limit, and a tensor over the limit gets a shard of its own, placed before the one being filled.
+std::vector<std::vector<StTensorToWrite>> split_into_shards(const std::vector<StTensorToWrite>& tensors,
+                                                            uint64_t max_bytes) {
+  std::vector<std::vector<StTensorToWrite>> shards;
+  std::vector<StTensorToWrite> current;
+  uint64_t current_bytes = 0;
+  for (const auto& t : tensors) {
+    const uint64_t bytes = data_bytes(t);
+    if (bytes > max_bytes) {
+      shards.push_back({t});
+      continue;
+    }
+    if (current_bytes + bytes > max_bytes) {
+      shards.push_back(std::move(current));
+      current.clear();
+      current_bytes = 0;
+    }
+    current.push_back(t);
+    current_bytes += bytes;
+  }
+  if (!current.empty()) shards.push_back(std::move(current));
+  return shards;
+}
+
+// Removes the weight files of an earlier save that this one did not overwrite, so that dir holds one model.
+// The index goes first: while it is there, readers use it and the shards it names.
+void remove_stale_weights(const fs::path& dir, const std::set<std::string>& written) {
+  if (!written.count(kIndexFile) && fs::remove(dir / kIndexFile)) fsync_dir(dir);
+  std::vector<fs::path> stale;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const auto name = entry.path().filename().string();
+    if (entry.is_regular_file() && (name == kWeightsFile || is_shard_name(name)) && !written.count(name))
+      stale.push_back(entry.path());
+  }
+  for (const auto& path : stale) fs::remove(path);
+  if (!stale.empty()) fsync_dir(dir);
 }
 
 // Removes NAME.tmp directories that interrupted saves left behind.
@@ -65,18 +190,46 @@ void remove_partial_saves(const fs::path& root) {
 
 }  // namespace
 
-void save_model_dir(const std::string& dir, const LlamaConfig& config, std::span<const float> params,
-                    const std::string& tokenizer_json) {
+void save_model_dir(const std::string& dir, const ModelConfig& config, std::span<const float> params,
+                    const std::string& tokenizer_json, int64_t max_shard_bytes) {
   ParameterLayout layout(config);
   PT_ASSERT(static_cast<int64_t>(params.size()) == layout.total());
-  fs::create_directories(dir);
-  write_file_atomic((fs::path(dir) / "config.json").string(), config_to_json(config));
-  write_safetensors((fs::path(dir) / "model.safetensors").string(), named_tensors(layout, params, ""),
-                    {{"format", "pt"}});
-  if (!tokenizer_json.empty()) write_file_atomic((fs::path(dir) / "tokenizer.json").string(), tokenizer_json);
+  PT_ASSERT(max_shard_bytes > 0);
+  const fs::path d(dir);
+  fs::create_directories(d);
+  write_file_atomic((d / "config.json").string(), config_to_json(config));
+  std::vector<std::vector<float>> scratch;
+  const auto shards = split_into_shards(named_tensors(layout, params, "", /*hf_layout=*/true, scratch),
+                                        static_cast<uint64_t>(max_shard_bytes));
+  const std::map<std::string, std::string> metadata = {{"format", "pt"}};
+  if (shards.size() == 1) {
+    write_safetensors((d / kWeightsFile).string(), shards[0], metadata);
+    remove_stale_weights(d, {kWeightsFile});
+  } else {
+    // The index goes last: until it is written, an earlier save's model.safetensors or index stays in use.
+    std::set<std::string> written;
+    json weight_map = json::object();
+    uint64_t total_size = 0;
+    for (size_t i = 0; i < shards.size(); ++i) {
+      const auto name = shard_name(i + 1, shards.size());
+      write_safetensors((d / name).string(), shards[i], metadata);
+      written.insert(name);
+      for (const auto& t : shards[i]) {
+        weight_map[t.name] = name;
+        total_size += data_bytes(t);
+      }
+    }
+    // As save_pretrained writes it: json.dumps(index, indent=2, sort_keys=True) + "\n".
+    const json index = {{"metadata", {{"total_parameters", layout.total()}, {"total_size", total_size}}},
+                        {"weight_map", weight_map}};
+    write_file_atomic((d / kIndexFile).string(), index.dump(2) + "\n");
+    written.insert(kIndexFile);
+    remove_stale_weights(d, written);
+  }
+  if (!tokenizer_json.empty()) write_file_atomic((d / "tokenizer.json").string(), tokenizer_json);
 }
 
-ModelWeights load_model_dir(const std::string& dir) {
+ModelWeights load_model_dir(const std::string& dir, bool allow_unused_tensors) {
   auto config_path = fs::path(dir) / "config.json";
   if (!fs::exists(config_path))
     fail("{}: no config.json; a model directory needs config.json and safetensors weights", dir);
@@ -84,12 +237,12 @@ ModelWeights load_model_dir(const std::string& dir) {
   ParameterLayout layout(w.config);
   auto reader = SafetensorsReader::open(dir);
   w.params.assign(static_cast<size_t>(layout.total()), 0.0f);
-  read_named(reader, layout, w.params, "");
-  warn_unused(reader, layout, dir);
+  read_model_tensors(reader, layout, w.params);
+  check_unused(reader, layout, w.config, w.params, dir, allow_unused_tensors);
   return w;
 }
 
-std::string save_training_checkpoint(const std::string& root, const LlamaConfig& config,
+std::string save_training_checkpoint(const std::string& root, const ModelConfig& config,
                                      std::span<const float> params, std::span<const float> adam_m,
                                      std::span<const float> adam_v, const TrainerState& state,
                                      const std::string& tokenizer_json, std::span<const MaskTensor> masks) {
@@ -99,8 +252,9 @@ std::string save_training_checkpoint(const std::string& root, const LlamaConfig&
   remove_partial_saves(root);
   save_model_dir(tmp_dir.string(), config, params, tokenizer_json);
   ParameterLayout layout(config);
-  auto moments = named_tensors(layout, adam_m, "exp_avg.");
-  auto second = named_tensors(layout, adam_v, "exp_avg_sq.");
+  std::vector<std::vector<float>> scratch;
+  auto moments = named_tensors(layout, adam_m, "exp_avg.", /*hf_layout=*/false, scratch);
+  auto second = named_tensors(layout, adam_v, "exp_avg_sq.", /*hf_layout=*/false, scratch);
   moments.insert(moments.end(), second.begin(), second.end());
   write_safetensors((tmp_dir / "optimizer.safetensors").string(), moments, {});
   if (!masks.empty()) {

@@ -1,5 +1,6 @@
-// Checkpoints. A model directory is what Hugging Face loads: config.json, model.safetensors (HF Llama
-// tensor names, fp32) and tokenizer.json. A training checkpoint is a model directory plus
+// Checkpoints. A model directory is what Hugging Face loads: config.json, model.safetensors (the family's HF
+// tensor names and layouts, fp32; a large model as shards plus model.safetensors.index.json, as
+// save_pretrained writes it) and tokenizer.json. A training checkpoint is a model directory plus
 // optimizer.safetensors (AdamW moments) and trainer_state.json (step, data position, seed), so a run resumes
 // bit for bit; a run training 2:4 sparse (model/sparsity.h) adds masks.safetensors, its masks as u8 per
 // HF weight (the weights themselves stay the dense masters).
@@ -22,17 +23,25 @@
 namespace pt {
 
 struct ModelWeights {
-  LlamaConfig config;
+  ModelConfig config;
   std::vector<float> params;  // flat, ParameterLayout(config) order
 };
 
-// Writes config.json, model.safetensors and (if tokenizer_json is not empty) tokenizer.json into dir.
-void save_model_dir(const std::string& dir, const LlamaConfig& config, std::span<const float> params,
-                    const std::string& tokenizer_json);
+// Hugging Face's shard limit, "5GB" (huggingface_hub's MAX_SHARD_SIZE, in units of 10^9 bytes).
+inline constexpr int64_t kDefaultShardBytes = 5'000'000'000;
 
-// Reads an HF Llama model directory: config.json plus model.safetensors or a sharded index; fp32, bf16 or
-// fp16 tensors. Errors name the tensor and the mismatch (missing, shape, corrupt).
-ModelWeights load_model_dir(const std::string& dir);
+// Writes config.json, the weights and (if tokenizer_json is not empty) tokenizer.json into dir. Weights of
+// at most max_shard_bytes go to model.safetensors; larger ones are split as huggingface_hub splits them:
+// in layout order into model-00001-of-0000N.safetensors ... of at most max_shard_bytes each (a tensor over
+// the limit gets a shard of its own), named in model.safetensors.index.json. Weight files an earlier save
+// left in dir (model.safetensors, an index, shards) that this one does not overwrite are removed.
+void save_model_dir(const std::string& dir, const ModelConfig& config, std::span<const float> params,
+                    const std::string& tokenizer_json, int64_t max_shard_bytes = kDefaultShardBytes);
+
+// Reads an HF model directory of a supported family (model/families.h): config.json plus model.safetensors
+// or a sharded index; fp32, bf16 or fp16 tensors. Errors name the tensor and the mismatch (missing, shape,
+// corrupt); tensors the model does not use are an error too, unless allow_unused_tensors.
+ModelWeights load_model_dir(const std::string& dir, bool allow_unused_tensors = false);
 
 struct TrainerState {
   int64_t step = 0;              // optimizer steps done
@@ -54,7 +63,7 @@ struct TrainingCheckpoint {
 };
 
 // Saves into root/step-NNNNNNNN and moves root/latest to it; returns the directory.
-std::string save_training_checkpoint(const std::string& root, const LlamaConfig& config,
+std::string save_training_checkpoint(const std::string& root, const ModelConfig& config,
                                      std::span<const float> params, std::span<const float> adam_m,
                                      std::span<const float> adam_v, const TrainerState& state,
                                      const std::string& tokenizer_json,

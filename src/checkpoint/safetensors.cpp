@@ -216,18 +216,22 @@ void SafetensorsReader::read_f32(const std::string& name, std::span<const int64_
   }
 }
 
+uint64_t data_bytes(const StTensorToWrite& t) {
+  uint64_t numel = 1;
+  for (auto s : t.shape) numel *= static_cast<uint64_t>(s);
+  return numel * dtype_entry(t.dtype).size;
+}
+
 namespace {
 
 // The bytes a tensor takes in the file: float data converted to bf16 where asked, else as given.
 std::span<const std::byte> file_bytes(const StTensorToWrite& t, std::vector<uint16_t>& scratch) {
-  uint64_t numel = 1;
-  for (auto s : t.shape) numel *= static_cast<uint64_t>(s);
-  if (t.dtype != StDtype::kBF16)
-    return {static_cast<const std::byte*>(t.data), numel * dtype_entry(t.dtype).size};
+  const uint64_t bytes = data_bytes(t);
+  if (t.dtype != StDtype::kBF16) return {static_cast<const std::byte*>(t.data), bytes};
   const float* f = static_cast<const float*>(t.data);
-  scratch.resize(numel);
-  for (size_t i = 0; i < numel; ++i) scratch[i] = float_to_bf16(f[i]);
-  return {reinterpret_cast<const std::byte*>(scratch.data()), numel * 2};
+  scratch.resize(bytes / 2);
+  for (size_t i = 0; i < scratch.size(); ++i) scratch[i] = float_to_bf16(f[i]);
+  return {reinterpret_cast<const std::byte*>(scratch.data()), bytes};
 }
 
 }  // namespace

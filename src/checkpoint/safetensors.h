@@ -59,6 +59,9 @@ struct StTensorToWrite {
   const void* data;  // float* for F32/BF16 (converted on write); raw bytes otherwise
 };
 
+// The bytes the tensor's data takes in a file (its dtype's size times its elements).
+uint64_t data_bytes(const StTensorToWrite& t);
+
 void write_safetensors(const std::string& path, const std::vector<StTensorToWrite>& tensors,
                        const std::map<std::string, std::string>& metadata);
 

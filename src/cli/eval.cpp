@@ -18,7 +18,7 @@ void register_eval(CLI::App& app) {
     int64_t max_tokens = 8192;
   };
   auto a = std::make_shared<Args>();
-  cmd->add_option("--model", a->model_dir, "Model directory (a checkpoint, final/, or a Hugging Face Llama)")
+  cmd->add_option("--model", a->model_dir, "Model directory (a checkpoint, final/, or a Hugging Face model of a supported family)")
       ->required();
   cmd->add_option("--data", a->data, "Prepared dataset directory")->required();
   cmd->add_option("--split", a->split, "val or train")
@@ -36,7 +36,7 @@ void register_eval(CLI::App& app) {
     const auto& split = a->split == "val" ? data.val() : data.train();
     int64_t longest = 0;
     for (int64_t i = 0; i < split.size(); ++i) longest = std::max(longest, split.length(i));
-    LlamaModel model(weights.config, std::max(a->max_tokens, longest));
+    DecoderModel model(weights.config, std::max(a->max_tokens, longest));
     auto r = evaluate(model, Tensor::of(weights.params.data(), {static_cast<int64_t>(weights.params.size())}),
                       split);
     fmt::print("{} loss {:.4f} perplexity {:.2f} over {} tokens\n", a->split, r.loss, std::exp(r.loss),

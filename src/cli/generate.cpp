@@ -45,7 +45,7 @@ void register_generate(CLI::App& app) {
     auto weights = load_model_dir(a->model_dir);
     auto tokenizer = Tokenizer::from_file((std::filesystem::path(a->model_dir) / "tokenizer.json").string());
     auto prompt = tokenizer.encode(a->prompt);
-    LlamaModel model(weights.config, static_cast<int64_t>(prompt.size()) + a->sampling.max_new_tokens);
+    DecoderModel model(weights.config, static_cast<int64_t>(prompt.size()) + a->sampling.max_new_tokens);
     std::vector<int32_t> generated;
     size_t printed = 0;
     std::fputs(a->prompt.c_str(), stdout);

@@ -6,7 +6,7 @@
 #include <cstdio>
 
 int main(int argc, char** argv) {
-  CLI::App app{"packtrain: padding-free, 2:4-sparse training of Llama-style models"};
+  CLI::App app{"packtrain: padding-free, 2:4-sparse training of decoder LLMs (Llama, Mistral, Qwen2/3, GPT-2)"};
   app.require_subcommand(1);
   pt::cli::register_info(app);
   pt::cli::register_tokenizer(app);

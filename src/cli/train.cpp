@@ -1,6 +1,8 @@
-// `packtrain train`: train a Llama-style model on a prepared dataset.
+// `packtrain train`: train a decoder (model/families.h) on a prepared dataset.
 #include "cli/commands.h"
 #include "data/packing/packer.h"
+#include "model/families.h"
+#include "model/presets.h"
 #include "ops/cpu/threads.h"
 #include "train/trainer.h"
 
@@ -10,7 +12,7 @@ namespace pt::cli {
 
 void register_train(CLI::App& app) {
   auto* cmd = app.add_subcommand(
-      "train", "Train a Llama-style model on a prepared dataset (on a GPU when one is visible)");
+      "train", "Train a decoder (Llama, Mistral, Qwen2/3, GPT-2) on a prepared dataset (on a GPU when one is visible)");
   auto tc = std::make_shared<TrainConfig>();
   auto strategy = std::make_shared<std::string>("flatten");
   auto threads = std::make_shared<int>(0);
@@ -20,9 +22,12 @@ void register_train(CLI::App& app) {
   auto recompute = std::make_shared<std::string>("none");
   cmd->add_option("--data", tc->data_dir, "Prepared dataset directory (packtrain prepare)")->required();
   cmd->add_option("--out", tc->out_dir, "Run directory: metrics.jsonl, checkpoints/, final/")->required();
-  cmd->add_option("--model", tc->model, "Preset (tiny, 110m, 1b) or a config.json path")
+  cmd->add_option("--model", tc->model, "Preset (" + preset_names() + ") or an HF config.json path")
       ->capture_default_str();
-  cmd->add_option("--init", tc->init_from, "Hugging Face model directory to fine-tune (its config wins)");
+  cmd->add_option("--init", tc->init_from,
+                  "Hugging Face model directory to fine-tune (its config wins); families: " + supported_families());
+  cmd->add_flag("--allow-unused-tensors", tc->allow_unused_tensors,
+                "With --init: load a checkpoint that holds tensors the model does not use, without them");
   cmd->add_flag("--no-resume", *no_resume, "Start afresh even if OUT/checkpoints/latest exists");
   cmd->add_option("--strategy", *strategy, "padding, concat, concat-posid, flatten or bfd")
       ->capture_default_str();

@@ -4,12 +4,12 @@
 //
 // Modes. Replicated (default): gradients are all-reduced and every rank runs the full AdamW on full fp32
 // masters with full moments; the replicas stay identical because every rank gets the same sums, and the
-// model takes its weights from the masters (LlamaModel::load_weights). ZeRO-1: gradients are
+// model takes its weights from the masters (DecoderModel::load_weights). ZeRO-1: gradients are
 // reduce-scattered, and each rank keeps the fp32 masters and the AdamW moments of its shard only (zero.h):
 // 12 bytes a parameter of optimizer state become 12 / world_size. After AdamW a rank casts its shard of
 // the masters to the model's compute dtype (masking the 2:4 sparse FFN weights while masks are set, as
 // load_weights would) into a padded working copy, which is all-gathered (bf16 on a GPU: half the bytes of
-// an fp32 all-gather) and read in place by the model (LlamaModel::use_working_weights). What needs the full
+// an fp32 all-gather) and read in place by the model (DecoderModel::use_working_weights). What needs the full
 // masters (checkpoints, the exported model, 2:4 mask computation) gathers them through the gradient buffer
 // when the gradients are not needed.
 //
@@ -122,7 +122,7 @@ class DataParallelOptimizer {
   // ZeRO-1 (collective): the weights of the following passes. This rank's masters are cast to the compute
   // dtype with `masks` applied where they cover sparse linears (nullptr: none), then the working copy is
   // all-gathered. Flat, layout.total() elements in layout order, valid until the next call: what
-  // LlamaModel::use_working_weights reads, and the values load_weights makes of the full masters with the
+  // DecoderModel::use_working_weights reads, and the values load_weights makes of the full masters with the
   // same masks set.
   Tensor gather_weights(const FfnMasks* masks);
   // The full fp32 masters on the device (layout.total() elements). Replicated, the masters themselves;

@@ -40,7 +40,7 @@ std::vector<ops::AdamWTensor> adamw_range(std::span<const ParamInfo> params, int
     if (e > flat_grads.numel())
       fail("adamw_range: parameter {} ends at {}, past the flat gradients {}", p.name, e, flat_grads.str());
     out.push_back({at(masters, b - begin, e - b), at(flat_grads, b, e - b), at(m, b - begin, e - b),
-                   at(v, b - begin, e - b), p.weight_decay});
+                   at(v, b - begin, e - b), p.weight_decay()});
   }
   return out;
 }

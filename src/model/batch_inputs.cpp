@@ -54,8 +54,8 @@ int64_t slot_ints(int64_t T) { return 5 * T + 1; }
 
 }  // namespace
 
-BatchInputs::BatchInputs(Device device, int64_t max_tokens, int64_t vocab_size)
-    : max_tokens_(max_tokens), vocab_size_(vocab_size), arena_(device) {
+BatchInputs::BatchInputs(Device device, int64_t max_tokens, int64_t vocab_size, int64_t position_limit)
+    : max_tokens_(max_tokens), vocab_size_(vocab_size), position_limit_(position_limit), arena_(device) {
   for (Slot& s : slots_) {
     s.handle = arena_.reserve(DType::i32, {slot_ints(max_tokens)});
     s.upload = std::make_unique<ops::UploadSlot>(device, static_cast<size_t>(slot_ints(max_tokens)) * 4);
@@ -90,7 +90,18 @@ BatchInputs::Ticket BatchInputs::stage_into(int slot, const Batch& batch) {
           t, id, vocab_size_);
     host[t] = id;
   }
-  std::copy(batch.position_ids.begin(), batch.position_ids.end(), host + Tm);
+  int32_t max_position = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    const int32_t p = batch.position_ids[static_cast<size_t>(t)];
+    if (p < 0) fail("batch: token {} has position id {}; position ids must be >= 0", t, p);
+    if (position_limit_ > 0 && p >= position_limit_)
+      fail(
+          "batch: token {} has position id {}, outside the model's {} learned positions (n_positions); "
+          "prepare the data with --max-len {} or less",
+          t, p, position_limit_, position_limit_);
+    max_position = std::max(max_position, p);
+    host[Tm + t] = p;
+  }
   const std::vector<int32_t> targets = shifted_targets(batch);
   for (int64_t t = 0; t < T; ++t) {
     const int32_t target = targets[static_cast<size_t>(t)];
@@ -101,6 +112,7 @@ BatchInputs::Ticket BatchInputs::stage_into(int slot, const Batch& batch) {
   std::copy(targets.begin(), targets.end(), host + 2 * Tm);
   std::copy(batch.cu_seqlens.begin(), batch.cu_seqlens.end(), host + 3 * Tm);
   s.tokens = T;
+  s.max_position = max_position;
   s.segments = static_cast<int64_t>(batch.cu_seqlens.size()) - 1;
   s.valid_lens = s.segments == batch.rows;
   if (s.valid_lens) std::copy(batch.row_real_len.begin(), batch.row_real_len.end(), host + 4 * Tm + 1);
@@ -128,7 +140,8 @@ BatchInputs::View BatchInputs::acquire(const Ticket& ticket) {
           ints(3 * Tm, s.segments + 1),
           s.valid_lens ? ints(4 * Tm + 1, s.segments) : Tensor(),
           T,
-          s.segments};
+          s.segments,
+          s.max_position};
 }
 
 void BatchInputs::release(const Ticket& ticket) {

@@ -36,9 +36,11 @@ class BatchInputs {
   struct View {
     Tensor ids, positions, targets, cu_seqlens, valid_lens;
     int64_t tokens = 0, segments = 0;
+    int32_t max_position = 0;  // the largest position id (dynamic rotary scaling depends on it)
   };
 
-  BatchInputs(Device device, int64_t max_tokens, int64_t vocab_size);
+  // position_limit > 0: position ids must stay below it (a model with that many learned positions).
+  BatchInputs(Device device, int64_t max_tokens, int64_t vocab_size, int64_t position_limit = 0);
 
   // For a pass queued later: the ahead slots alternate, so the next batch can be staged while a pass runs.
   Ticket stage(const Batch& batch);
@@ -56,11 +58,12 @@ class BatchInputs {
     std::unique_ptr<ops::UploadSlot> upload;
     uint64_t serial = 0;
     int64_t tokens = 0, segments = 0;
+    int32_t max_position = 0;
     bool valid_lens = false;
   };
   Ticket stage_into(int slot, const Batch& batch);
 
-  int64_t max_tokens_, vocab_size_;
+  int64_t max_tokens_, vocab_size_, position_limit_;
   Arena arena_;
   std::array<Slot, kAheadSlots + 1> slots_;
   int next_ahead_ = 0;

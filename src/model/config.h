@@ -1,13 +1,23 @@
-// Model configuration with Hugging Face LlamaConfig field names, read from and written to config.json,
-// and the built-in presets.
+// A decoder described by its choices, one field per choice: the norm, the positions, the attention's
+// biases, per-head q/k norms and sliding windows, the MLP, the head. Each supported Hugging Face family
+// (model/families.h) is a set of these choices plus its tensor names; the model (model/decoder.h) reads
+// only the choices, never the family's name.
 #pragma once
+
+#include "model/rope_scaling.h"
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace pt {
 
-struct LlamaConfig {
+enum class Norm { rms, layer };           // RMSNorm (weight); LayerNorm (weight and bias)
+enum class Positions { rope, learned };   // rotary on q and k; an absolute table added to the embeddings
+enum class Mlp { swiglu, gelu };          // down(silu(gate x) * up x); proj(gelu_tanh(fc x)) (GPT-2)
+
+struct ModelConfig {
+  std::string family = "llama";  // the HF model_type (model/families.h lists them)
   int32_t vocab_size = 0;
   int32_t hidden_size = 0;
   int32_t intermediate_size = 0;
@@ -15,25 +25,35 @@ struct LlamaConfig {
   int32_t num_attention_heads = 0;
   int32_t num_key_value_heads = 0;
   int32_t head_dim = 0;  // hidden_size / num_attention_heads unless set
-  float rms_norm_eps = 1e-5f;
-  float rope_theta = 10000.0f;
   int32_t max_position_embeddings = 2048;
+
+  Norm norm = Norm::rms;
+  float norm_eps = 1e-5f;
+  Positions positions = Positions::rope;
+  RopeScaling rope;      // positions == rope
+  bool qkv_bias = false;  // biases on q, k and v
+  bool o_bias = false;    // bias on the attention's output projection
+  bool qk_norm = false;   // RMSNorm over each head of q and k before the rotary (Qwen3)
+  // Sliding-window attention: layer l attends at most `sliding_window` keys (itself included) where
+  // windowed_layers[l]; sliding_window 0 or no windowed layer: every earlier key of its example.
+  int32_t sliding_window = 0;
+  std::vector<bool> windowed_layers;
+  Mlp mlp = Mlp::swiglu;
+  bool mlp_bias = false;  // biases on the MLP's linears
   bool tie_word_embeddings = false;
   int32_t bos_token_id = -1;  // -1: none
   int32_t eos_token_id = -1;
+  // The config.json this came from, if any: saving writes its fields back with packtrain's own set over
+  // them, so what packtrain does not read (initializer_range, pad_token_id, ...) survives a round trip.
+  std::string source_json;
 
+  // The window of layer l's attention in tokens, 0 for none (ops::AttentionParams::window).
+  int32_t window(int layer) const;
+  // Rows of the MLP's first linear: gate and up stacked for SwiGLU, the fc for GELU.
+  int64_t mlp_up_rows() const { return mlp == Mlp::swiglu ? 2 * int64_t{intermediate_size} : intermediate_size; }
   int64_t num_parameters() const;
   // Checks divisibility and ranges; throws pt::Error naming the field and `origin`.
   void validate(const std::string& origin) const;
 };
-
-// `name` is "tiny", "110m" or "1b"; vocab_size is left to the caller (it comes from the tokenizer).
-LlamaConfig preset_config(const std::string& name);
-bool is_preset_name(const std::string& name);
-
-// Unknown fields are ignored (HF configs carry many); fields packtrain cannot honour (rope_scaling,
-// attention_bias, mlp_bias, a non-silu hidden_act) are errors naming the field.
-LlamaConfig load_config(const std::string& path);
-std::string config_to_json(const LlamaConfig& c);  // HF config.json text (model_type "llama")
 
 }  // namespace pt

@@ -4,12 +4,15 @@
 
 namespace pt {
 
-double training_flops(const LlamaConfig& c, const Batch& batch) {
+double training_flops(const ModelConfig& c, const Batch& batch) {
   const double C = c.hidden_size, F = c.intermediate_size, D = c.head_dim;
   const double H = c.num_attention_heads, Hkv = c.num_key_value_heads;
   const double matmul_params =
-      c.num_hidden_layers * (C * D * (2 * H + 2 * Hkv) + 3 * C * F) + C * c.vocab_size;
-  double pairs = 0;
+      c.num_hidden_layers * (C * D * (2 * H + 2 * Hkv) + (c.mlp == Mlp::swiglu ? 3 : 2) * C * F) +
+      C * c.vocab_size;
+  // Query-key pairs of full causal layers, and of windowed ones: query i of a segment sees min(i+1, W) keys.
+  const double W = c.sliding_window;
+  double pairs = 0, window_pairs = 0;
   // Real tokens of each segment: a segment's pads trail it (padding) or fill a segment of their own (bfd).
   for (size_t s = 0; s + 1 < batch.cu_seqlens.size(); ++s) {
     const int32_t begin = batch.cu_seqlens[s], end = batch.cu_seqlens[s + 1];
@@ -17,9 +20,13 @@ double training_flops(const LlamaConfig& c, const Batch& batch) {
     const int32_t row_real_end = row * batch.row_len + batch.row_real_len[static_cast<size_t>(row)];
     const double L = std::max(0, std::min(end, row_real_end) - begin);
     pairs += L * (L + 1) / 2;
+    const double within = std::min(L, W);  // queries that see all earlier keys, then W each
+    window_pairs += within * (within + 1) / 2 + (L - within) * W;
   }
+  double layer_pairs = 0;
+  for (int l = 0; l < c.num_hidden_layers; ++l) layer_pairs += c.window(l) > 0 ? window_pairs : pairs;
   return 6.0 * matmul_params * static_cast<double>(batch.real_tokens) +
-         12.0 * c.num_hidden_layers * H * D * pairs;
+         12.0 * H * D * layer_pairs;
 }
 
 }  // namespace pt

@@ -42,7 +42,7 @@ int32_t sample_token(std::span<const float> logits, const SamplingOptions& o, ui
   return token;
 }
 
-std::vector<int32_t> generate(LlamaModel& model, const Tensor& params, std::vector<int32_t> tokens,
+std::vector<int32_t> generate(DecoderModel& model, const Tensor& params, std::vector<int32_t> tokens,
                               const SamplingOptions& options, std::optional<int32_t> eos,
                               const std::function<void(int32_t)>& on_token) {
   if (tokens.empty()) fail("generate: the prompt is empty; give at least one token of text");

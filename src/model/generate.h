@@ -4,7 +4,7 @@
 #pragma once
 
 #include "core/tensor.h"
-#include "model/llama.h"
+#include "model/decoder.h"
 
 #include <cstdint>
 #include <functional>
@@ -27,7 +27,7 @@ struct SamplingOptions {
 int32_t sample_token(std::span<const float> logits, const SamplingOptions& options, uint64_t& rng_state);
 
 // Appends up to max_new_tokens to `prompt` (stopping after `eos`), calling on_token for each new id.
-std::vector<int32_t> generate(LlamaModel& model, const Tensor& params, std::vector<int32_t> prompt,
+std::vector<int32_t> generate(DecoderModel& model, const Tensor& params, std::vector<int32_t> prompt,
                               const SamplingOptions& options, std::optional<int32_t> eos,
                               const std::function<void(int32_t)>& on_token);
 

@@ -1,5 +1,5 @@
-// Initial weights as Hugging Face initialises LlamaForCausalLM: normal(0, 0.02) for every matrix, ones
-// for the RMSNorm weights. Deterministic for a seed.
+// Initial weights as Hugging Face initialises its causal LMs: normal(0, stddev) for every matrix and
+// embedding table, ones for norm weights, zeros for biases. Deterministic for a seed.
 #pragma once
 
 #include "model/config.h"
@@ -9,6 +9,6 @@
 
 namespace pt {
 
-std::vector<float> init_params(const LlamaConfig& config, uint64_t seed, double stddev = 0.02);
+std::vector<float> init_params(const ModelConfig& config, uint64_t seed, double stddev = 0.02);
 
 }  // namespace pt

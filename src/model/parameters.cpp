@@ -1,34 +1,81 @@
 #include "model/parameters.h"
 
 #include "core/error.h"
+#include "model/families.h"
+
+#include <fmt/format.h>
 
 namespace pt {
 
-ParameterLayout::ParameterLayout(const LlamaConfig& c) {
-  const int64_t C = c.hidden_size, F = c.intermediate_size, D = c.head_dim;
-  embedding_ = add("model.embed_tokens.weight", {c.vocab_size, C}, false);
-  for (int i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    LayerParams l{};
-    l.attn_norm = add(p + "input_layernorm.weight", {C}, false);
-    l.wq = add(p + "self_attn.q_proj.weight", {c.num_attention_heads * D, C}, true);
-    l.wk = add(p + "self_attn.k_proj.weight", {c.num_key_value_heads * D, C}, true);
-    l.wv = add(p + "self_attn.v_proj.weight", {c.num_key_value_heads * D, C}, true);
-    l.wo = add(p + "self_attn.o_proj.weight", {C, c.num_attention_heads * D}, true);
-    l.ffn_norm = add(p + "post_attention_layernorm.weight", {C}, false);
-    l.w_gate_up = add(p + "mlp.gate_proj.weight", {F, C}, true);
-    add(p + "mlp.up_proj.weight", {F, C}, true);  // directly after gate: together one [2F, C] matrix
-    l.w_down = add(p + "mlp.down_proj.weight", {C, F}, true);
-    layers_.push_back(l);
-  }
-  final_norm_ = add("model.norm.weight", {C}, false);
-  lm_head_ = c.tie_word_embeddings ? embedding_ : add("lm_head.weight", {c.vocab_size, C}, true);
+std::vector<int64_t> ParamInfo::flat_shape() const {
+  return transposed ? std::vector<int64_t>{shape[1], shape[0]} : shape;
 }
 
-int64_t ParameterLayout::add(std::string name, std::vector<int64_t> shape, bool decay) {
+ParameterLayout::ParameterLayout(const ModelConfig& c) {
+  const TensorNames& n = tensor_names(c.family);
+  const int64_t C = c.hidden_size, F = c.intermediate_size, D = c.head_dim;
+  const int64_t qd = c.num_attention_heads * D, kvd = c.num_key_value_heads * D;
+  // A linear [out, in]: HF writes it so, or transposed where the family stores Conv1D weights.
+  auto linear = [&](const std::string& name, int64_t out, int64_t in) {
+    return n.conv1d ? add(name + ".weight", {in, out}, ParamRole::matrix, true)
+                    : add(name + ".weight", {out, in}, ParamRole::matrix);
+  };
+  auto norm = [&](const std::string& name, int64_t& weight, int64_t& bias) {
+    weight = add(name + ".weight", {C}, ParamRole::norm);
+    if (c.norm == Norm::layer) bias = add(name + ".bias", {C}, ParamRole::bias);
+  };
+  embedding_ = add(n.embed, {c.vocab_size, C}, ParamRole::embedding);
+  if (c.positions == Positions::learned)
+    positions_ = add(n.positions, {c.max_position_embeddings, C}, ParamRole::embedding);
+  for (int i = 0; i < c.num_hidden_layers; ++i) {
+    auto name = [&](const char* pattern) { return fmt::format(fmt::runtime(pattern), i); };
+    LayerParams l;
+    norm(name(n.attn_norm), l.attn_norm, l.attn_norm_bias);
+    if (n.qkv) {  // fused: one [C, 3C] Conv1D, i.e. q, k, v stacked once transposed
+      l.wq = linear(name(n.qkv), qd + 2 * kvd, C);
+      if (c.qkv_bias) l.bqkv = add(name(n.qkv) + ".bias", {qd + 2 * kvd}, ParamRole::bias);
+    } else {
+      l.wq = linear(name(n.q), qd, C);
+      linear(name(n.k), kvd, C);
+      linear(name(n.v), kvd, C);
+      if (c.qkv_bias) {
+        l.bqkv = add(name(n.q) + ".bias", {qd}, ParamRole::bias);
+        add(name(n.k) + ".bias", {kvd}, ParamRole::bias);
+        add(name(n.v) + ".bias", {kvd}, ParamRole::bias);
+      }
+    }
+    l.wk = l.wq + qd * C;
+    l.wv = l.wk + kvd * C;
+    l.wo = linear(name(n.o), C, qd);
+    if (c.o_bias) l.bo = add(name(n.o) + ".bias", {C}, ParamRole::bias);
+    if (c.qk_norm) {
+      l.q_norm = add(name(n.q_norm) + ".weight", {D}, ParamRole::norm);
+      l.k_norm = add(name(n.k_norm) + ".weight", {D}, ParamRole::norm);
+    }
+    norm(name(n.ffn_norm), l.ffn_norm, l.ffn_norm_bias);
+    if (c.mlp == Mlp::swiglu) {  // gate then up: together one [2F, C] matrix
+      l.w_up = linear(name(n.gate), F, C);
+      linear(name(n.up), F, C);
+      if (c.mlp_bias) {
+        l.b_up = add(name(n.gate) + ".bias", {F}, ParamRole::bias);
+        add(name(n.up) + ".bias", {F}, ParamRole::bias);
+      }
+    } else {
+      l.w_up = linear(name(n.fc), F, C);
+      if (c.mlp_bias) l.b_up = add(name(n.fc) + ".bias", {F}, ParamRole::bias);
+    }
+    l.w_down = linear(name(n.down), C, F);
+    if (c.mlp_bias) l.b_down = add(name(n.down) + ".bias", {C}, ParamRole::bias);
+    layers_.push_back(l);
+  }
+  norm(n.final_norm, final_norm_, final_norm_bias_);
+  lm_head_ = c.tie_word_embeddings ? embedding_ : add(n.lm_head, {c.vocab_size, C}, ParamRole::matrix);
+}
+
+int64_t ParameterLayout::add(std::string name, std::vector<int64_t> shape, ParamRole role, bool transposed) {
   int64_t numel = 1;
   for (auto s : shape) numel *= s;
-  params_.push_back({std::move(name), std::move(shape), total_, numel, decay});
+  params_.push_back({std::move(name), std::move(shape), total_, numel, role, transposed});
   total_ += numel;
   return params_.back().offset;
 }

@@ -1,7 +1,9 @@
-// Where every parameter of a Llama model lives: one flat float32 buffer (so gradients, AdamW moments and
-// the master weights share one layout, and the optimizer walks them in one pass), each tensor named as
-// in Hugging Face checkpoints. The gate and up projections of a layer are adjacent, forming one [2F, C]
-// matrix: one GEMM yields both halves of every row, as the fused SwiGLU reads them.
+// Where every parameter of a model lives: one flat float32 buffer (so gradients, AdamW moments and the
+// master weights share one layout, and the optimizer walks them in one pass), each tensor named as in the
+// family's Hugging Face checkpoints (model/families.h). Linears are stored [out, in] whatever the family
+// writes, and tensors that one GEMM reads together are adjacent: q, k and v form one [(H + 2 Hkv) D, C]
+// matrix (GPT-2's c_attn is exactly that, transposed), and SwiGLU's gate and up one [2F, C] matrix whose
+// rows hold both halves the fused activation reads.
 #pragma once
 
 #include "model/config.h"
@@ -12,36 +14,53 @@
 
 namespace pt {
 
+enum class ParamRole { matrix, embedding, norm, bias };
+
 struct ParamInfo {
   std::string name;            // HF name, e.g. "model.layers.0.self_attn.q_proj.weight"
-  std::vector<int64_t> shape;  // HF shape ([out, in] for linears)
+  std::vector<int64_t> shape;  // HF shape
   int64_t offset = 0;          // into the flat buffer, in elements
   int64_t numel = 0;
-  bool weight_decay = true;  // off for norms and embeddings by default
+  ParamRole role = ParamRole::matrix;
+  bool transposed = false;  // HF stores it [in, out] (GPT-2's Conv1D); the flat buffer holds [out, in]
+  // Weight decay applies to matrices only: not to norms, biases or embeddings.
+  bool weight_decay() const { return role == ParamRole::matrix; }
+  // Its shape as the flat buffer holds it.
+  std::vector<int64_t> flat_shape() const;
 };
 
-struct LayerParams {  // offsets of one decoder layer's tensors
-  int64_t attn_norm, wq, wk, wv, wo, ffn_norm, w_gate_up, w_down;
+// Offsets of one decoder layer's tensors; -1 for a tensor the model does not have.
+struct LayerParams {
+  int64_t attn_norm = -1, attn_norm_bias = -1;
+  int64_t wq = -1, wk = -1, wv = -1;  // adjacent: one [(H + 2 Hkv) D, C] matrix from wq
+  int64_t bqkv = -1;                  // q, k and v biases, adjacent [(H + 2 Hkv) D]
+  int64_t wo = -1, bo = -1;
+  int64_t q_norm = -1, k_norm = -1;  // [D] each
+  int64_t ffn_norm = -1, ffn_norm_bias = -1;
+  int64_t w_up = -1, b_up = -1;  // gate|up [2F, C] (SwiGLU) or fc [F, C] (GELU), and its bias
+  int64_t w_down = -1, b_down = -1;
 };
 
 class ParameterLayout {
  public:
-  explicit ParameterLayout(const LlamaConfig& config);
+  explicit ParameterLayout(const ModelConfig& config);
 
   const std::vector<ParamInfo>& params() const { return params_; }
   int64_t total() const { return total_; }
   const ParamInfo& find(const std::string& name) const;  // throws naming the tensor
   const LayerParams& layer(int i) const { return layers_[static_cast<size_t>(i)]; }
   int64_t embedding() const { return embedding_; }
+  int64_t positions() const { return positions_; }  // learned positions, -1 for rotary models
   int64_t final_norm() const { return final_norm_; }
+  int64_t final_norm_bias() const { return final_norm_bias_; }
   int64_t lm_head() const { return lm_head_; }  // == embedding() when tied
 
  private:
-  int64_t add(std::string name, std::vector<int64_t> shape, bool decay);
+  int64_t add(std::string name, std::vector<int64_t> shape, ParamRole role, bool transposed = false);
 
   std::vector<ParamInfo> params_;
   std::vector<LayerParams> layers_;
-  int64_t total_ = 0, embedding_ = 0, final_norm_ = 0, lm_head_ = 0;
+  int64_t total_ = 0, embedding_ = 0, positions_ = -1, final_norm_ = 0, final_norm_bias_ = -1, lm_head_ = 0;
 };
 
 }  // namespace pt

@@ -15,7 +15,7 @@ namespace pt {
 
 const char* ffn_linear_name(FfnLinear which) { return which == FfnLinear::gate_up ? "gate_up" : "down"; }
 
-void SparsityConfig::validate(const LlamaConfig& model, int64_t total_steps) const {
+void SparsityConfig::validate(const ModelConfig& model, int64_t total_steps) const {
   if (!enabled) return;
   if (!gate_up && !down) fail("--sparse-layers: name at least one of gate_up and down");
   // Transposable masks cover aligned 4x4 blocks of [2F, C] and [C, F]; F % 4 also keeps the blocks of the
@@ -118,15 +118,15 @@ uint64_t MvueSeed::at(int layer, FfnLinear which) const {
   return h;
 }
 
-FfnMasks::FfnMasks(const LlamaConfig& model, const SparsityConfig& config, Device device)
+FfnMasks::FfnMasks(const ModelConfig& model, const SparsityConfig& config, Device device)
     : layout_(model), arena_(device) {
-  const int64_t C = model.hidden_size, F = model.intermediate_size;
+  const int64_t C = model.hidden_size, F = model.intermediate_size, U = model.mlp_up_rows();
   std::vector<int> handles;
   int64_t largest = 0;
   for (int l = 0; l < model.num_hidden_layers; ++l) {
     const LayerParams& p = layout_.layer(l);
     if (config.sparse(FfnLinear::gate_up))
-      linears_.push_back({l, FfnLinear::gate_up, p.w_gate_up, 2 * F, C, {}});
+      linears_.push_back({l, FfnLinear::gate_up, p.w_up, U, C, {}});
     if (config.sparse(FfnLinear::down)) linears_.push_back({l, FfnLinear::down, p.w_down, C, F, {}});
   }
   for (const Linear& l : linears_) {
@@ -244,9 +244,12 @@ void FfnMasks::apply_on_host(std::span<float> params) const {
 }
 
 std::vector<FfnMasks::Part> FfnMasks::parts(const Linear& l) const {
-  const std::string p = "model.layers." + std::to_string(l.layer) + ".mlp.";
-  if (l.which == FfnLinear::down) return {{p + "down_proj.weight", 0, l.rows}};
-  return {{p + "gate_proj.weight", 0, l.rows / 2}, {p + "up_proj.weight", l.rows / 2, l.rows / 2}};
+  // The HF weights inside the linear's rows (gate and up make one; the others are one each).
+  std::vector<Part> out;
+  for (const ParamInfo& p : layout_.params())
+    if (p.offset >= l.offset && p.offset < l.offset + l.rows * l.cols)
+      out.push_back({p.name, (p.offset - l.offset) / l.cols, p.numel / l.cols});
+  return out;
 }
 
 std::vector<MaskTensor> FfnMasks::to_host() const {

@@ -19,7 +19,8 @@
 
 namespace pt {
 
-// The FFN linears of a layer: the fused gate|up projection [2F, C] and the down projection [C, F].
+// The MLP linears of a layer: the up projection (SwiGLU's fused gate|up [2F, C], or GELU's fc [F, C], called
+// gate_up alike) and the down projection [C, F].
 enum class FfnLinear : uint8_t { gate_up, down };
 const char* ffn_linear_name(FfnLinear which);  // "gate_up", "down" (as --sparse-layers spells them)
 
@@ -49,7 +50,7 @@ struct SparsityConfig {
   // (ops::sparse_weight_grad_gemm), else it is dense.
   WeightGrad weight_grad_on(Device device) const;
   // Throws naming the flag: sizes not multiples of 4, settings out of range, no sparse step left.
-  void validate(const LlamaConfig& model, int64_t total_steps) const;
+  void validate(const ModelConfig& model, int64_t total_steps) const;
 };
 
 // "gate_up", "down" or both, comma-separated, into config.gate_up / config.down; throws naming the flag.
@@ -106,7 +107,7 @@ class FfnMasks {
     Tensor mask;                 // [rows, cols]
   };
 
-  FfnMasks(const LlamaConfig& model, const SparsityConfig& config, Device device);
+  FfnMasks(const ModelConfig& model, const SparsityConfig& config, Device device);
 
   const std::vector<Linear>& linears() const { return linears_; }
   // The mask of one linear; nullptr when it is dense.
@@ -129,7 +130,7 @@ class FfnMasks {
   void masked_decay_range(const Tensor& master_range, int64_t begin, double lambda,
                           const Tensor& grad_range) const;
   // out_range = master_range in out_range's dtype (a cast, or a copy), with the masks applied where the
-  // range covers sparse linears: the range of the working copy LlamaModel::load_weights builds from the
+  // range covers sparse linears: the range of the working copy DecoderModel::load_weights builds from the
   // full masters while these masks are set (ranges as in masked_decay_range; out_range is bf16 beside f32
   // masters, or the masters' dtype).
   void masked_cast_range(const Tensor& master_range, int64_t begin, const Tensor& out_range) const;

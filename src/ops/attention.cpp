@@ -23,6 +23,7 @@ ArgCheck check_inputs(const char* op, const AttentionParams& p) {
   if (!p.valid_lens.empty()) a.ints("valid_lens", p.valid_lens, {p.cu_seqlens.size(0) - 1});
   if (p.softmax_scale < 0)
     fail("{}: softmax_scale must be > 0 (or 0 for 1/sqrt(D)), got {}", op, p.softmax_scale);
+  if (p.window < 0) fail("{}: window must be >= 0 (0: no sliding window), got {}", op, p.window);
   a.real("out", p.out, {T, H, D});
   // lse is fp32 beside bf16 activations: the backward exponentiates scores minus lse, where bf16's three
   // significant digits would be percent-level errors.

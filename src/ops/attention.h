@@ -1,6 +1,7 @@
 // Causal self-attention over packed variable-length segments, in the manner of flash-attention's
 // mha_varlen_fwd: tokens are flattened to T, and segment s covers [cu_seqlens[s], cu_seqlens[s+1]);
 // no query attends across a segment boundary. H query heads share Hkv key/value heads (GQA, H % Hkv == 0).
+// An optional sliding window (Mistral, Qwen2/3) limits each query to the keys just before it.
 // The forward keeps one log-sum-exp per query so the backward recomputes probabilities instead of
 // storing them; no T x T (or segment x segment) matrix is ever formed.
 #pragma once
@@ -23,6 +24,9 @@ struct AttentionParams {
   // backend then skips reading back its own check of the table, a host sync that would wait for the
   // kernels on every call and leave the GPU idle while the next launches are issued.
   bool segments_checked = false;
+  // > 0: query i of a segment attends the keys j of that segment with i - window < j <= i (Hugging Face's
+  // sliding_window: the query and the window - 1 keys before it); 0: every earlier key.
+  int32_t window = 0;
 };
 
 struct AttentionGrads {

@@ -4,12 +4,12 @@
 
 namespace pt {
 
-EvalResult evaluate(LlamaModel& model, const Tensor& params, const DatasetSplit& split, int64_t max_batches) {
+EvalResult evaluate(DecoderModel& model, const Tensor& params, const DatasetSplit& split, int64_t max_batches) {
   model.load_weights(params);  // once: a bf16 model casts them, and they do not change during evaluation
   return evaluate(model, split, max_batches);
 }
 
-EvalResult evaluate(LlamaModel& model, const DatasetSplit& split, int64_t max_batches) {
+EvalResult evaluate(DecoderModel& model, const DatasetSplit& split, int64_t max_batches) {
   PackingOptions options;
   options.strategy = Strategy::kFlatten;
   options.tokens_per_batch = model.max_tokens();

@@ -4,7 +4,7 @@
 
 #include "core/tensor.h"
 #include "data/dataset.h"
-#include "model/llama.h"
+#include "model/decoder.h"
 
 #include <cstdint>
 
@@ -17,8 +17,8 @@ struct EvalResult {
 
 // max_batches <= 0: the whole split. With the flat master params (loaded into the model once), or with
 // the weights the model holds already (a ZeRO-1 trainer's gathered working copy).
-EvalResult evaluate(LlamaModel& model, const Tensor& params, const DatasetSplit& split,
+EvalResult evaluate(DecoderModel& model, const Tensor& params, const DatasetSplit& split,
                     int64_t max_batches = 0);
-EvalResult evaluate(LlamaModel& model, const DatasetSplit& split, int64_t max_batches = 0);
+EvalResult evaluate(DecoderModel& model, const DatasetSplit& split, int64_t max_batches = 0);
 
 }  // namespace pt

@@ -10,9 +10,11 @@
 #include "data/batch_stream.h"
 #include "distributed/data_parallel.h"
 #include "distributed/step_data.h"
+#include "model/decoder.h"
+#include "model/families.h"
 #include "model/flops.h"
 #include "model/init.h"
-#include "model/llama.h"
+#include "model/presets.h"
 #include "train/evaluate.h"
 #include "train/metrics.h"
 
@@ -83,7 +85,7 @@ struct StepBatches {
   }
 };
 
-StepBatches counted(std::vector<Batch> micro, const LlamaConfig& config) {
+StepBatches counted(std::vector<Batch> micro, const ModelConfig& config) {
   StepBatches s;
   s.micro = std::move(micro);
   for (const Batch& b : s.micro) {
@@ -111,12 +113,12 @@ class StepSource {
       batches_.emplace(split, packing, state.epoch, state.batches_in_epoch);
   }
 
-  const StepBatches& peek(const LlamaConfig& config) {
+  const StepBatches& peek(const ModelConfig& config) {
     if (!ahead_) ahead_ = fetch(config);
     return *ahead_;
   }
 
-  StepBatches next(const LlamaConfig& config) {
+  StepBatches next(const ModelConfig& config) {
     peek(config);
     StepBatches s = std::move(*ahead_);
     ahead_.reset();
@@ -124,7 +126,7 @@ class StepSource {
   }
 
  private:
-  StepBatches fetch(const LlamaConfig& config) {
+  StepBatches fetch(const ModelConfig& config) {
     if (batches_) {
       std::vector<Batch> micro;
       for (int32_t i = 0; i < grad_accum_; ++i) micro.push_back(batches_->next());
@@ -164,10 +166,10 @@ void check_train_config(const TrainConfig& tc) {
   if (!(tc.dist.bucket_mb > 0)) fail("--bucket-mb must be positive (got {})", tc.dist.bucket_mb);
 }
 
-LlamaConfig resolve_config(const TrainConfig& tc, const PreparedDataset& data) {
+ModelConfig resolve_config(const TrainConfig& tc, const PreparedDataset& data) {
   if (!tc.init_from.empty()) return load_config((fs::path(tc.init_from) / "config.json").string());
-  LlamaConfig c = is_preset_name(tc.model) ? preset_config(tc.model) : load_config(tc.model);
-  if (c.vocab_size == 0 || is_preset_name(tc.model)) c.vocab_size = data.vocab_size();
+  ModelConfig c = is_preset_name(tc.model) ? preset_config(tc.model) : load_config(tc.model);
+  if (c.vocab_size == 0) c.vocab_size = data.vocab_size();  // packtrain's own presets: the tokenizer's
   c.validate(tc.model);
   return c;
 }
@@ -176,6 +178,23 @@ int64_t longest_example(const DatasetSplit& split) {
   int64_t longest = 0;
   for (int64_t i = 0; i < split.size(); ++i) longest = std::max(longest, split.length(i));
   return longest;
+}
+
+// A model with learned positions (GPT-2) has a row for each position id it can see: the longest example's
+// length, or a whole row's where concat runs positions on across examples. Checked before training, so
+// that a long example does not stop the run midway.
+void check_positions(const ModelConfig& config, const PackingOptions& packing, const PreparedDataset& data) {
+  if (config.positions != Positions::learned) return;
+  const int64_t reach = packing.strategy == Strategy::kConcat
+                            ? packing.row_len
+                            : std::max(longest_example(data.train()), longest_example(data.val()));
+  if (reach > config.max_position_embeddings)
+    fail(
+        "the dataset needs {} positions{}, but the model has {} learned positions (n_positions); prepare it "
+        "with --max-len {}{}",
+        reach, packing.strategy == Strategy::kConcat ? " (concat rows)" : " (its longest example)",
+        config.max_position_embeddings, config.max_position_embeddings,
+        packing.strategy == Strategy::kConcat ? " or use rows no longer than that (--row-len)" : "");
 }
 
 // The largest micro-batch of this rank's remaining steps. Packing is deterministic, so replaying the
@@ -207,7 +226,7 @@ TrainResult train(const TrainConfig& tc) {
   const auto comm = dist::make_communicator({tc.dist.backend, device, tc.dist.timeout_s});
   const bool lead = comm->rank() == 0;  // writes metrics, checkpoints and the final model
   auto data = PreparedDataset::open(tc.data_dir);
-  const LlamaConfig config = resolve_config(tc, data);
+  const ModelConfig config = resolve_config(tc, data);
   tc.sparsity.validate(config, tc.steps);
   if (config.vocab_size < data.vocab_size())
     fail("the model's vocab_size ({}) is smaller than the dataset's tokenizer ({}); use a matching config",
@@ -243,11 +262,12 @@ TrainResult train(const TrainConfig& tc) {
   if (data_parallel) state.position = state.position.value_or(0);
   const dist::Communicator* dp_data = data_parallel ? comm.get() : nullptr;
 
+  check_positions(config, packing, data);
   // Validation packs whole examples into one flattened batch, so the arena also fits the longest of them.
   const int64_t capacity =
       std::max(largest_batch_tokens(tc, packing, data.train(), state, dp_data), longest_example(data.val()));
   // The CPU trains in fp32; a GPU computes in bf16 from fp32 master weights.
-  LlamaModel model(config, capacity, device, device == Device::cuda ? DType::bf16 : DType::f32, tc.sparsity,
+  DecoderModel model(config, capacity, device, device == Device::cuda ? DType::bf16 : DType::f32, tc.sparsity,
                    tc.recompute);
   const int64_t total = model.layout().total();
   const Gradients grads(total, dist::DataParallelOptimizer::flat_size(total, comm->size(), tc.dist.zero1),
@@ -271,7 +291,7 @@ TrainResult train(const TrainConfig& tc) {
     checkpoint.reset();  // host copies no longer needed
   } else {
     // Every rank computes the same initial parameters (and keeps what it owns).
-    dp.set_params(tc.init_from.empty() ? init_params(config, tc.seed) : load_model_dir(tc.init_from).params);
+    dp.set_params(tc.init_from.empty() ? init_params(config, tc.seed) : load_model_dir(tc.init_from, tc.allow_unused_tensors).params);
   }
   if (lead) {
     log_info(
@@ -381,7 +401,7 @@ TrainResult train(const TrainConfig& tc) {
   const int norm_slot = step_stats.reserve(DType::f64, {1});
   step_stats.allocate();
   const Tensor grad_norm_dev = step_stats.view(norm_slot);
-  std::optional<LlamaModel::StagedBatch> staged_ahead;  // the next step's first micro-batch
+  std::optional<DecoderModel::StagedBatch> staged_ahead;  // the next step's first micro-batch
   const auto run_start = Clock::now();
   if (state.step == 0) validate();
   comm->take_stats();  // collectives of the setup do not count in the first step
@@ -400,7 +420,7 @@ TrainResult train(const TrainConfig& tc) {
     grads.zero();
     // The first micro-batch was staged during the previous step, each later one while the pass before it
     // runs. (A data-parallel rank may have no micro-batch in a step.)
-    std::optional<LlamaModel::StagedBatch> staged = staged_ahead;
+    std::optional<DecoderModel::StagedBatch> staged = staged_ahead;
     for (size_t i = 0; i < batches.micro.size(); ++i) {
       if (!staged) staged = model.stage(batches.micro[i]);
       const auto micro = static_cast<int64_t>(i) * comm->size() + comm->rank();

@@ -13,7 +13,7 @@
 #include "data/packing/packer.h"
 #include "distributed/communicator.h"
 #include "model/config.h"
-#include "model/llama.h"
+#include "model/decoder.h"
 #include "model/sparsity.h"
 #include "ops/adamw.h"
 #include "train/schedule.h"
@@ -35,6 +35,7 @@ struct TrainConfig {
   std::string out_dir;         // run directory: metrics.jsonl, checkpoints/, final/
   std::string model = "tiny";  // preset name or path to an HF config.json
   std::string init_from;       // optional HF model directory to fine-tune
+  bool allow_unused_tensors = false;  // --init: load a checkpoint holding tensors the model does not use
   bool resume = true;          // continue from out_dir/checkpoints/latest when it exists
   PackingOptions packing;      // strategy and micro-batch size
   int32_t grad_accum = 1;      // micro-batches per optimizer step

@@ -5,7 +5,9 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/float16.h"
+#include "model/families.h"
 #include "model/init.h"
+#include "model/presets.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -14,10 +16,13 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,8 +32,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-LlamaConfig small_config(int32_t hidden, int32_t vocab, bool tied) {
-  LlamaConfig c;
+ModelConfig small_config(int32_t hidden, int32_t vocab, bool tied) {
+  ModelConfig c;
   c.vocab_size = vocab, c.hidden_size = hidden, c.intermediate_size = 2 * hidden, c.num_hidden_layers = 2;
   c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = hidden / 4;
   c.tie_word_embeddings = tied;
@@ -53,12 +58,12 @@ TrainerState state_at(int64_t step) {
           42,   step * 1000, step % 2 ? std::optional<int64_t>(step * 3) : std::nullopt};
 }
 
-std::string save_step(const fs::path& root, const LlamaConfig& c, int64_t step) {
+std::string save_step(const fs::path& root, const ModelConfig& c, int64_t step) {
   const StepValues s(step, ParameterLayout(c).total());
   return save_training_checkpoint(root.string(), c, s.params, s.m, s.v, state_at(step), R"({"tok": 1})");
 }
 
-void expect_checkpoint_of_step(const std::string& dir, const LlamaConfig& c, int64_t step) {
+void expect_checkpoint_of_step(const std::string& dir, const ModelConfig& c, int64_t step) {
   const auto ck = load_training_checkpoint(dir);
   ASSERT_EQ(ck.state.step, step) << dir;
   const StepValues s(step, ParameterLayout(c).total());
@@ -144,7 +149,7 @@ class DamagedCheckpoint : public ::testing::Test {
     write_file_atomic((dir_ / file).string(), bytes);
   }
 
-  LlamaConfig config_ = small_config(16, 32, false);
+  ModelConfig config_ = small_config(16, 32, false);
   fs::path dir_;
 };
 
@@ -204,7 +209,7 @@ TEST_F(DamagedCheckpoint, FlippedMaskByteNamesTheMask) {
 
 // An HF-style sharded checkpoint: the layout's tensors split over two shards (plus extra tensors in the
 // first), in bf16 or fp16, with model.safetensors.index.json.
-void write_sharded(const fs::path& dir, const LlamaConfig& c, const std::vector<float>& params, StDtype dtype,
+void write_sharded(const fs::path& dir, const ModelConfig& c, const std::vector<float>& params, StDtype dtype,
                    const std::vector<std::string>& extra) {
   fs::create_directories(dir);
   write_file_atomic((dir / "config.json").string(), config_to_json(c));
@@ -250,15 +255,29 @@ TEST(HuggingFaceLoading, ShardedBf16AndFp16LoadTheSameValues) {
   }
 }
 
-TEST(HuggingFaceLoading, UnusedTensorsAreNamedInAWarning) {
+// Rotary inv_freq buffers are constants and load silently; a tensor the model does not use is an error
+// naming it, or a warning naming it when the user allows unused tensors.
+TEST(HuggingFaceLoading, UnusedTensorsAreNamed) {
   const auto dir = test::fresh_temp_dir();
   const auto c = small_config(32, 64, false);
-  write_sharded(dir, c, init_params(c, 1), StDtype::kBF16, {"model.layers.0.self_attn.rotary_emb.inv_freq"});
+  write_sharded(dir / "buffer", c, init_params(c, 1), StDtype::kBF16,
+                {"model.layers.0.self_attn.rotary_emb.inv_freq"});
   ::testing::internal::CaptureStderr();
-  load_model_dir(dir.string());
+  load_model_dir((dir / "buffer").string());
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+
+  write_sharded(dir / "head", c, init_params(c, 1), StDtype::kBF16, {"score.weight"});
+  try {
+    load_model_dir((dir / "head").string());
+    ADD_FAILURE() << "an unused tensor loaded silently";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("score.weight"), std::string::npos) << e.what();
+  }
+  ::testing::internal::CaptureStderr();
+  load_model_dir((dir / "head").string(), /*allow_unused_tensors=*/true);
   const auto err = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("warning"), std::string::npos) << err;
-  EXPECT_NE(err.find("model.layers.0.self_attn.rotary_emb.inv_freq"), std::string::npos) << err;
+  EXPECT_NE(err.find("score.weight"), std::string::npos) << err;
 }
 
 TEST(HuggingFaceLoading, TiedEmbeddingsIgnoreAnExtraLmHead) {
@@ -278,6 +297,131 @@ TEST(HuggingFaceLoading, TiedEmbeddingsIgnoreAnExtraLmHead) {
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
   EXPECT_TRUE(w.config.tie_word_embeddings);
   EXPECT_EQ(w.params, params);
+}
+
+// The weight files in a model directory, sorted.
+std::vector<std::string> weight_files(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const auto name = e.path().filename().string();
+    if (name.starts_with("model")) out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> shard_files(int n) {
+  std::vector<std::string> out;
+  for (int i = 1; i <= n; ++i) out.push_back(fmt::format("model-{:05}-of-{:05}.safetensors", i, n));
+  out.push_back("model.safetensors.index.json");
+  return out;
+}
+
+// Above the limit, save_model_dir shards as save_pretrained does: numbered shards of at most the limit (a
+// larger tensor alone), and an index whose weight_map names every tensor's shard; the model loads back
+// equal. At the limit, it writes the one file it always wrote.
+TEST(HuggingFaceSaving, ModelsOverTheLimitAreShardedWithAnIndex) {
+  const auto dir = test::fresh_temp_dir();
+  const auto c = small_config(32, 64, false);
+  const auto params = init_params(c, 5);
+  const ParameterLayout layout(c);
+  const int64_t total_bytes = layout.total() * 4;
+  const int64_t limit = 10'000;  // over one FFN matrix (8 KiB) and the embedding, under two of them
+  save_model_dir((dir / "sharded").string(), c, params, "", limit);
+
+  const auto index =
+      nlohmann::json::parse(read_file((dir / "sharded/model.safetensors.index.json").string()));
+  EXPECT_EQ(index["metadata"]["total_size"], total_bytes);
+  EXPECT_EQ(index["metadata"]["total_parameters"], layout.total());
+  const auto& weight_map = index["weight_map"];
+  ASSERT_EQ(weight_map.size(), layout.params().size());
+  std::map<std::string, std::vector<std::string>> shards;  // file -> its tensors
+  for (const auto& p : layout.params()) {
+    ASSERT_TRUE(weight_map.contains(p.name)) << p.name;
+    shards[weight_map[p.name].get<std::string>()].push_back(p.name);
+  }
+  const int n = static_cast<int>(shards.size());
+  EXPECT_GE(n, 5);
+  EXPECT_EQ(weight_files(dir / "sharded"), shard_files(n));
+  for (const auto& [file, names] : shards) {
+    const auto shard = SafetensorsReader::open((dir / "sharded" / file).string());
+    EXPECT_EQ(shard.names().size(), names.size()) << file;
+    size_t bytes = 0;
+    for (const auto& name : names) bytes += shard.info(name).bytes;
+    EXPECT_TRUE(bytes <= static_cast<size_t>(limit) || names.size() == 1)
+        << file << ": " << bytes << " bytes";
+    EXPECT_EQ(shard.metadata().at("format"), "pt");
+  }
+  EXPECT_EQ(load_model_dir((dir / "sharded").string()).params, params);
+
+  // One shard exactly at the limit is model.safetensors, byte for byte the default save; a byte less
+  // splits it.
+  save_model_dir((dir / "default").string(), c, params, "");
+  save_model_dir((dir / "at_limit").string(), c, params, "", total_bytes);
+  save_model_dir((dir / "under").string(), c, params, "", total_bytes - 1);
+  EXPECT_EQ(weight_files(dir / "at_limit"), std::vector<std::string>{"model.safetensors"});
+  EXPECT_EQ(read_file((dir / "at_limit/model.safetensors").string()),
+            read_file((dir / "default/model.safetensors").string()));
+  EXPECT_EQ(weight_files(dir / "under"), shard_files(2));
+  EXPECT_EQ(load_model_dir((dir / "under").string()).params, params);
+}
+
+// A tensor over the limit is a shard of its own, ahead of the shard being filled (huggingface_hub's
+// order): with a limit under every matrix, each matrix is alone and the norms share the last shard.
+TEST(HuggingFaceSaving, TensorsOverTheLimitGetAShardOfTheirOwn) {
+  const auto dir = test::fresh_temp_dir();
+  const auto c = small_config(32, 64, true);
+  const auto params = init_params(c, 6);
+  save_model_dir(dir.string(), c, params, "", 1'000);
+  const auto index = nlohmann::json::parse(read_file((dir / "model.safetensors.index.json").string()));
+  const ParameterLayout layout(c);
+  int matrices = 0;
+  for (const auto& p : layout.params()) matrices += p.shape.size() == 2;
+  const std::string last = fmt::format("model-{:05}-of-{:05}.safetensors", matrices + 1, matrices + 1);
+  std::set<std::string> files;
+  for (const auto& p : layout.params()) {
+    const auto file = index["weight_map"][p.name].get<std::string>();
+    files.insert(file);
+    EXPECT_EQ(file == last, p.shape.size() == 1) << p.name << " in " << file;
+  }
+  EXPECT_EQ(files.size(), static_cast<size_t>(matrices + 1));
+  EXPECT_EQ(load_model_dir(dir.string()).params, params);
+}
+
+// A save replaces whatever weights an earlier save into the directory left: one file after shards removes
+// the shards and the index, shards after one file remove it, and other shard counts' files go too; files
+// that are not weights stay.
+TEST(HuggingFaceSaving, ResavingRemovesTheEarlierWeightFiles) {
+  const auto dir = test::fresh_temp_dir();
+  const auto c = small_config(32, 64, false);
+  write_file_atomic((dir / "README.md").string(), "notes\n");
+  const auto first = init_params(c, 7), second = init_params(c, 8), third = init_params(c, 9);
+
+  save_model_dir(dir.string(), c, first, "", 10'000);
+  const auto sharded = weight_files(dir);
+  ASSERT_GT(sharded.size(), 3u);
+  save_model_dir(dir.string(), c, second, "");
+  EXPECT_EQ(weight_files(dir), std::vector<std::string>{"model.safetensors"});
+  EXPECT_EQ(load_model_dir(dir.string()).params, second);
+
+  save_model_dir(dir.string(), c, third, "", 10'000);
+  EXPECT_EQ(weight_files(dir), sharded);
+  EXPECT_EQ(load_model_dir(dir.string()).params, third);
+
+  save_model_dir(dir.string(), c, first, "", ParameterLayout(c).total() * 4 - 1);
+  EXPECT_EQ(weight_files(dir), shard_files(2));
+  EXPECT_EQ(load_model_dir(dir.string()).params, first);
+  EXPECT_EQ(read_file((dir / "README.md").string()), "notes\n");
+}
+
+// A training checkpoint whose model is sharded loads as one with a single model file.
+TEST(HuggingFaceSaving, TrainingCheckpointsLoadShardedWeights) {
+  const auto root = test::fresh_temp_dir();
+  const auto c = small_config(32, 64, false);
+  const auto dir = save_step(root, c, 3);
+  save_model_dir(dir, c, StepValues(3, ParameterLayout(c).total()).params, R"({"tok": 1})", 10'000);
+  EXPECT_FALSE(fs::exists(fs::path(dir) / "model.safetensors"));
+  expect_checkpoint_of_step(dir, c, 3);
 }
 
 }  // namespace

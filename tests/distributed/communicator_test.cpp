@@ -84,7 +84,7 @@ TEST(Communicator, BackendChoiceAndErrors) {
 // In a world of one the data-parallel optimizer is the trainer's own step: clip_grad_norm and adamw_step
 // on the full buffers, bit for bit.
 TEST(DataParallelOptimizer, WorldOfOneIsThePlainStep) {
-  LlamaConfig config;
+  ModelConfig config;
   config.vocab_size = 50, config.hidden_size = 16, config.intermediate_size = 24,
   config.num_hidden_layers = 2;
   config.num_attention_heads = 2, config.num_key_value_heads = 2, config.head_dim = 8;
@@ -102,7 +102,7 @@ TEST(DataParallelOptimizer, WorldOfOneIsThePlainStep) {
     std::vector<Tensor> ref_grad_views;
     for (const ParamInfo& p : layout.params()) {
       auto at = [&](std::vector<float>& buf) { return Tensor::of(buf.data() + p.offset, {p.numel}); };
-      ref.push_back({at(ref_params), at(ref_grads), at(m), at(v), p.weight_decay});
+      ref.push_back({at(ref_params), at(ref_grads), at(m), at(v), p.weight_decay()});
       ref_grad_views.push_back(at(ref_grads));
     }
     std::mt19937 rng(3);

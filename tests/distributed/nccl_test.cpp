@@ -59,7 +59,7 @@ TEST(NcclCommunicator, WorldOfOneCollectives) {
 
 TEST(NcclCommunicator, ZeroOneStepMatchesTheLocalCommunicator) {
   SKIP_WITHOUT_NCCL_GPU();
-  LlamaConfig config;
+  ModelConfig config;
   config.vocab_size = 300, config.hidden_size = 64, config.intermediate_size = 96,
   config.num_hidden_layers = 2;
   config.num_attention_heads = 2, config.num_key_value_heads = 1, config.head_dim = 32;

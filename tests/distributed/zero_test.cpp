@@ -13,7 +13,7 @@
 #include "model/batches.h"
 #include "model/config.h"
 #include "model/init.h"
-#include "model/llama.h"
+#include "model/decoder.h"
 #include "model/sparsity.h"
 #include "ops/elementwise.h"
 #include "ops/sparse24.h"
@@ -28,8 +28,8 @@
 namespace pt::dist {
 namespace {
 
-LlamaConfig small_config() {
-  LlamaConfig c;
+ModelConfig small_config() {
+  ModelConfig c;
   c.vocab_size = 101, c.hidden_size = 24, c.intermediate_size = 40, c.num_hidden_layers = 3;
   c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 6;
   c.validate("test");
@@ -73,7 +73,7 @@ TEST(ShardLayout, AdamWPiecesCutTensorsAtShardEdgesWithTheirDecayFlags) {
       // The decay flag of the tensor the piece belongs to.
       for (const ParamInfo& p : layout.params())
         if (offset >= p.offset && offset < p.offset + p.numel) {
-          EXPECT_EQ(piece.decay, p.weight_decay) << p.name;
+          EXPECT_EQ(piece.decay, p.weight_decay()) << p.name;
         }
       at += piece.param.numel();
     }
@@ -163,7 +163,7 @@ std::vector<std::pair<int64_t, int64_t>> test_ranges(int64_t total, int64_t padd
 }
 
 struct MaskedModel {
-  LlamaConfig config = small_config();
+  ModelConfig config = small_config();
   ParameterLayout layout{config};
   int64_t total = layout.total(), padded = total + 300;  // zero padding past the layout, as shards have
   std::vector<float> masters = random_values(padded, 1);
@@ -348,7 +348,7 @@ class Flat {
 };
 
 void expect_working_weights_run_as_loaded_masters(Device device) {
-  LlamaConfig c;
+  ModelConfig c;
   c.vocab_size = 300, c.hidden_size = 128, c.intermediate_size = 256, c.num_hidden_layers = 2;
   c.num_attention_heads = 2, c.num_key_value_heads = 1, c.head_dim = 64;  // what the CUDA attention runs
   const bool gpu = device == Device::cuda;
@@ -367,13 +367,13 @@ void expect_working_weights_run_as_loaded_masters(Device device) {
   // Two working copies, padded past the layout as the gathered one is.
   const Flat copy_a(device, dtype, n + kShardAlign), copy_b(device, dtype, n + 3 * kShardAlign);
   FfnMasks masks(c, sparsity, device);
-  LlamaModel loading(c, pt::testing::max_batch_tokens(batches), device, dtype, sparsity),
+  DecoderModel loading(c, pt::testing::max_batch_tokens(batches), device, dtype, sparsity),
       reading(c, pt::testing::max_batch_tokens(batches), device, dtype, sparsity);
   struct Pass {
     double loss = 0;
     std::vector<float> grads;
   };
-  auto pass = [&](LlamaModel& model) {
+  auto pass = [&](DecoderModel& model) {
     Pass p;
     grads.zero();
     for (size_t i = 0; i < batches.size(); ++i) {

@@ -5,7 +5,7 @@
 // are exact, and the per-step target count the trainer normalises by is each batch's own.
 #include "model/batches.h"
 #include "model/init.h"
-#include "model/llama.h"
+#include "model/decoder.h"
 
 #include <gtest/gtest.h>
 
@@ -32,7 +32,7 @@ std::vector<Batch> epoch_batches(const DatasetSplit& split, const PackingOptions
 }
 
 // Gradients of the epoch's mean loss over its targets, the batches accumulated.
-Epoch run(const LlamaConfig& c, const std::vector<Batch>& batches, const std::vector<double>& params) {
+Epoch run(const ModelConfig& c, const std::vector<Batch>& batches, const std::vector<double>& params) {
   int64_t targets = 0;
   for (const Batch& b : batches) {
     int64_t shifted = 0;
@@ -40,7 +40,7 @@ Epoch run(const LlamaConfig& c, const std::vector<Batch>& batches, const std::ve
     EXPECT_EQ(shifted, b.loss_tokens) << "a batch's targets are its labels' loss tokens";
     targets += shifted;
   }
-  LlamaModel model(c, testing::max_batch_tokens(batches), Device::cpu, DType::f64);
+  DecoderModel model(c, testing::max_batch_tokens(batches), Device::cpu, DType::f64);
   std::vector<double> weights = params;
   Epoch e;
   e.grads.assign(params.size(), 0.0);
@@ -55,10 +55,10 @@ Epoch run(const LlamaConfig& c, const std::vector<Batch>& batches, const std::ve
 }
 
 TEST(BfdExactness, AnEpochOfMultiRowBfdBatchesEqualsPadding) {
-  LlamaConfig c;
+  ModelConfig c;
   c.vocab_size = 50, c.hidden_size = 16, c.intermediate_size = 24, c.num_hidden_layers = 2;
   c.num_attention_heads = 2, c.num_key_value_heads = 1, c.head_dim = 8, c.tie_word_embeddings = true;
-  c.rope_theta = 100.0f;
+  c.rope.theta = 100.0;
   std::mt19937_64 rng(17);
   std::vector<int64_t> lengths(2600);
   for (auto& length : lengths) length = 1 + static_cast<int64_t>(rng() % kRowLen);

@@ -14,8 +14,11 @@ namespace pt::testing {
 
 inline const std::string kHfOracleDir = std::string(PACKTRAIN_FIXTURES) + "/hf_oracle";
 
-inline Batch hf_oracle_batch() {
-  auto j = nlohmann::json::parse(read_file(kHfOracleDir + "/batch.json"));
+// One family's fixtures (scripts/hf_oracle.py families): the same files per family directory.
+inline const std::string kHfFamiliesDir = kHfOracleDir + "/families";
+
+inline Batch hf_oracle_batch(const std::string& dir = kHfOracleDir) {
+  auto j = nlohmann::json::parse(read_file(dir + "/batch.json"));
   Batch b;
   b.input_ids = j["input_ids"].get<std::vector<int32_t>>();
   b.position_ids = j["position_ids"].get<std::vector<int32_t>>();
@@ -29,8 +32,8 @@ inline Batch hf_oracle_batch() {
   return b;
 }
 
-inline double hf_oracle_expected(const std::string& key) {
-  return nlohmann::json::parse(read_file(kHfOracleDir + "/expected.json")).at(key);
+inline double hf_oracle_expected(const std::string& key, const std::string& dir = kHfOracleDir) {
+  return nlohmann::json::parse(read_file(dir + "/expected.json")).at(key);
 }
 
 }  // namespace pt::testing

@@ -5,7 +5,7 @@
 #include "checkpoint/safetensors.h"
 #include "model/compare.h"
 #include "model/hf_oracle_fixture.h"
-#include "model/llama.h"
+#include "model/decoder.h"
 
 #include <gtest/gtest.h>
 
@@ -27,7 +27,7 @@ TEST_P(HfOracle, LogitsLossAndGradientsMatchTransformers) {
   auto weights = load_model_dir(kDir + "/" + name);
   auto reference = SafetensorsReader::open(kDir + "/expected.safetensors");
   const Batch batch = hf_oracle_batch();
-  LlamaModel model(weights.config, batch.num_tokens());
+  DecoderModel model(weights.config, batch.num_tokens());
   const auto n = static_cast<int64_t>(weights.params.size());
   std::vector<float> grads(weights.params.size(), 0.0f);
   auto loss = model.forward_backward(batch, Tensor::of(weights.params.data(), {n}),
@@ -55,7 +55,7 @@ INSTANTIATE_TEST_SUITE_P(Models, HfOracle, ::testing::Values("hf_model", "hf_tie
 TEST(HfOracle, TransformersGetsPackTrainsLossOnACheckpointPackTrainWrote) {
   auto weights = load_model_dir(kDir + "/packtrain_model");
   const Batch batch = hf_oracle_batch();
-  LlamaModel model(weights.config, batch.num_tokens());
+  DecoderModel model(weights.config, batch.num_tokens());
   auto loss =
       model.forward(batch, Tensor::of(weights.params.data(), {static_cast<int64_t>(weights.params.size())}));
   EXPECT_NEAR(loss.loss_sum, hf_oracle_expected("packtrain_model.loss_sum"), 1e-4 * loss.loss_sum);

@@ -11,7 +11,7 @@
 #include "model/batches.h"
 #include "model/compare.h"
 #include "model/init.h"
-#include "model/llama.h"
+#include "model/decoder.h"
 #include "model/sparsity.h"
 #include "ops/cuda/cuda_test_util.h"
 
@@ -34,8 +34,8 @@ using testing::relative_error;
 constexpr double kLossTolerance = 1e-2;
 constexpr double kGradTolerance = 2e-2;
 
-LlamaConfig cuda_config() {
-  LlamaConfig c;
+ModelConfig cuda_config() {
+  ModelConfig c;
   c.vocab_size = 300, c.hidden_size = 128, c.intermediate_size = 256, c.num_hidden_layers = 2;
   c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 64;
   return c;
@@ -54,12 +54,12 @@ struct Totals {
 };
 
 // Loss and gradients summed over the batches (grad_scale 1), micro-batch i drawing MvueSeed{seed, 0, i}.
-Totals run(const LlamaConfig& c, const SparsityConfig& s, const std::vector<float>& params,
+Totals run(const ModelConfig& c, const SparsityConfig& s, const std::vector<float>& params,
            const std::vector<MaskTensor>& masks, const std::vector<Batch>& batches, Device device,
            uint64_t seed) {
   const auto n = static_cast<int64_t>(params.size());
   const bool gpu = device == Device::cuda;
-  LlamaModel model(c, max_batch_tokens(batches), device, gpu ? DType::bf16 : DType::f32, s);
+  DecoderModel model(c, max_batch_tokens(batches), device, gpu ? DType::bf16 : DType::f32, s);
   FfnMasks device_masks(c, s, device);
   device_masks.from_host(masks, "the cpu's masks");
   model.set_masks(&device_masks);
@@ -86,7 +86,7 @@ Totals run(const LlamaConfig& c, const SparsityConfig& s, const std::vector<floa
 bool ffn(const std::string& name) { return name.find(".mlp.") != std::string::npos; }
 
 struct SparseCase {
-  LlamaConfig c = cuda_config();
+  ModelConfig c = cuda_config();
   std::vector<float> params = init_params(c, 4, 0.05);
   std::vector<Batch> batches =
       packed_batches(random_split({1, 9, 64, 17, 2, 130, 65, 11, 100, 33}, c.vocab_size, 9),

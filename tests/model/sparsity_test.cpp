@@ -6,7 +6,8 @@
 #include "core/error.h"
 #include "model/batches.h"
 #include "model/init.h"
-#include "model/llama.h"
+#include "model/decoder.h"
+#include "model/family_configs.h"
 #include "ops/sparse_linear.h"
 
 #include <gtest/gtest.h>
@@ -23,10 +24,10 @@ namespace {
 using testing::packed_batches;
 using testing::random_split;
 
-LlamaConfig small_config() {
-  LlamaConfig c;
+ModelConfig small_config() {
+  ModelConfig c;
   c.vocab_size = 13, c.hidden_size = 8, c.intermediate_size = 12, c.num_hidden_layers = 2;
-  c.num_attention_heads = 2, c.num_key_value_heads = 1, c.head_dim = 4, c.rope_theta = 100.0f;
+  c.num_attention_heads = 2, c.num_key_value_heads = 1, c.head_dim = 4, c.rope.theta = 100.0;
   return c;
 }
 
@@ -37,7 +38,7 @@ SparsityConfig sparse_config(WeightGrad dw) {
   return s;
 }
 
-Batch one_batch(const LlamaConfig& c, uint64_t seed) {
+Batch one_batch(const ModelConfig& c, uint64_t seed) {
   auto batches = packed_batches(random_split({5, 9, 3, 7}, c.vocab_size, seed), Strategy::kFlatten, 64, 4);
   EXPECT_EQ(batches.size(), 1u);
   return batches.at(0);
@@ -53,7 +54,7 @@ template <class T>
 std::vector<T> masked(std::vector<T> params, const FfnMasks& masks, const ParameterLayout& layout) {
   for (const MaskTensor& m : masks.to_host()) {
     const ParamInfo& p = layout.find(m.name);
-    EXPECT_EQ(m.shape, p.shape) << m.name;
+    EXPECT_EQ(m.shape, p.flat_shape()) << m.name;
     for (int64_t i = 0; i < p.numel; ++i)
       if (!m.values[static_cast<size_t>(i)]) params[static_cast<size_t>(p.offset + i)] = 0;
   }
@@ -61,7 +62,7 @@ std::vector<T> masked(std::vector<T> params, const FfnMasks& masks, const Parame
 }
 
 // init_params widened to f64, for the f64 models of the gradient tests.
-std::vector<double> f64_params(const LlamaConfig& c, uint64_t seed, double scale) {
+std::vector<double> f64_params(const ModelConfig& c, uint64_t seed, double scale) {
   std::vector<double> params;
   for (float x : init_params(c, seed, scale)) params.push_back(x);
   return params;
@@ -75,7 +76,7 @@ struct Pass {
 };
 
 template <class T>
-Pass<T> run(LlamaModel& model, std::vector<T>& params, const Batch& batch) {
+Pass<T> run(DecoderModel& model, std::vector<T>& params, const Batch& batch) {
   Pass<T> r;
   r.grads.assign(params.size(), T(0));
   r.loss = model.forward_backward(batch, flat(params), flat(r.grads), 1.0);
@@ -83,7 +84,8 @@ Pass<T> run(LlamaModel& model, std::vector<T>& params, const Batch& batch) {
 }
 
 bool is_sparse_weight(const std::string& name) {
-  return name.find(".mlp.") != std::string::npos;  // gate, up and down: all sparse in these tests
+  // gate, up and down (c_fc and c_proj): all sparse in these tests
+  return name.find(".mlp.") != std::string::npos && name.ends_with(".weight");
 }
 
 double max_abs(std::span<const double> v) {
@@ -92,17 +94,28 @@ double max_abs(std::span<const double> v) {
   return m;
 }
 
-TEST(SparseModel, ForwardEqualsTheDenseModelOnMaskedWeights) {
-  const LlamaConfig c = small_config();
+// Llama's SwiGLU MLP and GPT-2's GELU one (c_fc, c_proj; biases, LayerNorm, learned positions around it).
+class SparseFamily : public ::testing::TestWithParam<std::string> {
+ protected:
+  ModelConfig config() const {
+    if (GetParam() == "llama") return small_config();
+    ModelConfig c = testing::family_config(GetParam());
+    c.vocab_size = 13;
+    return c;
+  }
+};
+
+TEST_P(SparseFamily, ForwardEqualsTheDenseModelOnMaskedWeights) {
+  const ModelConfig c = config();
   const Batch batch = one_batch(c, 3);
   std::vector<float> params = init_params(c, 5, 0.3);
-  LlamaModel sparse(c, batch.num_tokens(), Device::cpu, DType::f32, sparse_config(WeightGrad::mvue));
+  DecoderModel sparse(c, batch.num_tokens(), Device::cpu, DType::f32, sparse_config(WeightGrad::mvue));
   FfnMasks masks(c, sparse_config(WeightGrad::mvue), Device::cpu);
   masks.recompute(flat(params));
   sparse.set_masks(&masks);
   const double got = sparse.forward(batch, flat(params)).loss_sum;
   std::vector<float> pruned = masked(params, masks, sparse.layout());
-  LlamaModel dense(c, batch.num_tokens());
+  DecoderModel dense(c, batch.num_tokens());
   const double want = dense.forward(batch, flat(pruned)).loss_sum;
   const double unpruned = dense.forward(batch, flat(params)).loss_sum;
   EXPECT_NEAR(got, want, 1e-6 * want);
@@ -115,19 +128,19 @@ TEST(SparseModel, ForwardEqualsTheDenseModelOnMaskedWeights) {
 // With dense dW the sparse model's gradients are the dense model's gradients at the masked weights: for
 // kept weights that is the derivative of the masked model (finite differences agree), for pruned weights
 // the straight-through estimate (the masked model itself does not depend on them).
-TEST(SparseModel, DenseDwGradientsAreThoseOfTheMaskedModelStraightThrough) {
-  const LlamaConfig c = small_config();
+TEST_P(SparseFamily, DenseDwGradientsAreThoseOfTheMaskedModelStraightThrough) {
+  const ModelConfig c = config();
   const Batch batch = one_batch(c, 7);
   const std::vector<float> init = init_params(c, 11, 0.5);
   std::vector<double> params(init.begin(), init.end());
-  LlamaModel sparse(c, batch.num_tokens(), Device::cpu, DType::f64, sparse_config(WeightGrad::dense));
+  DecoderModel sparse(c, batch.num_tokens(), Device::cpu, DType::f64, sparse_config(WeightGrad::dense));
   FfnMasks masks(c, sparse_config(WeightGrad::dense), Device::cpu);
   masks.recompute(flat(params));
   sparse.set_masks(&masks);
   const Pass<double> got = run(sparse, params, batch);
 
   std::vector<double> pruned = masked(params, masks, sparse.layout());
-  LlamaModel dense(c, batch.num_tokens(), Device::cpu, DType::f64);
+  DecoderModel dense(c, batch.num_tokens(), Device::cpu, DType::f64);
   const Pass<double> want = run(dense, pruned, batch);
   EXPECT_NEAR(got.loss.loss_sum, want.loss.loss_sum, 1e-12 * want.loss.loss_sum);
   for (const auto& p : sparse.layout().params()) {
@@ -166,16 +179,18 @@ TEST(SparseModel, DenseDwGradientsAreThoseOfTheMaskedModelStraightThrough) {
   EXPECT_GT(pruned_checked, 10);
 }
 
+INSTANTIATE_TEST_SUITE_P(Families, SparseFamily, ::testing::Values("llama", "gpt2"));
+
 // MVUE prunes only the output gradients that feed dW: the loss and every other gradient equal dense dW's;
 // the sparse weights' gradients are seeded draws whose mean over seeds is dense dW.
-TEST(SparseModel, MvueDwIsASeededUnbiasedEstimateOfDenseDw) {
-  const LlamaConfig c = small_config();
+TEST_P(SparseFamily, MvueDwIsASeededUnbiasedEstimateOfDenseDw) {
+  const ModelConfig c = config();
   const Batch batch = one_batch(c, 9);
   std::vector<double> params = f64_params(c, 13, 0.4);
   FfnMasks masks(c, sparse_config(WeightGrad::mvue), Device::cpu);
   masks.recompute(flat(params));
-  LlamaModel dense_dw(c, batch.num_tokens(), Device::cpu, DType::f64, sparse_config(WeightGrad::dense));
-  LlamaModel mvue(c, batch.num_tokens(), Device::cpu, DType::f64, sparse_config(WeightGrad::mvue));
+  DecoderModel dense_dw(c, batch.num_tokens(), Device::cpu, DType::f64, sparse_config(WeightGrad::dense));
+  DecoderModel mvue(c, batch.num_tokens(), Device::cpu, DType::f64, sparse_config(WeightGrad::mvue));
   dense_dw.set_masks(&masks);
   mvue.set_masks(&masks);
   const Pass<double> want = run(dense_dw, params, batch);
@@ -216,13 +231,13 @@ TEST(SparseModel, MvueDwIsASeededUnbiasedEstimateOfDenseDw) {
 // Recomputing whole layers reruns the sparse forward GEMMs; with the same MVUE seed the backward draws the
 // same pruning, so loss and gradients are those of the model that kept its activations, to the bit.
 TEST(SparseModel, RecomputedLayersGiveTheSameGradients) {
-  const LlamaConfig c = small_config();
+  const ModelConfig c = small_config();
   const Batch batch = one_batch(c, 4);
   std::vector<double> params = f64_params(c, 5, 0.4);
   FfnMasks masks(c, sparse_config(WeightGrad::mvue), Device::cpu);
   masks.recompute(flat(params));
   auto run_with = [&](Recompute recompute) {
-    LlamaModel model(c, batch.num_tokens(), Device::cpu, DType::f64, sparse_config(WeightGrad::mvue),
+    DecoderModel model(c, batch.num_tokens(), Device::cpu, DType::f64, sparse_config(WeightGrad::mvue),
                      recompute);
     model.set_masks(&masks);
     model.set_mvue_seed({3, 1, 0});
@@ -234,7 +249,7 @@ TEST(SparseModel, RecomputedLayersGiveTheSameGradients) {
 }
 
 TEST(SparseModel, MasksAreTransposable24AndFollowTheWeights) {
-  const LlamaConfig c = small_config();
+  const ModelConfig c = small_config();
   std::vector<float> params = init_params(c, 21, 0.3);
   SparsityConfig s = sparse_config(WeightGrad::mvue);
   s.gate_up = false;  // down only
@@ -274,7 +289,7 @@ TEST(SparseModel, MasksAreTransposable24AndFollowTheWeights) {
 }
 
 TEST(SparseModel, MaskedDecayReachesOnlyPrunedSparseWeights) {
-  const LlamaConfig c = small_config();
+  const ModelConfig c = small_config();
   std::vector<float> params = init_params(c, 3, 0.3);
   FfnMasks masks(c, sparse_config(WeightGrad::mvue), Device::cpu);
   masks.recompute(flat(params));
@@ -296,7 +311,7 @@ TEST(SparseModel, MaskedDecayReachesOnlyPrunedSparseWeights) {
 }
 
 TEST(SparseModel, MasksRoundTripThroughTheHostPerHfTensor) {
-  const LlamaConfig c = small_config();
+  const ModelConfig c = small_config();
   std::vector<float> params = init_params(c, 8, 0.3);
   FfnMasks masks(c, sparse_config(WeightGrad::mvue), Device::cpu);
   masks.recompute(flat(params));
@@ -324,17 +339,17 @@ TEST(SparseModel, MasksRoundTripThroughTheHostPerHfTensor) {
 }
 
 TEST(SparseModel, SetMasksChecksTheyBelongToTheModel) {
-  const LlamaConfig c = small_config();
+  const ModelConfig c = small_config();
   std::vector<float> params = init_params(c, 8, 0.3);
   FfnMasks masks(c, sparse_config(WeightGrad::mvue), Device::cpu);
-  LlamaModel sparse(c, 16, Device::cpu, DType::f32, sparse_config(WeightGrad::mvue));
+  DecoderModel sparse(c, 16, Device::cpu, DType::f32, sparse_config(WeightGrad::mvue));
   EXPECT_THROW(sparse.set_masks(&masks), Error);  // not computed yet
   masks.recompute(flat(params));
-  LlamaModel dense(c, 16);
+  DecoderModel dense(c, 16);
   EXPECT_THROW(dense.set_masks(&masks), Error);
   SparsityConfig down_only = sparse_config(WeightGrad::mvue);
   down_only.gate_up = false;
-  LlamaModel other(c, 16, Device::cpu, DType::f32, down_only);
+  DecoderModel other(c, 16, Device::cpu, DType::f32, down_only);
   EXPECT_THROW(other.set_masks(&masks), Error);
   sparse.set_masks(&masks);
   EXPECT_TRUE(sparse.sparse_active());
@@ -377,7 +392,7 @@ void expect_error_naming(const std::string& needle, const std::function<void()>&
 }
 
 TEST(SparsityConfig, BadSettingsAreErrorsNamingTheFlag) {
-  const LlamaConfig c = small_config();
+  const ModelConfig c = small_config();
   auto with = [&](auto change) {
     SparsityConfig s = sparse_config(WeightGrad::mvue);
     change(s);
@@ -391,7 +406,7 @@ TEST(SparsityConfig, BadSettingsAreErrorsNamingTheFlag) {
   expect_error_naming("--dense-warmup", with([](SparsityConfig& s) { s.dense_warmup = -2; }));
   expect_error_naming("no step", with([](SparsityConfig& s) { s.dense_warmup = 50; }));
   expect_error_naming("--sparse-layers", with([](SparsityConfig& s) { s.gate_up = s.down = false; }));
-  LlamaConfig odd = c;
+  ModelConfig odd = c;
   odd.intermediate_size = 10;
   expect_error_naming("multiples of 4", [&] { sparse_config(WeightGrad::mvue).validate(odd, 60); });
   SparsityConfig off;

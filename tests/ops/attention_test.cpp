@@ -22,6 +22,7 @@ struct Problem {
   int64_t T, H, Hkv, D;
   std::vector<int32_t> cu, valid;
   std::vector<R> q, k, v, out, lse;
+  int32_t window = 0;
 
   Problem(std::vector<int32_t> lengths, int64_t h, int64_t hkv, int64_t d,
           std::vector<int32_t> valid_lens = {}, uint64_t seed = 1)
@@ -41,18 +42,21 @@ struct Problem {
 
   AttentionParams params(double scale = 0) {
     const int64_t S = static_cast<int64_t>(cu.size()) - 1;
-    return {view(q, {T, H, D}),
-            view(k, {T, Hkv, D}),
-            view(v, {T, Hkv, D}),
-            view(cu, {S + 1}),
-            valid.empty() ? Tensor() : view(valid, {S}),
-            view(out, {T, H, D}),
-            view(lse, {H, T}),
-            scale};
+    AttentionParams a{view(q, {T, H, D}),
+                      view(k, {T, Hkv, D}),
+                      view(v, {T, Hkv, D}),
+                      view(cu, {S + 1}),
+                      valid.empty() ? Tensor() : view(valid, {S}),
+                      view(out, {T, H, D}),
+                      view(lse, {H, T}),
+                      scale};
+    a.window = window;
+    return a;
   }
 };
 
-// softmax(scale Q K^T + causal mask) V per segment and head, with the score matrix written out in full.
+// softmax(scale Q K^T + mask) V per segment and head, with the score matrix written out in full; the mask
+// allows keys j <= i, and with a window only those with i - j < window.
 void naive_attention(Problem<double>& p, double scale) {
   const int64_t group = p.H / p.Hkv;
   for (size_t s = 0; s + 1 < p.cu.size(); ++s) {
@@ -62,6 +66,7 @@ void naive_attention(Problem<double>& p, double scale) {
       std::vector<double> S(static_cast<size_t>(len * len), -INFINITY);
       for (int64_t i = 0; i < len; ++i)
         for (int64_t j = 0; j <= i; ++j) {
+          if (p.window > 0 && i - j >= p.window) continue;
           double d = 0;
           for (int64_t c = 0; c < p.D; ++c)
             d += p.q[((start + i) * p.H + h) * p.D + c] * p.k[((start + j) * p.Hkv + kvh) * p.D + c];
@@ -95,6 +100,50 @@ TEST(Attention, ForwardMatchesExplicitSoftmaxWithCausalMask) {
   }
 }
 
+TEST(Attention, ForwardMatchesExplicitSoftmaxWithSlidingWindow) {
+  // Windows of one key (the query itself), a few keys, about a segment, and beyond every segment; plain and
+  // padded segments, with 1-token ones among them.
+  for (int32_t window : {1, 2, 3, 7, 16, 100}) {
+    for (std::vector<int32_t> valid : {std::vector<int32_t>{}, std::vector<int32_t>{1, 5, 11, 0, 1}}) {
+      Problem<double> p({1, 7, 16, 3, 1}, 4, 2, 8, valid, 5);
+      p.window = window;
+      Problem<double> ref = p;
+      attention_forward(p.params(0.3));
+      naive_attention(ref, 0.3);
+      for (size_t i = 0; i < p.out.size(); ++i)
+        ASSERT_NEAR(p.out[i], ref.out[i], 1e-13) << "window " << window << " at " << i;
+      for (size_t i = 0; i < p.lse.size(); ++i)
+        ASSERT_NEAR(p.lse[i], ref.lse[i], 1e-13) << "window " << window << " lse at " << i;
+    }
+  }
+}
+
+TEST(Attention, WindowOfOneCopiesEachTokensValue) {
+  Problem<double> p({3, 1, 6}, 4, 2, 8);
+  p.window = 1;
+  attention_forward(p.params());
+  for (int64_t t = 0; t < p.T; ++t)
+    for (int64_t h = 0; h < 4; ++h)
+      for (int64_t c = 0; c < 8; ++c)
+        ASSERT_NEAR(p.out[(t * 4 + h) * 8 + c], p.v[(t * 2 + h / 2) * 8 + c], 1e-15) << "token " << t;
+}
+
+TEST(Attention, WindowCoveringEverySegmentChangesNothing) {
+  Problem<double> plain({9, 1, 12}, 4, 1, 8, {}, 2), windowed = plain;
+  windowed.window = 12;  // the longest segment: every query sees its whole prefix
+  attention_forward(plain.params());
+  attention_forward(windowed.params());
+  EXPECT_TRUE(plain.out == windowed.out && plain.lse == windowed.lse);
+  std::vector<double> dout = random_values(plain.T * 4 * 8, 3);
+  auto backward = [&](Problem<double>& p) {
+    std::vector<double> dq(p.q.size()), dk(p.k.size()), dv(p.v.size());
+    attention_backward(p.params(), {view(dout, {p.T, 4, 8}), view(dq, {p.T, 4, 8}), view(dk, {p.T, 1, 8}),
+                                    view(dv, {p.T, 1, 8})});
+    return std::vector<std::vector<double>>{dq, dk, dv};
+  };
+  EXPECT_TRUE(backward(plain) == backward(windowed));
+}
+
 TEST(Attention, FirstTokenOfEverySegmentCopiesItsValue) {
   Problem<double> p({3, 1, 4}, 2, 1, 8);
   attention_forward(p.params());
@@ -106,11 +155,12 @@ TEST(Attention, FirstTokenOfEverySegmentCopiesItsValue) {
 struct GradCase {
   std::vector<int32_t> lengths, valid;
   int64_t H, Hkv, D;
+  int32_t window = 0;
 };
 
 void PrintTo(const GradCase& c, std::ostream* os) {
   *os << "segments " << ::testing::PrintToString(c.lengths) << " valid " << ::testing::PrintToString(c.valid)
-      << " H=" << c.H << " Hkv=" << c.Hkv << " D=" << c.D;
+      << " H=" << c.H << " Hkv=" << c.Hkv << " D=" << c.D << " window=" << c.window;
 }
 
 class AttentionGrad : public ::testing::TestWithParam<GradCase> {};
@@ -118,6 +168,7 @@ class AttentionGrad : public ::testing::TestWithParam<GradCase> {};
 TEST_P(AttentionGrad, BackwardMatchesFiniteDifferences) {
   const GradCase& c = GetParam();
   Problem<double> p(c.lengths, c.H, c.Hkv, c.D, c.valid, 7);
+  p.window = c.window;
   std::vector<double> weights = random_values(p.T * p.H * p.D, 11);
   auto loss = [&] {
     attention_forward(p.params());
@@ -138,7 +189,13 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, AttentionGrad,
     ::testing::Values(GradCase{{1, 7, 16, 3}, {}, 4, 4, 8}, GradCase{{1, 7, 16, 3}, {}, 4, 2, 16},
                       GradCase{{1, 7, 16, 3}, {}, 4, 1, 8}, GradCase{{37}, {}, 2, 1, 16},
-                      GradCase{{5, 40, 4}, {3, 35, 0}, 4, 2, 8}));  // padded segments, one all pad
+                      GradCase{{5, 40, 4}, {3, 35, 0}, 4, 2, 8},  // padded segments, one all pad
+                      // Sliding windows: the query alone, two keys, within the 37-token segment (whose
+                      // query blocks of 16 then start past some keys), and longer than every segment.
+                      GradCase{{1, 7, 16, 3}, {}, 4, 2, 8, 1}, GradCase{{1, 7, 16, 3}, {}, 4, 1, 8, 2},
+                      GradCase{{37, 1}, {}, 2, 1, 16, 5}, GradCase{{37}, {}, 2, 2, 8, 20},
+                      GradCase{{1, 7, 16, 3}, {}, 4, 2, 8, 100},
+                      GradCase{{5, 40, 4}, {3, 35, 0}, 4, 2, 8, 6}));
 
 TEST(Attention, PadsProduceZerosAndRealRowsIgnoreThem) {
   Problem<double> padded({6, 4}, 4, 2, 8, {4, 2}, 3);
@@ -210,6 +267,9 @@ TEST(Attention, InconsistentArgumentsAreErrors) {
   EXPECT_THROW(attention_forward(gqa.params()), Error);
   Problem<double> pad({3, 4}, 2, 2, 8, {3, 5});  // valid length beyond the segment
   EXPECT_THROW(attention_forward(pad.params()), Error);
+  Problem<double> window({3, 4}, 2, 2, 8);
+  window.window = -1;
+  EXPECT_THROW(attention_forward(window.params()), Error);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "data/prepare/prepare.h"
+#include "model/families.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -191,6 +192,69 @@ TEST_F(TrainingRun, LeavesLatestCheckpointAndHuggingFaceFinalDirectory) {
   EXPECT_EQ(config_to_json(final_model.config), config_to_json(ck.weights.config));
   EXPECT_EQ(final_model.config.hidden_size, 32);
   EXPECT_EQ(final_model.params, ck.weights.params);
+}
+
+// --init fine-tunes each family's HF checkpoint (the oracle fixtures: transformers wrote them), and the
+// final model is of the same family, loadable again.
+TEST_F(TrainingRun, FineTunesEveryFamilysHfCheckpoint) {
+  for (const char* family : {"llama3", "mistral", "qwen2", "qwen3"}) {
+    auto c = run_config(family, 8);
+    c.init_from = std::string(PACKTRAIN_FIXTURES) + "/hf_oracle/families/" + family + "/hf_model";
+    c.lr.peak = 1e-3;
+    const auto r = train(c);
+    EXPECT_LT(r.final_val_loss, r.first_val_loss - 0.2) << family;
+    const ModelWeights final_model = load_model_dir(r.final_dir);
+    EXPECT_EQ(final_model.config.family, load_model_dir(c.init_from).config.family) << family;
+  }
+}
+
+// GPT-2: Conv1D weights and learned positions through training, checkpoints and resumption.
+TEST_F(TrainingRun, Gpt2TrainsAndResumesBitwise) {
+  const auto config = dir_ / "gpt2.json";
+  write_file_atomic(config.string(), R"({"model_type": "gpt2", "n_embd": 32, "n_layer": 2, "n_head": 2,
+      "n_positions": 128, "vocab_size": 260})");
+  base_.model = config.string();
+  auto c = run_config("run", 20);
+  const auto r = train(c);
+  EXPECT_LT(r.final_val_loss, r.first_val_loss - 1.0);
+  EXPECT_EQ(load_model_dir(r.final_dir).config.family, "gpt2");
+  expect_resume_is_bitwise(run_config("a", 6), run_config("b", 6));
+}
+
+// A checkpoint whose learned positions are fewer than the data's longest example is refused before
+// training, naming what to change; so is a checkpoint holding a tensor the model does not read.
+TEST_F(TrainingRun, CheckpointsThatDoNotFitAreRefusedByName) {
+  const std::string fixtures = std::string(PACKTRAIN_FIXTURES) + "/hf_oracle/families/";
+  auto c = run_config("gpt2", 2);
+  c.init_from = fixtures + "gpt2/hf_model";  // n_positions 64, examples up to 96 tokens
+  try {
+    train(c);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("64 learned positions (n_positions)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--max-len 64"), std::string::npos) << e.what();
+  }
+  // qwen2's weights under a llama config: the q/k/v biases are tensors a llama model does not use.
+  const auto model = dir_ / "qwen_as_llama";
+  fs::create_directories(model);
+  fs::copy_file(fixtures + "qwen2/hf_model/model.safetensors", model / "model.safetensors");
+  auto cfg = nlohmann::json::parse(read_file(fixtures + "qwen2/hf_model/config.json"));
+  cfg["model_type"] = "llama";
+  cfg["architectures"] = {"LlamaForCausalLM"};
+  for (const char* qwen_only : {"layer_types", "use_sliding_window", "sliding_window", "max_window_layers"})
+    cfg.erase(qwen_only);
+  write_file_atomic((model / "config.json").string(), cfg.dump());
+  c = run_config("llama", 2);
+  c.init_from = model.string();
+  try {
+    train(c);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.layers.0.self_attn.q_proj.bias"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--allow-unused-tensors"), std::string::npos) << e.what();
+  }
+  c.allow_unused_tensors = true;
+  EXPECT_NO_THROW(train(c));
 }
 
 TEST_F(TrainingRun, BadSettingsAreErrorsNamingTheFlag) {

@@ -6,6 +6,7 @@
 #include "ops/adamw.h"
 #include "ops/attention.h"
 #include "ops/cross_entropy.h"
+#include "ops/rope.h"
 #include "ops/write_mode.h"
 
 #include <span>
@@ -19,8 +20,16 @@ void rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Te
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
                       const Tensor& dx, const Tensor& dweight, Write dweight_mode);
 
-// sign = +1 rotates forward, -1 applies the inverse rotation (the backward).
-void rope_rotate(const Tensor& x, const Tensor& position_ids, double theta, int sign, const Tensor& out);
+void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                       const Tensor& mean, const Tensor& rstd);
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                        Write param_mode);
+
+// sign = +1 rotates forward, -1 applies the transposed rotation (the backward); both scaled by
+// freq.attention_scale.
+void rope_rotate(const Tensor& x, const Tensor& position_ids, const RopeFrequencies& freq, int sign,
+                 const Tensor& out);
 
 void attention_forward(const AttentionParams& p);
 void attention_backward(const AttentionParams& p, const AttentionGrads& g);
@@ -28,9 +37,15 @@ void attention_backward(const AttentionParams& p, const AttentionGrads& g);
 void swiglu_forward(const Tensor& h, const Tensor& out);
 void swiglu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh);
 
+void gelu_forward(const Tensor& h, const Tensor& out);
+void gelu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh);
+
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode);
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, Write dx_mode,
                      const Tensor& dw, Write dw_mode);
+
+void bias_add(const Tensor& y, const Tensor& bias);
+void bias_backward(const Tensor& dy, const Tensor& dbias, Write mode);
 
 CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, double grad_scale,
                                  const Tensor& dlogits);

@@ -8,14 +8,13 @@
 
 namespace pt::ops::cpu {
 
-void rope_rotate(const Tensor& x, const Tensor& position_ids, double theta, int sign, const Tensor& out) {
+void rope_rotate(const Tensor& x, const Tensor& position_ids, const RopeFrequencies& freq, int sign,
+                 const Tensor& out) {
   const int64_t T = x.size(0), N = x.size(1), D = x.size(2), half = D / 2;
   const int32_t* pos = position_ids.ptr<int32_t>();
   for (int64_t t = 0; t < T; ++t)
     if (pos[t] < 0) fail("rope: position id of token {} is {}; positions must be >= 0", t, pos[t]);
-  std::vector<double> inv_freq(static_cast<size_t>(half));
-  for (int64_t i = 0; i < half; ++i)
-    inv_freq[static_cast<size_t>(i)] = std::pow(theta, -double(2 * i) / double(D));
+  const double scale = freq.attention_scale;
   dispatch_real("rope", x.dtype, [&](auto tag) {
     using R = decltype(tag);
     const R* in = x.ptr<R>();
@@ -23,10 +22,10 @@ void rope_rotate(const Tensor& x, const Tensor& position_ids, double theta, int 
     parallel_for(T, cpu_threads(), [&](int64_t begin, int64_t end) {
       std::vector<R> cos_t(static_cast<size_t>(half)), sin_t(static_cast<size_t>(half));
       for (int64_t t = begin; t < end; ++t) {
-        for (int64_t i = 0; i < half; ++i) {
-          const double angle = double(pos[t]) * inv_freq[static_cast<size_t>(i)];
-          cos_t[static_cast<size_t>(i)] = R(std::cos(angle));
-          sin_t[static_cast<size_t>(i)] = R(double(sign) * std::sin(angle));
+        for (size_t i = 0; i < cos_t.size(); ++i) {
+          const double angle = double(pos[t]) * freq.inv_freq[i];
+          cos_t[i] = R(std::cos(angle) * scale);
+          sin_t[i] = R(double(sign) * std::sin(angle) * scale);
         }
         for (int64_t n = 0; n < N; ++n) {
           const R* a = in + (t * N + n) * D;

@@ -66,6 +66,9 @@ Call prepare(const char* op, const AttentionParams& p, int rows = attn::kTile) {
   a.H = static_cast<int>(H);
   a.Hkv = static_cast<int>(p.k.size(1));
   a.scale = static_cast<float>(p.softmax_scale > 0 ? p.softmax_scale : 1.0 / std::sqrt(double(c.head_dim)));
+  // No segment is longer than T: a window of T or more changes nothing, and the causal kernels run. Below
+  // T, the kernels' window arithmetic stays far from int overflow.
+  a.window = p.window > 0 && p.window < T ? p.window : 0;
   a.schedule.capacity = (a.T + c.segments * (rows - 1)) / rows;
   return c;
 }

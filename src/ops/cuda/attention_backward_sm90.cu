@@ -8,11 +8,13 @@
 // would leave its K/V load and dK/dV stores exposed every few steps; here the next item's K and V (two
 // buffers) and its first Q/dO tiles load during the current item's last step. Warpgroup wg owns keys
 // 64 wg .. 64 wg + 63 of the item and sums their dK and dV [64 x D] in registers over the query tiles of
-// kBackwardRows = 64 rows at or after the key tile (causal), head by head over the kv head's query heads
-// (GQA). Q, dO, lse and delta of the next step load (cp.async, two buffers) during each step. Per step, in
-// the transposed orientation (the warpgroup's keys are the MMA's M):
+// kBackwardRows = 64 rows at or after the key tile (causal; with a sliding window, kWindowed, only those up
+// to window_query_end), head by head over the kv head's query heads (GQA). Q, dO, lse and delta of the next
+// step load (cp.async, two buffers) during each step. Per step, in the transposed orientation (the
+// warpgroup's keys are the MMA's M):
 //   S^T[64 x 64] = K Q^T, dP^T = V dO^T   wgmma m64n64k16, both operands K-major in shared memory
-//   P^T, dS^T = P^T * (dP^T - delta)      registers, masked (key > query, query past the real tokens)
+//   P^T, dS^T = P^T * (dP^T - delta)      registers, masked (key > query, query past the real tokens,
+//                                         query - key >= window)
 //   dV += P^T dO, dK += dS^T Q            wgmma m64nDk16, A from registers, dO / Q MN-major
 //   dS^T -> shared memory (bf16), barrier
 //   dQ[64 x D/2] = dS K                   wgmma m64n(D/2)k16, dS^T and K both MN-major, one half of D
@@ -50,23 +52,25 @@ using namespace sm90;
 constexpr float kLog2e = 1.4426950408889634f;
 
 // Work item `work`: key tile work / Hkv of the order (a schedule item {start, real, len, key0}) for kv head
-// work % Hkv, and its steps: the query tiles at or after the keys (causal), for each query head of the kv
-// head.
+// work % Hkv, and its steps: the query tiles at or after the keys (causal) and, with a window, before
+// window_query_end, for each query head of the kv head.
 struct KeyTile {
   int64_t start;
   int real, len, key0, kv_head, row_tiles, steps;
 };
 
+template <bool kWindowed>
 __device__ inline KeyTile key_tile(const Args& a, const BackwardScratch& scratch, int work) {
   const int4 seg = a.schedule.items[scratch.key_tiles[1 + work / a.Hkv]];
-  const int row_tiles = (max(seg.y - seg.w, 0) + kRows - 1) / kRows;
+  const int query_end = kWindowed ? window_query_end(seg.w, kBackwardKeys, seg.y, a.window) : seg.y;
+  const int row_tiles = (max(query_end - seg.w, 0) + kRows - 1) / kRows;
   return {seg.x, seg.y, seg.z, seg.w, work % a.Hkv, row_tiles, a.H / a.Hkv * row_tiles};
 }
 #endif  // PT_SM90A
 
 // Registers: __launch_bounds__(256, 1) lets ptxas use up to 255 per thread (dK and dV alone take D); it
-// takes 255 (D = 128) and 220 (D = 64) with no local memory.
-template <int D>
+// takes 255 (D = 128) and 220 (D = 64) with no local memory, windowed (kWindowed) or not.
+template <int D, bool kWindowed>
 __global__ void __launch_bounds__(kThreads, 1)
     backward_kernel_sm90(const Args a, const BackwardScratch scratch) {
 #if PT_SM90A
@@ -150,7 +154,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.0f;
 
   // `loaded`: whether the item's K/V and first step are already in flight.
-  KeyTile cur = key_tile(a, scratch, work);
+  KeyTile cur = key_tile<kWindowed>(a, scratch, work);
   int next = items, kv_buf = 0, buf = 0;
   bool loaded = false;
   const float scale_log2 = a.scale * kLog2e;
@@ -159,7 +163,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       store_keys(cur, kv_buf);
       next = claim_now();
       if (next >= items) return;
-      cur = key_tile(a, scratch, next);
+      cur = key_tile<kWindowed>(a, scratch, next);
       loaded = false;
       continue;
     }
@@ -187,7 +191,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         next = *claim;
         loaded = false;
         if (next < items) {
-          const KeyTile upcoming = key_tile(a, scratch, next);
+          const KeyTile upcoming = key_tile<kWindowed>(a, scratch, next);
           if (upcoming.steps > 0) {
             load_keys(upcoming, kv_buf ^ 1);
             load_step(upcoming, 0, buf ^ 1);
@@ -209,7 +213,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 
       // A warpgroup whose keys all lie after every real query of the step has P = dS = 0: it skips the
       // step, and the dQ product below reads none of its dS^T rows (that happens only when row0 == key0).
-      if (wg_key0 < min(row0 + kRows, real)) {
+      // So does one whose keys all lie before the window of the step's first query (its last key
+      // wg_key0 + 63 <= row0 - window): only warpgroup 0, and only when row0 > key0, since a visited step
+      // has row0 < window_query_end <= key0 + 127 + window.
+      if (wg_key0 < min(row0 + kRows, real) && (!kWindowed || wg_key0 + 63 + a.window > row0)) {
         // s[4 i + 2 h + e]: key thread_key0 + 8 h, query row0 + 8 i + 2 t + e. Both written by their first
         // k-step (accumulate false), so no instructions zero them.
         float s[32], dp[32];
@@ -229,14 +236,18 @@ __global__ void __launch_bounds__(kThreads, 1)
 
         const float* lse = slse + buf * kRows;
         const float* delta = sdelta + buf * kRows;
-        const bool edge = row0 < wg_key0 + 63 || row0 + kRows > real;  // the diagonal or the segment's end
+        // The diagonal, the segment's end, or the window's lower edge (key <= query - window for the
+        // step's last query row0 + 63 and the warpgroup's first key).
+        const bool edge =
+            row0 < wg_key0 + 63 || row0 + kRows > real || (kWindowed && wg_key0 + a.window < row0 + kRows);
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
           const float2 l = *reinterpret_cast<const float2*>(lse + 8 * i + 2 * t);
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int key = thread_key0 + 8 * (e / 2), query = row0 + 8 * i + 2 * t + e % 2;
-            const bool masked = edge && (key > query || query >= real);
+            const bool masked =
+                edge && (key > query || query >= real || (kWindowed && query - key >= a.window));
             s[4 * i + e] =  // P^T
                 masked ? 0.0f : exp2f(fmaf(s[4 * i + e], scale_log2, -(e % 2 ? l.y : l.x) * kLog2e));
           }
@@ -281,22 +292,29 @@ __global__ void __launch_bounds__(kThreads, 1)
       __syncthreads();
 
       // dQ[64 x D/2] of the step's queries, columns D/2 wg on: the contraction runs over the key tile's
-      // rows, but keys past row0 + 63 have dS = 0, so a diagonal step (row0 == key0) stops after 64.
+      // rows, but keys past row0 + 63 have dS = 0, so a diagonal step (row0 == key0) stops after 64; and
+      // with a window, when warpgroup 0 skipped the step (above), its stale dS^T rows are left out: the
+      // product runs over keys 64..127 only.
       float dq[D / 4];  // dq[4 i + 2 h + e]: query row0 + 16 warp + g + 8 h, column D/2 wg + 8 i + 2 t + e
-      const auto dq_product = [&](auto ksteps) {  // a fixed count: no branch between the wgmmas
+      const auto dq_product = [&](auto first, auto end) {  // fixed k-steps: no branch between the wgmmas
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < decltype(ksteps)::value; ++kk)
+        for (int kk = decltype(first)::value; kk < decltype(end)::value; ++kk)
           wgmma_m64nNk16_ss<D / 2, 1, 1>(dq, desc_mn_major(sds, kBackwardKeys, kk),
-                                         desc_mn_major(sk, kBackwardKeys, kk, D / 2 * wg), kk > 0);
+                                         desc_mn_major(sk, kBackwardKeys, kk, D / 2 * wg),
+                                         kk > decltype(first)::value);
         wgmma_commit();
         wgmma_wait<0>();
         pin(dq);
       };
+      using Zero = std::integral_constant<int, 0>;
+      using Half = std::integral_constant<int, 4>;
       if (row0 == cur.key0)
-        dq_product(std::integral_constant<int, 4>{});
+        dq_product(Zero{}, Half{});
+      else if (kWindowed && cur.key0 + 63 + a.window <= row0)
+        dq_product(Half{}, std::integral_constant<int, kBackwardKeys / 16>{});
       else
-        dq_product(std::integral_constant<int, kBackwardKeys / 16>{});
+        dq_product(Zero{}, std::integral_constant<int, kBackwardKeys / 16>{});
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int query = row0 + 16 * warp + g + 8 * h;
@@ -309,25 +327,33 @@ __global__ void __launch_bounds__(kThreads, 1)
     store_keys(cur, kv_buf);
     if (next >= items) return;
     // Decoded again rather than kept from the last step: held across its MMAs, it would spill.
-    cur = key_tile(a, scratch, next);
+    cur = key_tile<kWindowed>(a, scratch, next);
     kv_buf ^= 1;
   }
 #endif  // PT_SM90A: other targets hold an empty kernel that forward_sm90_available() never selects
+}
+
+// One resident CTA per SM (registers and shared memory allow no more), no more than the work bound.
+template <int D, bool kWindowed>
+void launch_backward_kernel_sm90(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
+  constexpr int kSmem = smem_bytes<D>();
+  static const cudaError_t configured = cudaFuncSetAttribute(
+      backward_kernel_sm90<D, kWindowed>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  (void)configured;  // a failure resurfaces as the launch error, which the caller checks
+  const int64_t items = int64_t{scratch.key_capacity} * a.Hkv;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(items, sm_count()));
+  backward_kernel_sm90<D, kWindowed><<<blocks, kThreads, kSmem, stream>>>(a, scratch);
 }
 
 }  // namespace
 
 template <int D>
 void launch_backward_sm90(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
-  constexpr int kSmem = smem_bytes<D>();
-  static const cudaError_t configured =
-      cudaFuncSetAttribute(backward_kernel_sm90<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  (void)configured;  // a failure resurfaces as the launch error, which the caller checks
   launch_backward_prologue<D>(a, scratch, stream);
-  // One resident CTA per SM (registers and shared memory allow no more), no more than the work bound.
-  const int64_t items = int64_t{scratch.key_capacity} * a.Hkv;
-  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(items, sm_count()));
-  backward_kernel_sm90<D><<<blocks, kThreads, kSmem, stream>>>(a, scratch);
+  if (a.window > 0)
+    launch_backward_kernel_sm90<D, true>(a, scratch, stream);
+  else
+    launch_backward_kernel_sm90<D, false>(a, scratch, stream);
   launch_dq_convert<D>(a, scratch, stream);
 }
 

@@ -7,10 +7,12 @@
 // 64 wg .. 64 wg + 63. K and V tiles of 128 keys stream through two shared-memory stages filled by cp.async
 // from all threads; every K/V load of step j + 1 is in flight while step j computes. Per step and warpgroup:
 //   S[64 x 128] = Q[64 x D] K^T   wgmma m64n128k16, Q and K K-major in shared memory
-//   mask (causal, segment end), online softmax in registers (running max and sum per row, base 2)
+//   mask (causal, segment end, window), online softmax in registers (running max and sum per row, base 2)
 //   O[64 x D] += P V              wgmma m64nDk16, P from registers (bf16), V MN-major in shared memory
 // and lse = max * scale + log(sum) per row at the end. As in FA3, each warpgroup runs step j's softmax
-// while its P V of step j - 1 is in flight. Not yet FA3: no producer warp or TMA.
+// while its P V of step j - 1 is in flight. Not yet FA3: no producer warp or TMA. With a sliding window
+// (kWindowed) step j covers keys key_begin + 128 j on, key_begin the key tile of the first key the tile's
+// first query attends; without one key_begin is 0.
 #include <cmath>
 
 #include "ops/cuda/attention_kernels.h"
@@ -52,20 +54,23 @@ __device__ void write_pad_tile(const Args& a, int64_t start, int row0, int rows,
     a.lse[static_cast<int64_t>(head) * a.T + start + row0 + r] = 0.0f;
 }
 
-// Step j's online softmax in place: masks the scores (causal, segment end), updates the running max and sum
-// per row, and leaves in s the probabilities and in rescale the factor by which o, which holds the steps
-// before j, must be multiplied before P V of step j accumulates into it. s[4 i + e] is row
+// Step j's online softmax in place: masks the scores (causal, segment end, window), updates the running max
+// and sum per row, and leaves in s the probabilities and in rescale the factor by which o, which holds the
+// steps before j, must be multiplied before P V of step j accumulates into it. s[4 i + e] is row
 // thread_row0 + 8 (e / 2), key key0 + 8 i + 2 t + e % 2.
-__device__ inline void online_softmax(float (&s)[64], int key0, int real, int wg_row0, int thread_row0, int t,
-                                      float scale_log2, float (&row_max)[2], float (&row_sum)[2],
-                                      float (&rescale)[2]) {
-  if (key0 + kBlockN - 1 > wg_row0 || key0 + kBlockN > real) {  // the diagonal or the segment's end
+template <bool kWindowed>
+__device__ inline void online_softmax(float (&s)[64], int key0, int real, int window, int wg_row0,
+                                      int thread_row0, int t, float scale_log2, float (&row_max)[2],
+                                      float (&row_sum)[2], float (&rescale)[2]) {
+  // The diagonal, the segment's end, or the window's lower edge: key <= row - window for the warpgroup's
+  // last row wg_row0 + 63 and key key0.
+  if (key0 + kBlockN - 1 > wg_row0 || key0 + kBlockN > real || (kWindowed && key0 + window < wg_row0 + 64)) {
 #pragma unroll
     for (int i = 0; i < kBlockN / 8; ++i)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int row = thread_row0 + 8 * (e / 2), key = key0 + 8 * i + 2 * t + e % 2;
-        if (key > row || key >= real) s[4 * i + e] = -INFINITY;
+        if (key > row || key >= real || (kWindowed && row - key >= window)) s[4 * i + e] = -INFINITY;
       }
   }
 #pragma unroll
@@ -74,8 +79,10 @@ __device__ inline void online_softmax(float (&s)[64], int key0, int real, int wg
 #pragma unroll
     for (int i = 0; i < kBlockN / 8; ++i) m = fmaxf(m, fmaxf(s[4 * i + 2 * h], s[4 * i + 2 * h + 1]));
     m = quad_max(m);
-    // Rows with every score masked so far keep max -inf; subtracting 0 instead avoids inf - inf. Every
-    // real row sees key 0 in step 0, so no row's max stays -inf past it.
+    // Rows with every score masked so far keep max -inf; subtracting 0 instead avoids inf - inf, and
+    // rescale = exp2(-inf) = 0 drops nothing (row_sum and o are still 0). Without a window every real row
+    // sees key 0 in step 0; with one, a row whose window starts past step j's keys stays at -inf until a
+    // later step, at the latest the last, which holds the row's own key.
     const float base = m == -INFINITY ? 0.0f : m * scale_log2;
     rescale[h] = exp2f(row_max[h] * scale_log2 - base);
     row_max[h] = m;
@@ -101,8 +108,9 @@ __device__ inline void rescale_rows(float (&o)[D / 2], const float (&rescale)[2]
 #endif  // PT_SM90A
 
 // Registers: __launch_bounds__(256, 1) lets ptxas use up to 255 per thread; it takes 239 (D = 128) and 176
-// (D = 64) with no local memory.
-template <int D>
+// (D = 64) with no local memory. The windowed build, with CUDA 13.0: 249 and 185 (the causal one 247 and
+// 185), no local memory.
+template <int D, bool kWindowed>
 __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a, const int* order) {
 #if PT_SM90A
   if (static_cast<int>(blockIdx.x) >= *a.schedule.count) return;
@@ -128,7 +136,9 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
   const int wg_row0 = row0 + 64 * wg;               // the warpgroup's first query row in the segment
   const int thread_row0 = wg_row0 + 16 * warp + g;  // this thread's rows: thread_row0 and thread_row0 + 8
   const int key_end = min(real, row0 + kSm90Rows);  // causal: the tile's last query sees keys < row0 + 128
-  const int steps = (key_end + kBlockN - 1) / kBlockN;
+  // Step j: keys key_begin + 128 j ..; key_begin <= row0 < key_end, so there is at least one step.
+  const int key_begin = kWindowed ? window_key_begin(row0, a.window, kBlockN) : 0;
+  const int steps = (key_end - key_begin + kBlockN - 1) / kBlockN;
   const float scale_log2 = a.scale * kLog2e;
   const auto issue_s = [&](float(&s)[64], int j) {
     wgmma_fence();
@@ -152,10 +162,11 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
   // {V(j), K(j + 1)} at step j's barrier. Each barrier waits for every group: the newest holds what the
   // step reads, issued a whole step earlier.
   load_tile<D, kSm90Rows, kThreads>(sq, a.q, start, row0, real, a.H, head);
-  load_tile<D, kBlockN, kThreads>(sk(0), a.k, start, 0, real, a.Hkv, kv_head);
+  load_tile<D, kBlockN, kThreads>(sk(0), a.k, start, key_begin, real, a.Hkv, kv_head);
   cp_async_commit();
-  load_tile<D, kBlockN, kThreads>(sv(0), a.v, start, 0, real, a.Hkv, kv_head);
-  if (steps > 1) load_tile<D, kBlockN, kThreads>(sk(1), a.k, start, kBlockN, real, a.Hkv, kv_head);
+  load_tile<D, kBlockN, kThreads>(sv(0), a.v, start, key_begin, real, a.Hkv, kv_head);
+  if (steps > 1)
+    load_tile<D, kBlockN, kThreads>(sk(1), a.k, start, key_begin + kBlockN, real, a.Hkv, kv_head);
   cp_async_commit();
 
   // Software pipeline (FA3's intra-warpgroup overlap): step j issues S(j) = Q K(j)^T, then P V of step
@@ -170,7 +181,8 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
   issue_s(s, 0);
   wgmma_wait<0>();
   pin(s);
-  online_softmax(s, 0, real, wg_row0, thread_row0, t, scale_log2, row_max, row_sum, rescale);
+  online_softmax<kWindowed>(s, key_begin, real, a.window, wg_row0, thread_row0, t, scale_log2, row_max,
+                            row_sum, rescale);
   to_a_fragments(s, p);
 
   for (int j = 1; j < steps; ++j) {
@@ -179,9 +191,10 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
     // K(j) and V(j - 1) are visible to both warpgroups, and both have completed S(j - 1) and P V of step
     // j - 2, the last readers of K's stage (j + 1) % 2 and V's stage j % 2: they can be refilled.
     __syncthreads();
-    load_tile<D, kBlockN, kThreads>(sv(j & 1), a.v, start, j * kBlockN, real, a.Hkv, kv_head);
+    load_tile<D, kBlockN, kThreads>(sv(j & 1), a.v, start, key_begin + j * kBlockN, real, a.Hkv, kv_head);
     if (j + 1 < steps)
-      load_tile<D, kBlockN, kThreads>(sk((j + 1) & 1), a.k, start, (j + 1) * kBlockN, real, a.Hkv, kv_head);
+      load_tile<D, kBlockN, kThreads>(sk((j + 1) & 1), a.k, start, key_begin + (j + 1) * kBlockN, real, a.Hkv,
+                                      kv_head);
     cp_async_commit();
 
     issue_s(s, j);
@@ -189,7 +202,8 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
     issue_pv(o, p, j - 1);
     wgmma_wait<1>();  // S(j) is done; P V of step j - 1 runs on during the softmax
     pin(s);
-    online_softmax(s, j * kBlockN, real, wg_row0, thread_row0, t, scale_log2, row_max, row_sum, rescale);
+    online_softmax<kWindowed>(s, key_begin + j * kBlockN, real, a.window, wg_row0, thread_row0, t, scale_log2,
+                              row_max, row_sum, rescale);
     // p is rewritten next. ptxas schedules this wait right after the masking, above the max and the
     // exponentials: only the masking overlaps P V; the rest of the gain is S(j) and P V(j - 1) issued
     // back to back.
@@ -228,12 +242,19 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
 #endif  // PT_SM90A: other targets hold an empty kernel that forward_sm90_available() never selects
 }
 
-// The blocks' order: every schedule item, by decreasing number of key steps.
+// The blocks' order: every schedule item, by decreasing number of key steps (with a window, those from
+// key_begin; a tile of pads then counts none).
 __global__ void __launch_bounds__(kOrderThreads) order_kernel(const Args a, int* order) {
+  const int window = a.window;
   order_by_work(
       a.schedule, [](int4) { return true; },
-      [](int4 item) { return (min(item.y, item.w + kSm90Rows) + kBlockN - 1) / kBlockN; }, order,
-      a.schedule.capacity);
+      [window](int4 item) {
+        const int key_end = min(item.y, item.w + kSm90Rows);
+        if (window == 0) return (key_end + kBlockN - 1) / kBlockN;
+        return item.w < item.y ? (key_end - window_key_begin(item.w, window, kBlockN) + kBlockN - 1) / kBlockN
+                               : 0;
+      },
+      order, a.schedule.capacity);
 }
 
 }  // namespace
@@ -244,20 +265,32 @@ bool forward_sm90_available() {
     int device = 0, major = 0;
     return cudaGetDevice(&device) == cudaSuccess &&
            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-           major == 9 && cudaFuncGetAttributes(&attributes, forward_kernel_sm90<128>) == cudaSuccess &&
+           major == 9 && cudaFuncGetAttributes(&attributes, forward_kernel_sm90<128, false>) == cudaSuccess &&
            attributes.binaryVersion == 90;
   }();
   return available;
 }
 
+namespace {
+
+template <int D, bool kWindowed>
+void launch_forward_kernel_sm90(const Args& a, const int* order, cudaStream_t stream) {
+  constexpr int kSmem = smem_bytes<D>();
+  static const cudaError_t configured = cudaFuncSetAttribute(
+      forward_kernel_sm90<D, kWindowed>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  (void)configured;  // a failure resurfaces as the launch error, which the caller checks
+  forward_kernel_sm90<D, kWindowed><<<dim3(a.schedule.capacity, a.H), kThreads, kSmem, stream>>>(a, order);
+}
+
+}  // namespace
+
 template <int D>
 void launch_forward_sm90(const Args& a, int* order, cudaStream_t stream) {
-  constexpr int kSmem = smem_bytes<D>();
-  static const cudaError_t configured =
-      cudaFuncSetAttribute(forward_kernel_sm90<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  (void)configured;  // a failure resurfaces as the launch error, which the caller checks
   order_kernel<<<1, kOrderThreads, 0, stream>>>(a, order);
-  forward_kernel_sm90<D><<<dim3(a.schedule.capacity, a.H), kThreads, kSmem, stream>>>(a, order);
+  if (a.window > 0)
+    launch_forward_kernel_sm90<D, true>(a, order, stream);
+  else
+    launch_forward_kernel_sm90<D, false>(a, order, stream);
 }
 
 template void launch_forward_sm90<64>(const Args&, int*, cudaStream_t);

@@ -27,7 +27,24 @@ struct Args {
   Schedule schedule;
   int T, H, Hkv;
   float scale;  // softmax scale
+  // AttentionParams::window when it is below T, else 0 (a window of T or more leaves every key in sight).
+  // Each kernel is built twice, kWindowed false and true, and runs the windowed build when window > 0: the
+  // causal build holds no window arithmetic at all.
+  int window;
 };
+
+// Sliding window (window > 0): query i attends keys i - window < j <= i. A query tile starting at row0
+// visits key tiles (of `tile` keys, aligned to the segment's start as without a window) from the one that
+// holds row0 - window + 1, the first key its first query attends; later queries attend later keys only.
+__host__ __device__ constexpr int window_key_begin(int row0, int window, int tile) {
+  return row0 - window + 1 > 0 ? (row0 - window + 1) / tile * tile : 0;
+}
+// A key tile [key0, key0 + keys) is attended by queries up to key0 + keys - 1 + window - 1, its last key's
+// last query: the end (exclusive, within the real tokens) of the query tiles it visits. No overflow: window
+// < T, and T * H * D < 2^31.
+__host__ __device__ constexpr int window_query_end(int key0, int keys, int real, int window) {
+  return key0 + keys - 1 + window < real ? key0 + keys - 1 + window : real;
+}
 
 // Status words the schedule kernel leaves: kCount items, kBadSegment (first inconsistent segment, or
 // INT_MAX when cu_seqlens and valid_lens are consistent).
@@ -52,7 +69,8 @@ void launch_forward_sm90(const Args& a, int* order, cudaStream_t stream);
 
 // Keys per block of the backward, and queries per step. Its work list holds the schedule items that start
 // such a key tile, at most min(schedule capacity, (T + S (kBackwardKeys-1)) / kBackwardKeys) of them,
-// longest first (by query tiles of kBackwardRows after the keys).
+// longest first (by the query tiles of kBackwardRows it visits: those after the keys, up to
+// window_query_end with a window).
 constexpr int kBackwardKeys = 128, kBackwardRows = 64;
 
 struct BackwardScratch {

@@ -11,6 +11,7 @@
 
 #include "ops/adamw.h"
 #include "ops/cross_entropy.h"
+#include "ops/rope.h"
 #include "ops/upload.h"
 #include "ops/write_mode.h"
 
@@ -27,13 +28,24 @@ void rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Te
 // dweight is f32 or x's type and is reduced over tokens in a fixed order.
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
                       const Tensor& dx, const Tensor& dweight, Write dweight_mode);
-// sign = +1 rotates forward, -1 applies the inverse rotation (the backward). k may be empty (one tensor);
-// otherwise q and k are rotated in one launch. Position ids are not range-checked on the device (that
-// would wait for the GPU in every layer).
-void rope_rotate(const Tensor& q, const Tensor& k, const Tensor& position_ids, double theta, int sign,
-                 const Tensor& q_out, const Tensor& k_out);
+// weight and bias share a type, f32 or x's; mean and rstd are f32.
+void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                       const Tensor& mean, const Tensor& rstd);
+// dweight and dbias share a type, f32 or x's, and are reduced over tokens in a fixed order.
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                        Write param_mode);
+// sign = +1 rotates forward, -1 applies the transposed rotation (the backward); both scaled by
+// freq.attention_scale. k may be empty (one tensor); otherwise q and k are rotated in one launch. Head dims
+// up to 512 (the frequencies travel in the kernel's parameters). Position ids are not range-checked on the
+// device (that would wait for the GPU in every layer).
+void rope_rotate(const Tensor& q, const Tensor& k, const Tensor& position_ids, const RopeFrequencies& freq,
+                 int sign, const Tensor& q_out, const Tensor& k_out);
 void swiglu_forward(const Tensor& h, const Tensor& out);
 void swiglu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh);
+// out may be h, and dh may be dout or h (each element is read before it is written).
+void gelu_forward(const Tensor& h, const Tensor& out);
+void gelu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh);
 // swiglu_backward whose dh feeds a 2:4 weight gradient (the gate_up projection's): in the same pass, rows
 // [0, rows) of dh are pruned by mvue24 with `seed` and packed as A = mvue24(dh[:rows])^T [2F, rows] into
 // `packed` (cusparselt_pack_bytes(2F, rows)), the bytes cusparselt_pack24_mvue writes from dh; rows past
@@ -45,6 +57,9 @@ bool swiglu_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tens
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode);
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, Write dx_mode,
                      const Tensor& dw, Write dw_mode);
+// bias and dbias are f32 or y's type; dbias is reduced over rows in a fixed order (two passes, no atomics).
+void bias_add(const Tensor& y, const Tensor& bias);
+void bias_backward(const Tensor& dy, const Tensor& dbias, Write mode);
 CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, double grad_scale,
                                  const Tensor& dlogits);
 // Queued only: the targets are not checked (a bad one counts as a token of loss 0 and zero gradient).

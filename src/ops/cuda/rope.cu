@@ -15,6 +15,7 @@ constexpr int kMaxThreads = 256;
 constexpr int kItemsPerBlock = 512;  // vector pairs a block rotates: ~2 per thread
 constexpr int kMaxTokensPerBlock = 64;
 constexpr int kMaxSharedBytes = 48 << 10;
+constexpr int kMaxHalf = 256;  // head dims up to 512
 
 // Up to two tensors [T, heads, D] (q and k) rotated by the same per-token angles, in one launch.
 template <class T>
@@ -24,12 +25,19 @@ struct Rotation {
   int heads[2];  // heads[1] = 0 rotates one tensor
 };
 
-// Each block takes `tokens` consecutive tokens. It first computes theta^(-2i/D) and the cos and sin of
-// every (token, i < D/2) angle in double, as the cpu does, into shared memory; then its threads rotate
-// pairs (i..i+kVec, i+D/2..i+D/2+kVec) of every head of those tokens with kVec-wide accesses. A thread
-// reads a pair before writing it, so out may be in.
+// The frequency table passed by value: it rides in the kernel's parameter space (2 KB of its 4 KB), so a
+// launch needs no device buffer and no copy of its own.
+struct Frequencies {
+  double inv_freq[kMaxHalf];
+  double scale;
+};
+
+// Each block takes `tokens` consecutive tokens. It first copies inv_freq to shared memory and computes
+// the scaled cos and sin of every (token, i < D/2) angle in double, as the cpu does, into shared memory;
+// then its threads rotate pairs (i..i+kVec, i+D/2..i+D/2+kVec) of every head of those tokens with
+// kVec-wide accesses. A thread reads a pair before writing it, so out may be in.
 template <class T, int kVec>
-__global__ void rotate_kernel(Rotation<T> r, const int32_t* __restrict__ pos, double theta, float sign,
+__global__ void rotate_kernel(Rotation<T> r, Frequencies f, const int32_t* __restrict__ pos, float sign,
                               int64_t T_, int D, int tokens) {
   extern __shared__ double shared[];
   const int half = D / 2;
@@ -38,14 +46,14 @@ __global__ void rotate_kernel(Rotation<T> r, const int32_t* __restrict__ pos, do
   float* sin_t = cos_t + tokens * half;
   const int64_t t0 = int64_t{blockIdx.x} * tokens;
   tokens = static_cast<int>(min(int64_t{tokens}, T_ - t0));
-  for (int i = threadIdx.x; i < half; i += blockDim.x) inv_freq[i] = pow(theta, -double(2 * i) / double(D));
+  for (int i = threadIdx.x; i < half; i += blockDim.x) inv_freq[i] = f.inv_freq[i];
   __syncthreads();
   for (int j = threadIdx.x; j < tokens * half; j += blockDim.x) {
     const int token = j / half, i = j - token * half;
     double s, c;
     sincos(double(pos[t0 + token]) * inv_freq[i], &s, &c);
-    cos_t[j] = float(c);
-    sin_t[j] = sign * float(s);
+    cos_t[j] = float(c * f.scale);
+    sin_t[j] = sign * float(s * f.scale);
   }
   __syncthreads();
   const int vectors = half / kVec, per_token = (r.heads[0] + r.heads[1]) * vectors;
@@ -70,18 +78,21 @@ __global__ void rotate_kernel(Rotation<T> r, const int32_t* __restrict__ pos, do
 
 }  // namespace
 
-void rope_rotate(const Tensor& q, const Tensor& k, const Tensor& position_ids, double theta, int sign,
-                 const Tensor& q_out, const Tensor& k_out) {
+void rope_rotate(const Tensor& q, const Tensor& k, const Tensor& position_ids, const RopeFrequencies& freq,
+                 int sign, const Tensor& q_out, const Tensor& k_out) {
   const int64_t T = q.shape[0], D = q.shape[2];
   const int64_t heads = q.shape[1] + (k.empty() ? 0 : k.shape[1]);
   if (T * heads * D == 0) return;
   const char* op = sign > 0 ? "rope_forward" : "rope_backward";
   const int64_t half = D / 2, shared_per_token = half * 2 * int64_t{sizeof(float)},
                 shared_fixed = half * int64_t{sizeof(double)};
-  if (shared_fixed + shared_per_token > kMaxSharedBytes || heads > (1 << 20))
+  if (half > kMaxHalf || heads > (1 << 20))
     throw Error(std::string(op) + ": " + std::to_string(heads) + " heads of dim " + std::to_string(D) +
-                ": the cuda kernel takes head dims up to " + std::to_string(kMaxSharedBytes / 8) +
+                ": the cuda kernel takes head dims up to " + std::to_string(2 * kMaxHalf) +
                 " and up to 2^20 heads per token");
+  Frequencies f{};
+  std::copy(freq.inv_freq.begin(), freq.inv_freq.end(), f.inv_freq);
+  f.scale = freq.attention_scale;
   dispatch_float(op, "input", q.dtype, [&](auto tag) {
     using E = decltype(tag);
     constexpr int kVec = kPack16<E>;
@@ -97,7 +108,7 @@ void rope_rotate(const Tensor& q, const Tensor& k, const Tensor& position_ids, d
                   {static_cast<int>(q.shape[1]), k.empty() ? 0 : static_cast<int>(k.shape[1])}};
     auto kernel = vector ? rotate_kernel<E, kVec> : rotate_kernel<E, 1>;
     kernel<<<blocks_for(T, static_cast<int>(tokens)), threads, shared, current_stream()>>>(
-        r, data<int32_t>(position_ids), theta, float(sign), T, static_cast<int>(D), static_cast<int>(tokens));
+        r, f, data<int32_t>(position_ids), float(sign), T, static_cast<int>(D), static_cast<int>(tokens));
     PT_CUDA_CHECK_LAUNCH();
   });
 }

@@ -8,7 +8,7 @@
 #include "distributed/step_data.h"
 #include "model/batches.h"
 #include "model/init.h"
-#include "model/llama.h"
+#include "model/decoder.h"
 #include "model/sparsity.h"
 #include "ops/grad_norm.h"
 
@@ -26,8 +26,8 @@ int R() { return comm().rank(); }
 bool on_gpu() { return comm().device() == Device::cuda; }
 
 // Small enough for milliseconds per step; head_dim 64 on cuda, whose attention needs it.
-LlamaConfig tiny_config() {
-  LlamaConfig c;
+ModelConfig tiny_config() {
+  ModelConfig c;
   c.vocab_size = 61, c.hidden_size = on_gpu() ? 128 : 32, c.intermediate_size = on_gpu() ? 160 : 48;
   c.num_hidden_layers = 2, c.num_attention_heads = 2, c.num_key_value_heads = 1;
   c.head_dim = c.hidden_size / 2;
@@ -100,7 +100,7 @@ std::vector<float> run_optimizer(Communicator& c, DataParallelOptimizer& dp, con
 }
 
 TEST(ZeroOne, ShardedAdamWEqualsFullAdamW) {
-  const LlamaConfig config = tiny_config();
+  const ModelConfig config = tiny_config();
   const ParameterLayout layout(config);
   const int64_t n = layout.total();
   auto local = make_local_communicator(comm().device());
@@ -132,7 +132,7 @@ TEST(ZeroOne, ShardedAdamWEqualsFullAdamW) {
 }
 
 TEST(ZeroOne, StateLoadsAtAnotherRankCount) {
-  const LlamaConfig config = tiny_config();
+  const ModelConfig config = tiny_config();
   const ParameterLayout layout(config);
   const int64_t n = layout.total(), size = DataParallelOptimizer::flat_size(n, W(), true);
   // Two steps on W ranks with ZeRO-1, then the state moves to one process (and back) for a third.
@@ -183,7 +183,7 @@ SparsityConfig test_sparsity() {
 // 2:4 sparse with `sparsity`.
 TrainLog train(Communicator& c, bool zero1, int32_t grad_accum, Strategy strategy, int steps,
                const SparsityConfig& sparsity = {}) {
-  const LlamaConfig config = tiny_config();
+  const ModelConfig config = tiny_config();
   std::vector<int64_t> lengths;
   std::mt19937 rng(3);
   for (int i = 0; i < 400; ++i) lengths.push_back(4 + int64_t(rng() % 40) + (i % 37 == 0 ? 150 : 0));
@@ -193,7 +193,7 @@ TrainLog train(Communicator& c, bool zero1, int32_t grad_accum, Strategy strateg
   RankStepStream data(split, packing, grad_accum, c.rank(), c.size());
 
   const Device device = c.device();
-  LlamaModel model(config, 4096, device, device == Device::cuda ? DType::bf16 : DType::f32, sparsity);
+  DecoderModel model(config, 4096, device, device == Device::cuda ? DType::bf16 : DType::f32, sparsity);
   const ParameterLayout& layout = model.layout();
   const int64_t n = layout.total(), size = DataParallelOptimizer::flat_size(n, c.size(), zero1);
   Buffer<float> grads(zeros(size));

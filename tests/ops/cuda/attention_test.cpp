@@ -1,8 +1,9 @@
 // The CUDA attention (bf16 in and out, fp32 lse) against the CPU reference run in fp32 on the same
 // bf16-rounded inputs, over length mixes that stress the tile schedule: 1-token examples, long examples,
-// hundreds of short ones, lengths off every tile multiple, SFT-like mixes and padded segments. Outputs are
-// poisoned with NaN bytes first and fenced by guard regions that must stay untouched. Every forward kernel
-// the GPU can run is checked (mma.sync everywhere, wgmma on sm_90a).
+// hundreds of short ones, lengths off every tile multiple, SFT-like mixes and padded segments, causal and
+// with sliding windows on either side of every tile size. Outputs are poisoned with NaN bytes first and
+// fenced by guard regions that must stay untouched. Every kernel kind the GPU can run is checked (mma.sync
+// everywhere, wgmma on sm_90a).
 #include "ops/attention.h"
 
 #include <fmt/format.h>
@@ -72,6 +73,7 @@ struct Case {
   std::vector<int32_t> lengths;
   int64_t H, Hkv, D;
   std::vector<int32_t> valid = {};  // empty: no pads
+  int32_t window = 0;               // AttentionParams::window
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -161,6 +163,7 @@ Problem make_problem(const Case& c) {
                       Tensor::of(r.out.data(), {T, H, D}),
                       Tensor::of(r.lse.data(), {H, T}),
                       0};
+  cpu.window = c.window;
   attention_forward(cpu);
   attention_backward(cpu, {Tensor::of(fdout.data(), {T, H, D}), Tensor::of(r.dq.data(), {T, H, D}),
                            Tensor::of(r.dk.data(), {T, Hkv, D}), Tensor::of(r.dv.data(), {T, Hkv, D})});
@@ -201,6 +204,7 @@ struct CudaRun {
                              Tensor(gout.data(), DType::bf16, {T, H, D}, gpu),
                              Tensor(glse.data(), DType::f32, {H, T}, gpu),
                              0};
+    params.window = c.window;
     grads = AttentionGrads{
         Tensor(gdout.data(), DType::bf16, {T, H, D}, gpu), Tensor(gdq.data(), DType::bf16, {T, H, D}, gpu),
         Tensor(gdk.data(), DType::bf16, {T, Hkv, D}, gpu), Tensor(gdv.data(), DType::bf16, {T, Hkv, D}, gpu)};
@@ -278,6 +282,11 @@ const std::vector<int32_t> kOffTile = {63, 65, 1, 127, 129, 0, 200, 64, 3, 191};
 
 const std::vector<int32_t> kLongAndShort = {3000, 1, 17, 64, 129, 700, 2, 1500, 33, 128, 1};
 
+// For sliding windows: 1-token segments, lengths on both sides of the 64- and 128-row tiles, and segments of
+// more than two tiles of 128 (so that key tiles lie wholly outside the windows of later query tiles).
+const std::vector<int32_t> kWindowMix = {1, 700, 2, 63, 129, 1, 300, 64, 17, 257, 128, 1000, 5, 191};
+const std::vector<int32_t> kWindowLong = {3000, 1, 1100, 129, 2};
+
 const Case kCases[] = {
     {"OneTokenExamples", std::vector<int32_t>(300, 1), 12, 12, 64},
     {"OneTokenExamplesGqa2D128", std::vector<int32_t>(300, 1), 8, 4, 128},
@@ -294,6 +303,27 @@ const Case kCases[] = {
     {"SftLikeGqa2D128", sft_lengths(8, 8), 16, 8, 128},
     {"PaddedD64", {100, 64, 37, 200, 5, 130}, 16, 4, 64, {70, 64, 0, 131, 5, 1}},
     {"PaddedD128", {100, 64, 37, 200, 5, 130}, 12, 12, 128, {1, 63, 36, 200, 0, 129}},
+    // Sliding windows: only the query itself (1), a few keys (3), about a tile (64, 100, 127, 128, 129
+    // against tiles of 64 and 128 queries or keys), and 1000 within segments of 1100 and 3000.
+    {"Window1D64", kWindowMix, 8, 2, 64, {}, 1},
+    {"Window1D128", kWindowMix, 4, 4, 128, {}, 1},
+    {"Window3Gqa2D128", kWindowMix, 8, 4, 128, {}, 3},
+    {"Window64Gqa4D64", kWindowMix, 12, 3, 64, {}, 64},
+    {"Window100D128", kWindowMix, 8, 8, 128, {}, 100},
+    {"Window127Gqa4D64", kWindowMix, 16, 4, 64, {}, 127},
+    {"Window128Gqa4D128", kWindowMix, 8, 2, 128, {}, 128},
+    {"Window129D64", kWindowMix, 8, 8, 64, {}, 129},
+    {"Window129Gqa2D128", kWindowLong, 4, 2, 128, {}, 129},
+    {"Window1000Gqa2D64", kWindowLong, 8, 4, 64, {}, 1000},
+    {"Window1000Gqa4D128", kWindowLong, 8, 2, 128, {}, 1000},
+    {"Window64OffTileD128", kOffTile, 12, 12, 128, {}, 64},
+    {"Window3OneTokenExamplesD64", std::vector<int32_t>(300, 1), 12, 12, 64, {}, 3},
+    {"Window100PaddedGqa4D64", {100, 64, 37, 200, 5, 130}, 16, 4, 64, {70, 64, 0, 131, 5, 1}, 100},
+    {"Window127PaddedD128", {100, 64, 37, 200, 5, 130}, 12, 12, 128, {1, 63, 36, 200, 0, 129}, 127},
+    // Longer than every segment but shorter than T (the windowed kernels, masking nothing), and T or more
+    // (the causal kernels).
+    {"Window300LongerThanSegmentsD64", kOffTile, 8, 2, 64, {}, 300},
+    {"Window5000BeyondTD128", kOffTile, 8, 4, 128, {}, 5000},
 };
 
 INSTANTIATE_TEST_SUITE_P(Mixes, CudaAttention, ::testing::ValuesIn(kCases),

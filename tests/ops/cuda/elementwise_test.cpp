@@ -57,14 +57,15 @@ TEST(CudaRope, ForwardAndBackwardMatchCpuInPlaceAndNot) {
       std::vector<double> x = rounded(random_values(T * N * D, 3), dtype), out(T * N * D), back(T * N * D);
       const std::vector<int32_t> pos = packed_positions(T);
       std::vector<int32_t> pos_host = pos;
-      rope_forward(view(x, {T, N, D}), view(pos_host, {T}), theta, view(out, {T, N, D}));
-      rope_backward(view(x, {T, N, D}), view(pos_host, {T}), theta, view(back, {T, N, D}));
+      const RopeFrequencies freq = RopeFrequencies::plain(D, theta);
+      rope_forward(view(x, {T, N, D}), view(pos_host, {T}), freq, view(out, {T, N, D}));
+      rope_backward(view(x, {T, N, D}), view(pos_host, {T}), freq, view(back, {T, N, D}));
 
       DeviceTensor d_pos = upload_ints(pos, {T}), d_x = upload(x, dtype, {T, N, D});
       DeviceTensor d_out = poisoned(dtype, {T, N, D});
-      rope_forward(d_x.t, d_pos.t, theta, d_out.t);
+      rope_forward(d_x.t, d_pos.t, freq, d_out.t);
       EXPECT_CLOSE(d_out.t, out, tolerance(dtype));
-      rope_backward(d_x.t, d_pos.t, theta, d_x.t);  // in place
+      rope_backward(d_x.t, d_pos.t, freq, d_x.t);  // in place
       EXPECT_CLOSE(d_x.t, back, tolerance(dtype));
     }
 }

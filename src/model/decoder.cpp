@@ -1,11 +1,14 @@
-#include "model/llama.h"
+#include "model/decoder.h"
 
 #include "core/device.h"
 #include "core/error.h"
 #include "ops/attention.h"
+#include "ops/bias.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
+#include "ops/gelu.h"
+#include "ops/layernorm.h"
 #include "ops/linear.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
@@ -21,7 +24,7 @@ using ops::Write;
 namespace {
 
 // The cpu backend computes in f32 or f64; the cuda one in bf16, with attention kernels for two head dims.
-void check_precision(const LlamaConfig& config, Device device, DType dtype) {
+void check_precision(const ModelConfig& config, Device device, DType dtype) {
   if (device == Device::cpu && dtype != DType::f32 && dtype != DType::f64)
     fail("a cpu model computes in f32 or f64, not {}; use bf16 on cuda", dtype_name(dtype));
   if (device == Device::cuda) {
@@ -37,7 +40,7 @@ void check_precision(const LlamaConfig& config, Device device, DType dtype) {
 }
 
 // The config, validated and computable on the device in the dtype (before anything is allocated).
-LlamaConfig checked(const LlamaConfig& config, Device device, DType dtype) {
+ModelConfig checked(const ModelConfig& config, Device device, DType dtype) {
   config.validate("model config");
   check_precision(config, device, dtype);
   return config;
@@ -52,7 +55,7 @@ Recompute parse_recompute(const std::string& name) {
   fail("unknown recompute mode \"{}\"; modes: none, norms, layers", name);
 }
 
-LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device device, DType dtype,
+DecoderModel::DecoderModel(const ModelConfig& config, int64_t max_tokens, Device device, DType dtype,
                        const SparsityConfig& sparsity, Recompute recompute)
     : config_(checked(config, device, dtype)),
       layout_(config),
@@ -63,8 +66,11 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device dev
       sparse_copy_(device),
       weight_grad_(sparsity.weight_grad_on(device)),
       recompute_(recompute),
-      inputs_(device, max_tokens, config.vocab_size) {
+      inputs_(device, max_tokens, config.vocab_size,
+              config.positions == Positions::learned ? config.max_position_embeddings : 0) {
   const int64_t T = max_tokens, C = config.hidden_size, F = config.intermediate_size, D = config.head_dim;
+  const int64_t U = config.mlp_up_rows();
+  const bool layer_norm = config.norm == Norm::layer, qk_norm = config.qk_norm;
   const int64_t H = config.num_attention_heads, Hkv = config.num_key_value_heads, V = config.vocab_size;
   // Per-token statistics (RMSNorm rstd, attention lse) are kept in the master dtype: f32 beside bf16.
   auto real = [&](std::initializer_list<int64_t> shape) { return arena_.reserve(dtype, shape); };
@@ -82,22 +88,31 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device dev
   for (int l = 0; l < config.num_hidden_layers; ++l) {
     LayerActs a;
     a.resid_in = real({T, C});
+    if (layer_norm) a.mean1 = buffer(shared.mean1, all, [&] { return stat({T}); });
     a.rstd1 = buffer(shared.rstd1, all, [&] { return stat({T}); });
     a.xn1 = buffer(shared.xn1, all || norms, [&] { return real({T, C}); });
     a.q = buffer(shared.q, all, [&] { return real({T, H, D}); });
     a.k = buffer(shared.k, all, [&] { return real({T, Hkv, D}); });
     a.v = buffer(shared.v, all, [&] { return real({T, Hkv, D}); });
+    if (qk_norm) {
+      a.q_pre = buffer(shared.q_pre, all, [&] { return real({T, H, D}); });
+      a.k_pre = buffer(shared.k_pre, all, [&] { return real({T, Hkv, D}); });
+      a.rstd_q = buffer(shared.rstd_q, all, [&] { return stat({T * H}); });
+      a.rstd_k = buffer(shared.rstd_k, all, [&] { return stat({T * Hkv}); });
+    }
     a.attn = buffer(shared.attn, all, [&] { return real({T, H, D}); });
     a.lse = buffer(shared.lse, all, [&] { return stat({H, T}); });
     a.mid = buffer(shared.mid, all, [&] { return real({T, C}); });
+    if (layer_norm) a.mean2 = buffer(shared.mean2, all, [&] { return stat({T}); });
     a.rstd2 = buffer(shared.rstd2, all, [&] { return stat({T}); });
     // Recomputing the norms alone, xn1 and xn2 take turns in one buffer.
     a.xn2 = norms ? a.xn1 : buffer(shared.xn2, all, [&] { return real({T, C}); });
-    a.h = buffer(shared.h, all, [&] { return real({T, 2 * F}); });
+    a.h = buffer(shared.h, all, [&] { return real({T, U}); });
     a.act = buffer(shared.act, all || norms, [&] { return real({T, F}); });
     layers_.push_back(a);
   }
   final_in_ = real({T, C});
+  if (layer_norm) mean_f_ = stat({T});
   rstd_f_ = stat({T});
   xn_f_ = real({T, C});
   logits_ = real({std::min(T, kLogitChunk), V});
@@ -105,18 +120,19 @@ LlamaModel::LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device dev
   dtmp_ = real({T, C});
   dxn_ = real({T, C});
   dact_ = real({T, F});
-  dh_ = real({T, 2 * F});
+  dh_ = real({T, U});
   dq_ = real({T, H, D});
   dk_ = real({T, Hkv, D});
   dv_ = real({T, Hkv, D});
   dattn_ = real({T, H, D});
+  if (qk_norm) dk_pre_ = real({T, Hkv, D});
   arena_.allocate();
   loss_sums_ = arena_.view(loss_sums_slot_);
   if (sparsity.enabled) build_sparse(sparsity);
 }
 
-void LlamaModel::build_sparse(const SparsityConfig& sparsity) {
-  const int64_t C = config_.hidden_size, F = config_.intermediate_size;
+void DecoderModel::build_sparse(const SparsityConfig& sparsity) {
+  const int64_t C = config_.hidden_size, F = config_.intermediate_size, U = config_.mlp_up_rows();
   // A bf16 model's sparse linears view their masked part of the working copy the passes read (bound with
   // it, bind_sparse); a model reading the masters in place gives them copies of their own, as the masters
   // stay dense.
@@ -126,7 +142,7 @@ void LlamaModel::build_sparse(const SparsityConfig& sparsity) {
     for (FfnLinear which : {FfnLinear::gate_up, FfnLinear::down}) {
       if (!sparsity.sparse(which)) continue;
       const bool gate_up = which == FfnLinear::gate_up;
-      SparsePlan w{l, which, gate_up ? p.w_gate_up : p.w_down, gate_up ? 2 * F : C, gate_up ? C : F, -1};
+      SparsePlan w{l, which, gate_up ? p.w_up : p.w_down, gate_up ? U : C, gate_up ? C : F, -1};
       if (own_copies) w.slot = sparse_copy_.reserve(dtype_, {w.rows, w.cols});
       sparse_plan_.push_back(w);
     }
@@ -138,11 +154,11 @@ void LlamaModel::build_sparse(const SparsityConfig& sparsity) {
     sparse_[w.layer].at(w.which).emplace(sparse_copy_.view(w.slot), max_tokens_, sparse_name(w));
 }
 
-std::string LlamaModel::sparse_name(const SparsePlan& w) {
+std::string DecoderModel::sparse_name(const SparsePlan& w) {
   return fmt::format("layers.{}.mlp.{}_proj", w.layer, ffn_linear_name(w.which));
 }
 
-void LlamaModel::bind_sparse(const Tensor& flat) {
+void DecoderModel::bind_sparse(const Tensor& flat) {
   if (dtype_ == master_dtype() || flat.data == sparse_bound_) return;
   // Rebuilt on a new buffer: cheap, as a SparseLinear compresses its weight only when first used after a
   // refresh.
@@ -152,7 +168,7 @@ void LlamaModel::bind_sparse(const Tensor& flat) {
   sparse_bound_ = flat.data;
 }
 
-void LlamaModel::set_masks(const FfnMasks* masks) {
+void DecoderModel::set_masks(const FfnMasks* masks) {
   if (masks) {
     if (sparse_.empty())
       fail("set_masks: this model has no sparse FFN linears; construct it with an enabled SparsityConfig");
@@ -171,30 +187,30 @@ void LlamaModel::set_masks(const FfnMasks* masks) {
   masks_ = masks;
 }
 
-const ops::SparseLinear* LlamaModel::sparse(size_t layer, FfnLinear which) const {
+const ops::SparseLinear* DecoderModel::sparse(size_t layer, FfnLinear which) const {
   if (!masks_) return nullptr;
   const SparseFfn& s = sparse_[layer];
   const auto& linear = which == FfnLinear::gate_up ? s.gate_up : s.down;
   return linear ? &*linear : nullptr;
 }
 
-bool LlamaModel::mvue_dw(const ops::SparseLinear& s, const Tensor& dw, int64_t T) const {
+bool DecoderModel::mvue_dw(const ops::SparseLinear& s, const Tensor& dw, int64_t T) const {
   return weight_grad_ == WeightGrad::mvue ||
          (weight_grad_ == WeightGrad::automatic && s.weight_grad_sparse(T, dw.dtype));
 }
 
-Tensor LlamaModel::param(const Tensor& flat, int64_t offset, std::initializer_list<int64_t> shape) {
+Tensor DecoderModel::param(const Tensor& flat, int64_t offset, std::initializer_list<int64_t> shape) {
   return Tensor(static_cast<char*>(flat.data) + offset * dtype_size(flat.dtype), flat.dtype, shape,
                 flat.device);
 }
 
-void LlamaModel::check_master(const char* what, const Tensor& t) const {
+void DecoderModel::check_master(const char* what, const Tensor& t) const {
   if (t.numel() != layout_.total() || t.dtype != master_dtype() || t.device != device() || t.empty())
     fail("{} {} do not fit this model: it needs {}[{}]@{} (flat, in parameter layout order)", what, t.str(),
          dtype_name(master_dtype()), layout_.total(), device_name(device()));
 }
 
-void LlamaModel::load_weights(const Tensor& master_params) {
+void DecoderModel::load_weights(const Tensor& master_params) {
   check_master("master params", master_params);
   if (dtype_ == master_dtype()) {
     weights_ = master_params;
@@ -211,7 +227,7 @@ void LlamaModel::load_weights(const Tensor& master_params) {
   refresh_sparse(master_params);
 }
 
-void LlamaModel::use_working_weights(const Tensor& weights) {
+void DecoderModel::use_working_weights(const Tensor& weights) {
   if (weights.ndim != 1 || weights.numel() < layout_.total() || weights.dtype != dtype_ ||
       weights.device != device() || weights.empty())
     fail("working weights {} do not fit this model: it reads {}[{}]@{} (flat, in parameter layout order)",
@@ -221,7 +237,7 @@ void LlamaModel::use_working_weights(const Tensor& weights) {
   refresh_sparse(weights_);
 }
 
-void LlamaModel::refresh_sparse(const Tensor& source) {
+void DecoderModel::refresh_sparse(const Tensor& source) {
   if (!masks_) return;
   for (const SparsePlan& w : sparse_plan_) {
     ops::SparseLinear& linear = *sparse_[w.layer].at(w.which);
@@ -234,11 +250,11 @@ void LlamaModel::refresh_sparse(const Tensor& source) {
   }
 }
 
-Tensor LlamaModel::logits() const {
+Tensor DecoderModel::logits() const {
   return arena_.view(logits_, {in_.tokens - logits_begin_, config_.vocab_size});
 }
 
-void LlamaModel::copy_logits_row(int64_t t, std::span<float> out) const {
+void DecoderModel::copy_logits_row(int64_t t, std::span<float> out) const {
   const int64_t V = config_.vocab_size;
   if (t < 0 || t >= in_.tokens)
     fail("copy_logits_row: row {} is outside the last batch's {} tokens", t, in_.tokens);
@@ -258,14 +274,17 @@ void LlamaModel::copy_logits_row(int64_t t, std::span<float> out) const {
     ops::cast(host_row, Tensor::of(out.data(), {V}));
 }
 
-void LlamaModel::begin_pass(const StagedBatch& batch) {
+void DecoderModel::begin_pass(const StagedBatch& batch) {
   if (weights_.empty())
     fail("the model has no weights: call load_weights(master_params) or use_working_weights before a pass");
   in_ = inputs_.acquire(batch);
+  if (config_.positions == Positions::rope)
+    rope_ = rope_frequencies(config_.rope, config_.head_dim, config_.max_position_embeddings, in_.max_position);
 }
 
-ops::AttentionParams LlamaModel::attention_params(const LayerActs& a, int64_t T) const {
+ops::AttentionParams DecoderModel::attention_params(size_t l, int64_t T) const {
   const int64_t H = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim;
+  const LayerActs& a = layers_[l];
   ops::AttentionParams p{arena_.view(a.q, {T, H, D}),
                          arena_.view(a.k, {T, Hkv, D}),
                          arena_.view(a.v, {T, Hkv, D}),
@@ -273,45 +292,102 @@ ops::AttentionParams LlamaModel::attention_params(const LayerActs& a, int64_t T)
                          in_.valid_lens,
                          arena_.view(a.attn, {T, H, D}),
                          arena_.view(a.lse, {H, T})};
+  p.window = config_.window(static_cast<int>(l));
   p.segments_checked = true;  // by BatchInputs::stage
   return p;
 }
 
-void LlamaModel::run_forward(int64_t T) {
+DecoderModel::NormActs DecoderModel::norm_acts(int x, int y, int mean, int rstd, int64_t T) const {
+  const int64_t C = config_.hidden_size;
+  return {arena_.view(x, {T, C}), arena_.view(y, {T, C}), mean < 0 ? Tensor() : arena_.view(mean, {T}),
+          arena_.view(rstd, {T})};
+}
+
+void DecoderModel::norm_forward(const NormActs& n, int64_t w, int64_t b) const {
+  const int64_t C = config_.hidden_size;
+  if (config_.norm == Norm::layer)
+    ops::layernorm_forward(n.x, weight(w, {C}), weight(b, {C}), config_.norm_eps, n.y, n.mean, n.rstd);
+  else
+    ops::rmsnorm_forward(n.x, weight(w, {C}), config_.norm_eps, n.y, n.rstd);
+}
+
+void DecoderModel::norm_backward(const Tensor& dy, const NormActs& n, int64_t w, int64_t b, const Tensor& dx,
+                                 const Tensor& grads) const {
+  const int64_t C = config_.hidden_size;
+  if (config_.norm == Norm::layer)
+    ops::layernorm_backward(dy, n.x, weight(w, {C}), n.mean, n.rstd, dx, param(grads, w, {C}),
+                            param(grads, b, {C}), Write::accumulate);
+  else
+    ops::rmsnorm_backward(dy, n.x, weight(w, {C}), n.rstd, dx, param(grads, w, {C}), Write::accumulate);
+}
+
+void DecoderModel::add_bias(const Tensor& y, int64_t b) const {
+  if (b >= 0) ops::bias_add(y, weight(b, {y.size(1)}));
+}
+
+void DecoderModel::bias_grad(const Tensor& dy, int64_t b, const Tensor& grads) const {
+  if (b >= 0) ops::bias_backward(dy, param(grads, b, {dy.size(1)}), Write::accumulate);
+}
+
+void DecoderModel::run_forward(int64_t T) {
   const auto& c = config_;
   const int64_t C = c.hidden_size, V = c.vocab_size;
   Tensor first_in =
       layers_.empty() ? arena_.view(final_in_, {T, C}) : arena_.view(layers_[0].resid_in, {T, C});
   ops::embedding_forward(in_.ids, weight(layout_.embedding(), {V, C}), first_in, /*ids_checked=*/true);
+  if (c.positions == Positions::learned) {  // + the positions' rows (dtmp is free until the backward)
+    const Tensor pos = arena_.view(dtmp_, {T, C});
+    ops::embedding_forward(in_.positions, weight(layout_.positions(), {c.max_position_embeddings, C}), pos,
+                           /*ids_checked=*/true);
+    ops::add(pos, first_in);
+  }
   for (size_t l = 0; l < layers_.size(); ++l) layer_forward(l, T, /*add_to_next=*/true);
-  ops::rmsnorm_forward(arena_.view(final_in_, {T, C}), weight(layout_.final_norm(), {C}), c.rms_norm_eps,
-                       arena_.view(xn_f_, {T, C}), arena_.view(rstd_f_, {T}));
+  norm_forward(norm_acts(final_in_, xn_f_, mean_f_, rstd_f_, T), layout_.final_norm(), layout_.final_norm_bias());
 }
 
-void LlamaModel::layer_forward(size_t l, int64_t T, bool add_to_next) {
+void DecoderModel::layer_forward(size_t l, int64_t T, bool add_to_next) {
   const auto& c = config_;
-  const int64_t C = c.hidden_size, F = c.intermediate_size, D = c.head_dim;
+  const int64_t C = c.hidden_size, F = c.intermediate_size, D = c.head_dim, U = c.mlp_up_rows();
   const int64_t H = c.num_attention_heads, Hkv = c.num_key_value_heads;
   const LayerActs& a = layers_[l];
   const LayerParams& w = layout_.layer(static_cast<int>(l));
-  Tensor x = arena_.view(a.resid_in, {T, C}), xn1 = arena_.view(a.xn1, {T, C});
-  Tensor q = arena_.view(a.q, {T, H, D}), k = arena_.view(a.k, {T, Hkv, D});
-  Tensor mid = arena_.view(a.mid, {T, C});
-  ops::rmsnorm_forward(x, weight(w.attn_norm, {C}), c.rms_norm_eps, xn1, arena_.view(a.rstd1, {T}));
-  ops::linear_forward(xn1, weight(w.wq, {H * D, C}), arena_.view(a.q, {T, H * D}));
-  ops::linear_forward(xn1, weight(w.wk, {Hkv * D, C}), arena_.view(a.k, {T, Hkv * D}));
-  ops::linear_forward(xn1, weight(w.wv, {Hkv * D, C}), arena_.view(a.v, {T, Hkv * D}));
-  ops::rope_forward_qk(q, k, in_.positions, c.rope_theta, q, k);
-  ops::attention_forward(attention_params(a, T));
+  const NormActs n1 = norm_acts(a.resid_in, a.xn1, a.mean1, a.rstd1, T);
+  norm_forward(n1, w.attn_norm, w.attn_norm_bias);
+  // q, k, v (with per-head norms, the projections land in q_pre / k_pre and the norms write q / k).
+  const Tensor q = arena_.view(a.q, {T, H, D}), k = arena_.view(a.k, {T, Hkv, D});
+  const Tensor q_lin = arena_.view(c.qk_norm ? a.q_pre : a.q, {T, H * D});
+  const Tensor k_lin = arena_.view(c.qk_norm ? a.k_pre : a.k, {T, Hkv * D});
+  const Tensor v_lin = arena_.view(a.v, {T, Hkv * D});
+  ops::linear_forward(n1.y, weight(w.wq, {H * D, C}), q_lin);
+  ops::linear_forward(n1.y, weight(w.wk, {Hkv * D, C}), k_lin);
+  ops::linear_forward(n1.y, weight(w.wv, {Hkv * D, C}), v_lin);
+  if (c.qkv_bias) {
+    add_bias(q_lin, w.bqkv);
+    add_bias(k_lin, w.bqkv + H * D);
+    add_bias(v_lin, w.bqkv + (H + Hkv) * D);
+  }
+  if (c.qk_norm) {
+    ops::rmsnorm_forward(arena_.view(a.q_pre, {T * H, D}), weight(w.q_norm, {D}), c.norm_eps,
+                         arena_.view(a.q, {T * H, D}), arena_.view(a.rstd_q, {T * H}));
+    ops::rmsnorm_forward(arena_.view(a.k_pre, {T * Hkv, D}), weight(w.k_norm, {D}), c.norm_eps,
+                         arena_.view(a.k, {T * Hkv, D}), arena_.view(a.rstd_k, {T * Hkv}));
+  }
+  if (c.positions == Positions::rope) ops::rope_forward_qk(q, k, in_.positions, rope_, q, k);
+  ops::attention_forward(attention_params(l, T));
+  const Tensor x = n1.x, mid = arena_.view(a.mid, {T, C});
   ops::copy(x, mid);
   ops::linear_forward(arena_.view(a.attn, {T, H * D}), weight(w.wo, {C, H * D}), mid, Write::accumulate);
-  Tensor xn2 = arena_.view(a.xn2, {T, C}), h = arena_.view(a.h, {T, 2 * F}), act = arena_.view(a.act, {T, F});
-  ops::rmsnorm_forward(mid, weight(w.ffn_norm, {C}), c.rms_norm_eps, xn2, arena_.view(a.rstd2, {T}));
+  add_bias(mid, w.bo);
+  // The MLP.
+  const NormActs n2 = norm_acts(a.mid, a.xn2, a.mean2, a.rstd2, T);
+  norm_forward(n2, w.ffn_norm, w.ffn_norm_bias);
+  const Tensor h = arena_.view(a.h, {T, U}), act = arena_.view(a.act, {T, F});
   if (const ops::SparseLinear* s = sparse(l, FfnLinear::gate_up))
-    s->forward(xn2, h, Write::overwrite);
+    s->forward(n2.y, h, Write::overwrite);
   else
-    ops::linear_forward(xn2, weight(w.w_gate_up, {2 * F, C}), h);
-  ops::swiglu_forward(h, act);
+    ops::linear_forward(n2.y, weight(w.w_up, {U, C}), h);
+  add_bias(h, w.b_up);
+  activation_forward(h, act);
   if (!add_to_next) return;
   Tensor next =
       l + 1 < layers_.size() ? arena_.view(layers_[l + 1].resid_in, {T, C}) : arena_.view(final_in_, {T, C});
@@ -320,20 +396,28 @@ void LlamaModel::layer_forward(size_t l, int64_t T, bool add_to_next) {
     s->forward(act, next, Write::accumulate);
   else
     ops::linear_forward(act, weight(w.w_down, {C, F}), next, Write::accumulate);
+  add_bias(next, w.b_down);
 }
 
-LossSum LlamaModel::forward(const Batch& batch, const Tensor& params) {
+void DecoderModel::activation_forward(const Tensor& h, const Tensor& act) const {
+  if (config_.mlp == Mlp::swiglu)
+    ops::swiglu_forward(h, act);
+  else
+    ops::gelu_forward(h, act);
+}
+
+LossSum DecoderModel::forward(const Batch& batch, const Tensor& params) {
   load_weights(params);
   return forward(batch);
 }
 
-LossSum LlamaModel::forward_backward(const Batch& batch, const Tensor& params, const Tensor& grads,
+LossSum DecoderModel::forward_backward(const Batch& batch, const Tensor& params, const Tensor& grads,
                                      double grad_scale) {
   load_weights(params);
   return forward_backward(batch, grads, grad_scale);
 }
 
-LossSum LlamaModel::forward(const Batch& batch) {
+LossSum DecoderModel::forward(const Batch& batch) {
   if (passes_pending_ > 0) fail("forward: take_loss() the queued passes' loss first");
   const StagedBatch staged = inputs_.stage_now(batch);
   begin_pass(staged);
@@ -343,13 +427,13 @@ LossSum LlamaModel::forward(const Batch& batch) {
   return take_loss();
 }
 
-LossSum LlamaModel::forward_backward(const Batch& batch, const Tensor& grads, double grad_scale) {
+LossSum DecoderModel::forward_backward(const Batch& batch, const Tensor& grads, double grad_scale) {
   if (passes_pending_ > 0) fail("forward_backward: take_loss() the queued passes' loss first");
   forward_backward(inputs_.stage_now(batch), grads, grad_scale);
   return take_loss();
 }
 
-void LlamaModel::head_and_loss(double grad_scale, const Tensor& grads) {
+void DecoderModel::head_and_loss(double grad_scale, const Tensor& grads) {
   const int64_t T = in_.tokens, C = config_.hidden_size, V = config_.vocab_size;
   const Tensor head = weight(layout_.lm_head(), {V, C});
   auto rows = [](const Tensor& t, int64_t begin, int64_t n) {
@@ -370,7 +454,7 @@ void LlamaModel::head_and_loss(double grad_scale, const Tensor& grads) {
   ++passes_pending_;
 }
 
-LossSum LlamaModel::take_loss() {
+LossSum DecoderModel::take_loss() {
   double sums[2] = {0, 0};
   copy_bytes(sums, false, loss_sums_.data, device() == Device::cuda, sizeof sums);
   zero_bytes(loss_sums_.data, device() == Device::cuda, sizeof sums);
@@ -378,23 +462,22 @@ LossSum LlamaModel::take_loss() {
   return {sums[0], static_cast<int64_t>(sums[1])};
 }
 
-void LlamaModel::forward_backward(const StagedBatch& batch, const Tensor& grads, double grad_scale) {
+void DecoderModel::forward_backward(const StagedBatch& batch, const Tensor& grads, double grad_scale) {
   check_master("gradients", grads);
   begin_pass(batch);
   const int64_t T = in_.tokens;
   run_forward(T);
   const auto& c = config_;
   const int64_t C = c.hidden_size, F = c.intermediate_size, D = c.head_dim, V = c.vocab_size;
-  const int64_t H = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  const int64_t H = c.num_attention_heads, Hkv = c.num_key_value_heads, U = c.mlp_up_rows();
   Tensor dx = arena_.view(dx_, {T, C}), dtmp = arena_.view(dtmp_, {T, C}), dxn = arena_.view(dxn_, {T, C});
 
   head_and_loss(grad_scale, grads);
-  ops::rmsnorm_backward(dxn, arena_.view(final_in_, {T, C}), weight(layout_.final_norm(), {C}),
-                        arena_.view(rstd_f_, {T}), dx, param(grads, layout_.final_norm(), {C}),
-                        Write::accumulate);
-  // Backward runs through the layout (embedding, layers, final norm, untied LM head) from its end. What
+  norm_backward(dxn, norm_acts(final_in_, xn_f_, mean_f_, rstd_f_, T), layout_.final_norm(),
+                layout_.final_norm_bias(), dx, grads);
+  // Backward runs through the layout (embeddings, layers, final norm, untied LM head) from its end. What
   // is still to come lies before the part reported final: the layers below the current one and the
-  // embedding, which a tied LM head shares, so its gradient is final only after embedding_backward.
+  // embeddings, which a tied LM head shares, so its gradient is final only after embedding_backward.
   auto report = [&](int64_t first_final) {
     if (backward_progress_) backward_progress_(first_final);
   };
@@ -402,19 +485,22 @@ void LlamaModel::forward_backward(const StagedBatch& batch, const Tensor& grads,
   for (size_t l = layers_.size(); l-- > 0;) {
     const LayerActs& a = layers_[l];
     const LayerParams& w = layout_.layer(static_cast<int>(l));
-    // FFN: dx flows into the down projection and, unchanged, along the residual. A sparse linear's dW
+    const NormActs n1 = norm_acts(a.resid_in, a.xn1, a.mean1, a.rstd1, T);
+    const NormActs n2 = norm_acts(a.mid, a.xn2, a.mean2, a.rstd2, T);
+    // MLP: dx flows into the down projection and, unchanged, along the residual. A sparse linear's dW
     // comes from its MVUE-pruned output gradient: down's lands in dtmp (free until the norm below), since
-    // dx lives on; gate|up's replaces dh, which nothing reads afterwards.
-    Tensor dact = arena_.view(dact_, {T, F}), dh = arena_.view(dh_, {T, 2 * F});
-    Tensor act = arena_.view(a.act, {T, F}), xn2 = arena_.view(a.xn2, {T, C});
+    // dx lives on; the up projection's replaces dh, which nothing reads afterwards but its bias gradient,
+    // taken before.
+    const Tensor dact = arena_.view(dact_, {T, F}), dh = arena_.view(dh_, {T, U});
+    const Tensor act = arena_.view(a.act, {T, F}), h = arena_.view(a.h, {T, U});
     // The last layer's activations are still those of the forward.
     if (recompute_ == Recompute::layers && l + 1 < layers_.size()) layer_forward(l, T, /*add_to_next=*/false);
     if (recompute_ == Recompute::norms_and_swiglu) {
-      ops::swiglu_forward(arena_.view(a.h, {T, 2 * F}), act);
-      ops::rmsnorm_forward(arena_.view(a.mid, {T, C}), weight(w.ffn_norm, {C}), c.rms_norm_eps, xn2,
-                           arena_.view(a.rstd2, {T}));
+      activation_forward(h, act);
+      norm_forward(n2, w.ffn_norm, w.ffn_norm_bias);
     }
-    Tensor dw_down = param(grads, w.w_down, {C, F}), dw_gate_up = param(grads, w.w_gate_up, {2 * F, C});
+    const Tensor dw_down = param(grads, w.w_down, {C, F}), dw_up = param(grads, w.w_up, {U, C});
+    bias_grad(dx, w.b_down, grads);
     if (const ops::SparseLinear* s = sparse(l, FfnLinear::down))
       s->backward(dx, act, dact, Write::overwrite, dw_down, Write::accumulate,
                   mvue_dw(*s, dw_down, T) ? dtmp : Tensor(),
@@ -422,50 +508,75 @@ void LlamaModel::forward_backward(const StagedBatch& batch, const Tensor& grads,
     else
       ops::linear_backward(dx, act, weight(w.w_down, {C, F}), dact, Write::overwrite, dw_down,
                            Write::accumulate);
-    const Tensor h = arena_.view(a.h, {T, 2 * F});
     if (const ops::SparseLinear* s = sparse(l, FfnLinear::gate_up)) {
       // With MVUE dW, the SwiGLU backward also prunes and packs dh for the sparse dW GEMM where it can.
-      const bool mvue = mvue_dw(*s, dw_gate_up, T);
+      const bool mvue = mvue_dw(*s, dw_up, T);
       const uint64_t seed = mvue_seed_.at(static_cast<int>(l), FfnLinear::gate_up);
-      const bool packed = mvue ? s->swiglu_backward(dact, h, dh, seed, dw_gate_up.dtype)
-                               : (ops::swiglu_backward(dact, h, dh), false);
-      s->backward(dh, xn2, dxn, Write::overwrite, dw_gate_up, Write::accumulate, mvue ? dh : Tensor(), seed,
+      const bool packed = mvue && c.mlp == Mlp::swiglu ? s->swiglu_backward(dact, h, dh, seed, dw_up.dtype)
+                                                       : (activation_backward(dact, h, dh), false);
+      bias_grad(dh, w.b_up, grads);
+      s->backward(dh, n2.y, dxn, Write::overwrite, dw_up, Write::accumulate, mvue ? dh : Tensor(), seed,
                   packed);
     } else {
-      ops::swiglu_backward(dact, h, dh);
-      ops::linear_backward(dh, xn2, weight(w.w_gate_up, {2 * F, C}), dxn, Write::overwrite, dw_gate_up,
-                           Write::accumulate);
+      activation_backward(dact, h, dh);
+      bias_grad(dh, w.b_up, grads);
+      ops::linear_backward(dh, n2.y, weight(w.w_up, {U, C}), dxn, Write::overwrite, dw_up, Write::accumulate);
     }
-    ops::rmsnorm_backward(dxn, arena_.view(a.mid, {T, C}), weight(w.ffn_norm, {C}), arena_.view(a.rstd2, {T}),
-                          dtmp, param(grads, w.ffn_norm, {C}), Write::accumulate);
+    norm_backward(dxn, n2, w.ffn_norm, w.ffn_norm_bias, dtmp, grads);
     ops::add(dtmp, dx);
     // Attention.
-    Tensor dq = arena_.view(dq_, {T, H, D}), dk = arena_.view(dk_, {T, Hkv, D}),
-           dv = arena_.view(dv_, {T, Hkv, D});
+    const Tensor dq = arena_.view(dq_, {T, H, D}), dk = arena_.view(dk_, {T, Hkv, D}),
+                 dv = arena_.view(dv_, {T, Hkv, D});
+    bias_grad(dx, w.bo, grads);
     ops::linear_backward(dx, arena_.view(a.attn, {T, H * D}), weight(w.wo, {C, H * D}),
                          arena_.view(dattn_, {T, H * D}), Write::overwrite, param(grads, w.wo, {C, H * D}),
                          Write::accumulate);
-    ops::attention_backward(attention_params(a, T), {arena_.view(dattn_, {T, H, D}), dq, dk, dv});
-    ops::rope_backward_qk(dq, dk, in_.positions, c.rope_theta, dq, dk);
-    Tensor xn1 = arena_.view(a.xn1, {T, C});
-    if (recompute_ == Recompute::norms_and_swiglu)
-      ops::rmsnorm_forward(arena_.view(a.resid_in, {T, C}), weight(w.attn_norm, {C}), c.rms_norm_eps, xn1,
-                           arena_.view(a.rstd1, {T}));
-    ops::linear_backward(arena_.view(dq_, {T, H * D}), xn1, weight(w.wq, {H * D, C}), dxn, Write::overwrite,
+    ops::attention_backward(attention_params(l, T), {arena_.view(dattn_, {T, H, D}), dq, dk, dv});
+    if (c.positions == Positions::rope) ops::rope_backward_qk(dq, dk, in_.positions, rope_, dq, dk);
+    // The gradients of the q/k/v projections' outputs: through the per-head norms where there are any
+    // (into dattn, free again, and dk_pre).
+    Tensor dq_lin = arena_.view(dq_, {T, H * D}), dk_lin = arena_.view(dk_, {T, Hkv * D});
+    const Tensor dv_lin = arena_.view(dv_, {T, Hkv * D});
+    if (c.qk_norm) {
+      dq_lin = arena_.view(dattn_, {T, H * D});
+      dk_lin = arena_.view(dk_pre_, {T, Hkv * D});
+      ops::rmsnorm_backward(arena_.view(dq_, {T * H, D}), arena_.view(a.q_pre, {T * H, D}), weight(w.q_norm, {D}),
+                            arena_.view(a.rstd_q, {T * H}), arena_.view(dattn_, {T * H, D}),
+                            param(grads, w.q_norm, {D}), Write::accumulate);
+      ops::rmsnorm_backward(arena_.view(dk_, {T * Hkv, D}), arena_.view(a.k_pre, {T * Hkv, D}),
+                            weight(w.k_norm, {D}), arena_.view(a.rstd_k, {T * Hkv}),
+                            arena_.view(dk_pre_, {T * Hkv, D}), param(grads, w.k_norm, {D}), Write::accumulate);
+    }
+    if (c.qkv_bias) {
+      bias_grad(dq_lin, w.bqkv, grads);
+      bias_grad(dk_lin, w.bqkv + H * D, grads);
+      bias_grad(dv_lin, w.bqkv + (H + Hkv) * D, grads);
+    }
+    if (recompute_ == Recompute::norms_and_swiglu) norm_forward(n1, w.attn_norm, w.attn_norm_bias);
+    ops::linear_backward(dq_lin, n1.y, weight(w.wq, {H * D, C}), dxn, Write::overwrite,
                          param(grads, w.wq, {H * D, C}), Write::accumulate);
-    ops::linear_backward(arena_.view(dk_, {T, Hkv * D}), xn1, weight(w.wk, {Hkv * D, C}), dxn,
-                         Write::accumulate, param(grads, w.wk, {Hkv * D, C}), Write::accumulate);
-    ops::linear_backward(arena_.view(dv_, {T, Hkv * D}), xn1, weight(w.wv, {Hkv * D, C}), dxn,
-                         Write::accumulate, param(grads, w.wv, {Hkv * D, C}), Write::accumulate);
-    ops::rmsnorm_backward(dxn, arena_.view(a.resid_in, {T, C}), weight(w.attn_norm, {C}),
-                          arena_.view(a.rstd1, {T}), dtmp, param(grads, w.attn_norm, {C}), Write::accumulate);
+    ops::linear_backward(dk_lin, n1.y, weight(w.wk, {Hkv * D, C}), dxn, Write::accumulate,
+                         param(grads, w.wk, {Hkv * D, C}), Write::accumulate);
+    ops::linear_backward(dv_lin, n1.y, weight(w.wv, {Hkv * D, C}), dxn, Write::accumulate,
+                         param(grads, w.wv, {Hkv * D, C}), Write::accumulate);
+    norm_backward(dxn, n1, w.attn_norm, w.attn_norm_bias, dtmp, grads);
     ops::add(dtmp, dx);
     report(w.attn_norm);
   }
   ops::embedding_backward(in_.ids, dx, param(grads, layout_.embedding(), {V, C}), Write::accumulate,
                           /*ids_checked=*/true);
+  if (c.positions == Positions::learned)
+    ops::embedding_backward(in_.positions, dx, param(grads, layout_.positions(), {c.max_position_embeddings, C}),
+                            Write::accumulate, /*ids_checked=*/true);
   inputs_.release(batch);
   report(0);
+}
+
+void DecoderModel::activation_backward(const Tensor& dact, const Tensor& h, const Tensor& dh) const {
+  if (config_.mlp == Mlp::swiglu)
+    ops::swiglu_backward(dact, h, dh);
+  else
+    ops::gelu_backward(dact, h, dh);
 }
 
 }  // namespace pt

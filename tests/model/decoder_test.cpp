@@ -1,6 +1,6 @@
 // The model against finite differences (float64), and the packing contract end to end: every strategy
 // but concat gives the loss and gradients of padding; gradient accumulation equals one large batch.
-#include "model/llama.h"
+#include "model/decoder.h"
 #include "model/batches.h"
 #include "model/init.h"
 
@@ -19,11 +19,11 @@ using testing::max_batch_tokens;
 using testing::packed_batches;
 using testing::random_split;
 
-LlamaConfig small_config(bool tied) {
-  LlamaConfig c;
+ModelConfig small_config(bool tied) {
+  ModelConfig c;
   c.vocab_size = 13, c.hidden_size = 8, c.intermediate_size = 12, c.num_hidden_layers = 2;
   c.num_attention_heads = 2, c.num_key_value_heads = 1, c.head_dim = 4, c.tie_word_embeddings = tied;
-  c.rope_theta = 100.0f;
+  c.rope.theta = 100.0;
   return c;
 }
 
@@ -33,12 +33,12 @@ Batch one_batch(const DatasetSplit& split, Strategy strategy, int32_t row_len) {
   return batches.at(0);
 }
 
-TEST(LlamaModel, GradientsMatchFiniteDifferencesInFloat64) {
+TEST(DecoderModel, GradientsMatchFiniteDifferencesInFloat64) {
   for (bool tied : {false, true}) {
-    const LlamaConfig c = small_config(tied);
+    const ModelConfig c = small_config(tied);
     auto split = random_split({1, 5, 3, 7}, c.vocab_size, 3);
     Batch batch = one_batch(split, Strategy::kFlatten, 64);
-    LlamaModel model(c, batch.num_tokens(), Device::cpu, DType::f64);
+    DecoderModel model(c, batch.num_tokens(), Device::cpu, DType::f64);
     auto init = init_params(c, 11, 0.5);  // large weights: gradients far from zero
     std::vector<double> params(init.begin(), init.end()), grads(params.size(), 0.0);
     const auto n = static_cast<int64_t>(params.size());
@@ -71,13 +71,13 @@ TEST(LlamaModel, GradientsMatchFiniteDifferencesInFloat64) {
 // The backward progress hook (data-parallel overlap): offsets never increase, end at 0, and every
 // gradient at or after a reported offset already holds its final value for the pass (accumulated onto an
 // earlier micro-batch's, tied LM head included), while the tensor just before it is still to change.
-TEST(LlamaModel, BackwardProgressReportsOnlyFinalGradients) {
+TEST(DecoderModel, BackwardProgressReportsOnlyFinalGradients) {
   for (bool tied : {false, true}) {
-    const LlamaConfig c = small_config(tied);
+    const ModelConfig c = small_config(tied);
     auto split = random_split({4, 9, 3, 7, 6, 2}, c.vocab_size, 5);
     const auto batches = packed_batches(split, Strategy::kFlatten, 64, 3);
     ASSERT_EQ(batches.size(), 2u);
-    LlamaModel model(c, max_batch_tokens(batches), Device::cpu, DType::f64);
+    DecoderModel model(c, max_batch_tokens(batches), Device::cpu, DType::f64);
     auto init = init_params(c, 7, 0.5);
     std::vector<double> params(init.begin(), init.end()), grads(params.size(), 0.0);
     const auto n = static_cast<int64_t>(params.size());
@@ -119,13 +119,13 @@ struct EpochTotals {
   std::vector<float> grads;
 };
 
-EpochTotals run_epoch(const LlamaConfig& c, const DatasetSplit& split, Strategy strategy, int32_t row_len,
+EpochTotals run_epoch(const ModelConfig& c, const DatasetSplit& split, Strategy strategy, int32_t row_len,
                       const std::vector<float>& params, int32_t examples_per_batch) {
   const std::vector<Batch> batches = packed_batches(split, strategy, row_len, examples_per_batch);
   int64_t targets = 0;
   for (const auto& b : batches)
     for (int32_t t : shifted_targets(b)) targets += t != kIgnoreLabel;
-  LlamaModel model(c, max_batch_tokens(batches));
+  DecoderModel model(c, max_batch_tokens(batches));
   EpochTotals totals;
   totals.grads.assign(params.size(), 0.0f);
   const auto n = static_cast<int64_t>(params.size());
@@ -147,8 +147,8 @@ double max_relative_difference(const std::vector<float>& a, const std::vector<fl
   return diff / scale;
 }
 
-TEST(LlamaModel, PackedStrategiesEqualPaddingAndConcatDoesNot) {
-  LlamaConfig c = small_config(true);
+TEST(DecoderModel, PackedStrategiesEqualPaddingAndConcatDoesNot) {
+  ModelConfig c = small_config(true);
   c.hidden_size = 16, c.head_dim = 8, c.vocab_size = 50;
   auto split = random_split({1, 9, 4, 17, 2, 30, 6, 11}, c.vocab_size, 5);
   auto params = init_params(c, 2, 0.2);
@@ -167,8 +167,8 @@ TEST(LlamaModel, PackedStrategiesEqualPaddingAndConcatDoesNot) {
   EXPECT_GT(max_relative_difference(concat.grads, padding.grads), 1e-2);
 }
 
-TEST(LlamaModel, GradientAccumulationEqualsOneLargeBatch) {
-  LlamaConfig c = small_config(false);
+TEST(DecoderModel, GradientAccumulationEqualsOneLargeBatch) {
+  ModelConfig c = small_config(false);
   auto split = random_split({3, 8, 1, 12, 5, 7, 9, 2}, c.vocab_size, 9);
   auto params = init_params(c, 4, 0.2);
   auto big = run_epoch(c, split, Strategy::kFlatten, 64, params, 8);    // one batch of 8
@@ -178,16 +178,16 @@ TEST(LlamaModel, GradientAccumulationEqualsOneLargeBatch) {
   EXPECT_LE(max_relative_difference(micro.grads, big.grads), 1e-5);
 }
 
-// The LM head and the loss run over chunks of LlamaModel::kLogitChunk tokens: a batch of several chunks,
+// The LM head and the loss run over chunks of DecoderModel::kLogitChunk tokens: a batch of several chunks,
 // with chunk edges inside examples, gives what micro-batches below one chunk give.
-TEST(LlamaModel, LogitChunksDoNotChangeLossOrGradients) {
-  LlamaConfig c = small_config(true);
+TEST(DecoderModel, LogitChunksDoNotChangeLossOrGradients) {
+  ModelConfig c = small_config(true);
   std::vector<int64_t> lengths;
   for (int i = 0; i < 24; ++i) lengths.push_back(150 + 37 * i % 200);
   auto split = random_split(lengths, c.vocab_size, 12);
   auto params = init_params(c, 5, 0.2);
   auto chunked = run_epoch(c, split, Strategy::kFlatten, 512, params, 24);  // one batch of 2-3 chunks
-  ASSERT_GT(split.num_tokens(), 2 * LlamaModel::kLogitChunk);
+  ASSERT_GT(split.num_tokens(), 2 * DecoderModel::kLogitChunk);
   auto micro = run_epoch(c, split, Strategy::kFlatten, 512, params, 4);  // below one chunk each
   EXPECT_EQ(chunked.targets, micro.targets);
   EXPECT_NEAR(chunked.loss_sum, micro.loss_sum, 1e-5 * micro.loss_sum);
@@ -196,15 +196,15 @@ TEST(LlamaModel, LogitChunksDoNotChangeLossOrGradients) {
 
 // Recomputing the norms and SwiGLU, or whole layers, in the backward repeats the forward's arithmetic: the
 // same loss and gradients to the bit.
-TEST(LlamaModel, RecomputedActivationsGiveTheSameGradients) {
+TEST(DecoderModel, RecomputedActivationsGiveTheSameGradients) {
   for (bool tied : {false, true}) {
-    const LlamaConfig c = small_config(tied);
+    const ModelConfig c = small_config(tied);
     const auto batches =
         packed_batches(random_split({4, 9, 3, 7, 6, 2}, c.vocab_size, 5), Strategy::kFlatten, 64, 3);
     auto init = init_params(c, 7, 0.5);
     const auto n = static_cast<int64_t>(init.size());
     auto run = [&](Recompute recompute) {
-      LlamaModel model(c, max_batch_tokens(batches), Device::cpu, DType::f32, {}, recompute);
+      DecoderModel model(c, max_batch_tokens(batches), Device::cpu, DType::f32, {}, recompute);
       std::vector<float> grads(init.size(), 0.0f);
       double loss = 0;
       for (const Batch& b : batches)
@@ -221,7 +221,7 @@ TEST(LlamaModel, RecomputedActivationsGiveTheSameGradients) {
   }
 }
 
-TEST(LlamaModel, RecomputeModesParseByName) {
+TEST(DecoderModel, RecomputeModesParseByName) {
   EXPECT_EQ(parse_recompute("none"), Recompute::none);
   EXPECT_EQ(parse_recompute("norms"), Recompute::norms_and_swiglu);
   EXPECT_EQ(parse_recompute("layers"), Recompute::layers);
@@ -231,11 +231,11 @@ TEST(LlamaModel, RecomputeModesParseByName) {
 // The model checks the segment table on the host, since the cuda attention no longer reads its own check
 // back: a table that does not cover the batch, runs backwards, or gives a row more real tokens than its
 // segment is an error naming the problem, never a pass.
-TEST(LlamaModel, BrokenSegmentTablesAreRejectedAtUpload) {
-  const LlamaConfig c = small_config(false);
+TEST(DecoderModel, BrokenSegmentTablesAreRejectedAtUpload) {
+  const ModelConfig c = small_config(false);
   auto split = random_split({3, 8, 1, 12}, c.vocab_size, 9);
   auto params = init_params(c, 4, 0.2);
-  LlamaModel model(c, 256, Device::cpu, DType::f32);
+  DecoderModel model(c, 256, Device::cpu, DType::f32);
   const Tensor weights = Tensor::of(params.data(), {model.layout().total()});
   const Batch flat = one_batch(split, Strategy::kFlatten, 64);
   EXPECT_NO_THROW(model.forward(flat, weights));
@@ -259,7 +259,7 @@ TEST(LlamaModel, BrokenSegmentTablesAreRejectedAtUpload) {
   expect_rejected(padded, "real tokens, outside");
 }
 
-TEST(LlamaModel, ShiftedTargetsStayInsideRows) {
+TEST(DecoderModel, ShiftedTargetsStayInsideRows) {
   Batch b;
   b.rows = 2, b.row_len = 3;
   b.labels = {-100, 5, 6, -100, 8, 9};

@@ -8,9 +8,10 @@
 #include "core/float16.h"
 #include "model/batches.h"
 #include "model/compare.h"
+#include "model/family_configs.h"
 #include "model/hf_oracle_fixture.h"
 #include "model/init.h"
-#include "model/llama.h"
+#include "model/decoder.h"
 #include "ops/cuda/cuda_test_util.h"
 
 #include <fmt/format.h>
@@ -39,13 +40,13 @@ struct Totals {
 };
 
 // Sums loss and gradients over `batches` (grad_scale 1) on the cpu in f32 or on cuda in bf16.
-Totals run(const LlamaConfig& c, const std::vector<float>& params, const std::vector<Batch>& batches,
+Totals run(const ModelConfig& c, const std::vector<float>& params, const std::vector<Batch>& batches,
            Device device) {
   const auto n = static_cast<int64_t>(params.size());
   Totals totals;
   totals.grads.assign(params.size(), 0.0f);
   if (device == Device::cpu) {
-    LlamaModel model(c, max_batch_tokens(batches));
+    DecoderModel model(c, max_batch_tokens(batches));
     model.load_weights(Tensor::of(params.data(), {n}));
     for (const auto& b : batches) {
       const LossSum r = model.forward_backward(b, Tensor::of(totals.grads.data(), {n}), 1.0);
@@ -53,7 +54,7 @@ Totals run(const LlamaConfig& c, const std::vector<float>& params, const std::ve
     }
     return totals;
   }
-  LlamaModel model(c, max_batch_tokens(batches), Device::cuda, DType::bf16);
+  DecoderModel model(c, max_batch_tokens(batches), Device::cuda, DType::bf16);
   DeviceBuffer master(params.size() * sizeof(float)), grads(params.size() * sizeof(float));
   master.upload(params.data(), params.size() * sizeof(float));
   model.load_weights(master.view(DType::f32, {n}));
@@ -76,8 +77,8 @@ void expect_grads_close(const ParameterLayout& layout, const std::vector<float>&
 }
 
 // A GQA model whose head_dim the cuda attention supports.
-LlamaConfig cuda_config(bool tied) {
-  LlamaConfig c;
+ModelConfig cuda_config(bool tied) {
+  ModelConfig c;
   c.vocab_size = 300, c.hidden_size = 128, c.intermediate_size = 256, c.num_hidden_layers = 2;
   c.num_attention_heads = 4, c.num_key_value_heads = 2, c.head_dim = 64, c.tie_word_embeddings = tied;
   return c;
@@ -95,10 +96,10 @@ class WideHeads {
  public:
   static constexpr int64_t kWide = 64;
 
-  explicit WideHeads(const LlamaConfig& narrow)
+  explicit WideHeads(const ModelConfig& narrow)
       : D_(narrow.head_dim), narrow_(narrow), wide_config_(widened(narrow)), wide_(wide_config_) {}
 
-  const LlamaConfig& config() const { return wide_config_; }
+  const ModelConfig& config() const { return wide_config_; }
   const ParameterLayout& narrow_layout() const { return narrow_; }
 
   std::vector<float> embed(const std::vector<float>& params) const {
@@ -114,7 +115,7 @@ class WideHeads {
   }
 
  private:
-  static LlamaConfig widened(LlamaConfig c) {
+  static ModelConfig widened(ModelConfig c) {
     c.head_dim = static_cast<int32_t>(kWide);
     return c;
   }
@@ -144,7 +145,7 @@ class WideHeads {
 
   int64_t D_;
   ParameterLayout narrow_;
-  LlamaConfig wide_config_;
+  ModelConfig wide_config_;
   ParameterLayout wide_;
 };
 
@@ -203,7 +204,7 @@ INSTANTIATE_TEST_SUITE_P(Models, HfOracleCuda, ::testing::Values("hf_model", "hf
 
 TEST(LlamaCuda, PaddingAndFlattenGiveTheSameLossAndGradients) {
   SKIP_WITHOUT_GPU();
-  const LlamaConfig c = cuda_config(true);
+  const ModelConfig c = cuda_config(true);
   const auto split = random_split(kLengths, c.vocab_size, 5);
   const auto params = init_params(c, 2, 0.05);
   const auto padding = run(c, params, packed_batches(split, Strategy::kPadding, 256, 4), Device::cuda);
@@ -219,7 +220,7 @@ TEST(LlamaCuda, PaddingAndFlattenGiveTheSameLossAndGradients) {
 // be running. Every pass must still see its own batch: the loss and gradients of one-at-a-time passes.
 TEST(LlamaCuda, BatchesStagedAheadOfTheirPassesGiveOneAtATimeResults) {
   SKIP_WITHOUT_GPU();
-  const LlamaConfig c = cuda_config(false);
+  const ModelConfig c = cuda_config(false);
   std::vector<int64_t> lengths;
   for (int i = 0; i < 4; ++i) lengths.insert(lengths.end(), {700, 1, 300, 45, 1000});
   const auto batches = packed_batches(random_split(lengths, c.vocab_size, 8), Strategy::kFlatten, 2048, 5);
@@ -228,7 +229,7 @@ TEST(LlamaCuda, BatchesStagedAheadOfTheirPassesGiveOneAtATimeResults) {
   const Totals one_at_a_time = run(c, params, batches, Device::cuda);
 
   const auto n = static_cast<int64_t>(params.size());
-  LlamaModel model(c, max_batch_tokens(batches), Device::cuda, DType::bf16);
+  DecoderModel model(c, max_batch_tokens(batches), Device::cuda, DType::bf16);
   DeviceBuffer master(params.size() * sizeof(float)), grads(params.size() * sizeof(float));
   master.upload(params.data(), params.size() * sizeof(float));
   model.load_weights(master.view(DType::f32, {n}));
@@ -251,12 +252,12 @@ TEST(LlamaCuda, BatchesStagedAheadOfTheirPassesGiveOneAtATimeResults) {
 // forward's values, so only dQ's atomic summation order may differ.
 TEST(LlamaCuda, RecomputedActivationsGiveTheSameGradients) {
   SKIP_WITHOUT_GPU();
-  const LlamaConfig c = cuda_config(true);
+  const ModelConfig c = cuda_config(true);
   const auto batches = packed_batches(random_split(kLengths, c.vocab_size, 4), Strategy::kFlatten, 256, 4);
   const auto params = init_params(c, 6, 0.05);
   const auto n = static_cast<int64_t>(params.size());
   auto run_with = [&](Recompute recompute) {
-    LlamaModel model(c, max_batch_tokens(batches), Device::cuda, DType::bf16, {}, recompute);
+    DecoderModel model(c, max_batch_tokens(batches), Device::cuda, DType::bf16, {}, recompute);
     DeviceBuffer master(params.size() * sizeof(float)), grads(params.size() * sizeof(float));
     master.upload(params.data(), params.size() * sizeof(float));
     model.load_weights(master.view(DType::f32, {n}));
@@ -279,7 +280,7 @@ TEST(LlamaCuda, RecomputedActivationsGiveTheSameGradients) {
 TEST(LlamaCuda, Bf16MatchesTheF32CpuModel) {
   SKIP_WITHOUT_GPU();
   for (bool tied : {false, true}) {
-    const LlamaConfig c = cuda_config(tied);
+    const ModelConfig c = cuda_config(tied);
     const auto split = random_split(kLengths, c.vocab_size, 9);
     const auto params = init_params(c, 4, 0.05);
     const auto batches = packed_batches(split, Strategy::kFlatten, 256, 5);  // two micro-batches accumulate
@@ -292,12 +293,47 @@ TEST(LlamaCuda, Bf16MatchesTheF32CpuModel) {
   }
 }
 
+// Every family on cuda (LayerNorm and learned positions, biases, per-head q/k norms, sliding windows that
+// end inside the attention kernels' tiles, rope scaling) against the f32 cpu model, which matches HF
+// (hf_families_test.cpp), and padding against flatten on cuda.
+class FamilyCuda : public ::testing::TestWithParam<std::string> {
+ protected:
+  ModelConfig config() const {
+    ModelConfig c = testing::family_config(GetParam(), 64, 300);
+    c.max_position_embeddings = 512;
+    if (c.sliding_window > 0) c.sliding_window = GetParam() == "mistral" ? 100 : 37;
+    return c;
+  }
+};
+
+TEST_P(FamilyCuda, Bf16MatchesTheF32CpuModelAndPaddingEqualsFlatten) {
+  SKIP_WITHOUT_GPU();
+  const ModelConfig c = config();
+  std::vector<int64_t> lengths = kLengths;
+  lengths.push_back(300);  // several tiles beyond the longest window
+  const auto split = random_split(lengths, c.vocab_size, 9);
+  const auto params = testing::random_params(c, 4, 0.05);
+  const auto flatten = packed_batches(split, Strategy::kFlatten, 512, 6);  // two micro-batches accumulate
+  const auto cpu = run(c, bf16_rounded(params), flatten, Device::cpu);
+  const auto gpu = run(c, params, flatten, Device::cuda);
+  const std::string what = "cuda bf16 vs cpu f32, " + GetParam();
+  EXPECT_EQ(gpu.targets, cpu.targets) << what;
+  EXPECT_NEAR(gpu.loss_sum, cpu.loss_sum, kLossTolerance * cpu.loss_sum) << what;
+  expect_grads_close(ParameterLayout(c), gpu.grads, cpu.grads, kGradTolerance, what);
+  const auto padding = run(c, params, packed_batches(split, Strategy::kPadding, 512, 6), Device::cuda);
+  EXPECT_EQ(padding.targets, gpu.targets);
+  EXPECT_NEAR(padding.loss_sum, gpu.loss_sum, kLossTolerance * gpu.loss_sum) << GetParam();
+  expect_grads_close(ParameterLayout(c), padding.grads, gpu.grads, kGradTolerance, "padding vs flatten " + GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, FamilyCuda, ::testing::ValuesIn(testing::kFamilyVariants));
+
 TEST(LlamaCuda, LogitsRowReachesTheHostAndWeightsMustBeF32OnTheDevice) {
   SKIP_WITHOUT_GPU();
-  const LlamaConfig c = cuda_config(false);
+  const ModelConfig c = cuda_config(false);
   const auto params = init_params(c, 6, 0.05);
   const Batch batch = packed_batches(random_split({5, 3}, c.vocab_size, 1), Strategy::kFlatten, 64, 2).at(0);
-  LlamaModel model(c, batch.num_tokens(), Device::cuda, DType::bf16);
+  DecoderModel model(c, batch.num_tokens(), Device::cuda, DType::bf16);
   const auto n = static_cast<int64_t>(params.size());
   std::vector<float> host_params = params;
   EXPECT_THROW(model.load_weights(Tensor::of(host_params.data(), {n})), Error);  // on the cpu
@@ -308,7 +344,7 @@ TEST(LlamaCuda, LogitsRowReachesTheHostAndWeightsMustBeF32OnTheDevice) {
   EXPECT_EQ(model.logits().device, Device::cuda);
   EXPECT_EQ(model.logits().dtype, DType::bf16);
 
-  LlamaModel cpu(c, batch.num_tokens());
+  DecoderModel cpu(c, batch.num_tokens());
   std::vector<float> rounded = bf16_rounded(params);  // the weights the GPU computes with
   cpu.forward(batch, Tensor::of(rounded.data(), {n}));
   std::vector<float> got(static_cast<size_t>(c.vocab_size)), want(got.size());
@@ -320,12 +356,12 @@ TEST(LlamaCuda, LogitsRowReachesTheHostAndWeightsMustBeF32OnTheDevice) {
 
 // The checks before any memory is allocated need no GPU.
 TEST(LlamaPrecision, RejectsWhatNoBackendComputes) {
-  LlamaConfig c = cuda_config(false);
-  EXPECT_THROW(LlamaModel(c, 8, Device::cpu, DType::bf16), Error);
-  EXPECT_THROW(LlamaModel(c, 8, Device::cuda, DType::f32), Error);
+  ModelConfig c = cuda_config(false);
+  EXPECT_THROW(DecoderModel(c, 8, Device::cpu, DType::bf16), Error);
+  EXPECT_THROW(DecoderModel(c, 8, Device::cuda, DType::f32), Error);
   c.head_dim = 32;
   try {
-    LlamaModel model(c, 8, Device::cuda, DType::bf16);
+    DecoderModel model(c, 8, Device::cuda, DType::bf16);
     FAIL() << "head_dim 32 was accepted on cuda";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("head_dim 32"), std::string::npos) << e.what();
@@ -333,9 +369,9 @@ TEST(LlamaPrecision, RejectsWhatNoBackendComputes) {
 }
 
 TEST(LlamaPrecision, CpuModelNeedsLoadedWeightsOfItsLayoutAndCopiesLogitRows) {
-  const LlamaConfig c = cuda_config(false);
+  const ModelConfig c = cuda_config(false);
   const Batch batch = packed_batches(random_split({5, 3}, c.vocab_size, 1), Strategy::kFlatten, 64, 2).at(0);
-  LlamaModel model(c, batch.num_tokens());
+  DecoderModel model(c, batch.num_tokens());
   EXPECT_THROW(model.forward(batch), Error);
   std::vector<float> short_params(10);
   EXPECT_THROW(model.load_weights(Tensor::of(short_params.data(), {10})), Error);
@@ -348,7 +384,7 @@ TEST(LlamaPrecision, CpuModelNeedsLoadedWeightsOfItsLayoutAndCopiesLogitRows) {
   model.copy_logits_row(2, row);
   EXPECT_EQ(row[7], model.logits().ptr<float>()[2 * V + 7]);
   EXPECT_THROW(model.copy_logits_row(batch.num_tokens(), row), Error);
-  LlamaModel f64(c, batch.num_tokens(), Device::cpu, DType::f64);
+  DecoderModel f64(c, batch.num_tokens(), Device::cpu, DType::f64);
   std::vector<double> params64(params.begin(), params.end());
   f64.forward(batch, Tensor::of(params64.data(), {n}));
   f64.copy_logits_row(2, row);

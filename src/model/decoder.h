@@ -1,14 +1,17 @@
-// The Llama decoder as a sequence of ops: embedding, per layer RMSNorm -> q/k/v -> RoPE -> varlen causal
-// attention -> o_proj (+ residual), RMSNorm -> gate|up -> SwiGLU -> down (+ residual), final RMSNorm, LM
-// head, cross-entropy. The model never names a backend: it hands tensor views on its arena's device to
-// the ops, which dispatch. Activations for `max_tokens` tokens are sized once at construction.
+// A decoder-only transformer as a sequence of ops, built from its ModelConfig (model/config.h): token
+// embedding (+ learned positions), per layer a pre-norm (RMSNorm or LayerNorm) -> q/k/v (+ biases) ->
+// per-head q/k RMSNorm -> RoPE -> varlen causal attention (sliding-window where the layer has one) ->
+// o_proj (+ bias) (+ residual), a pre-norm -> the MLP's up projection -> SwiGLU or GELU -> down (+ biases)
+// (+ residual), then a final norm, the LM head and cross-entropy. The model never names a backend or a
+// family: it hands tensor views on its arena's device to the ops, which dispatch. Activations for
+// `max_tokens` tokens are sized once at construction.
 //
 // Precision: on the cpu everything (master weights, activations, gradients) is f32, or f64 for gradient
 // checks. On cuda the model computes in bf16 with f32 master weights: it keeps a bf16 working copy of the
-// weights in device memory, activations are bf16 except the per-token statistics (RMSNorm rstd, attention
+// weights in device memory, activations are bf16 except the per-token statistics (norm mean/rstd, attention
 // log-sum-exp, f32), every op accumulates in fp32, and parameter gradients are written in f32.
 //
-// 2:4 sparsity (model/sparsity.h): the FFN linears a SparsityConfig names run through ops::SparseLinear
+// 2:4 sparsity (model/sparsity.h): the MLP linears a SparsityConfig names run through ops::SparseLinear
 // on a masked working copy W * mask (in the bf16 working copy on cuda, the model's or a caller's; in a
 // copy of their own where the model reads the masters in place) while masks are set; their weight gradient
 // is that of the masked weight, added to the dense master's (straight-through). Without masks they are
@@ -23,6 +26,7 @@
 #include "model/parameters.h"
 #include "model/sparsity.h"
 #include "ops/attention.h"
+#include "ops/rope.h"
 #include "ops/sparse_linear.h"
 
 #include <cstdint>
@@ -48,17 +52,17 @@ enum class Recompute { none, norms_and_swiglu, layers };
 // "none", "norms" (norms_and_swiglu) or "layers"; throws pt::Error on any other name.
 Recompute parse_recompute(const std::string& name);
 
-class LlamaModel {
+class DecoderModel {
  public:
   // dtype is what the model computes in: f32 (training) or f64 (gradient checks) on the cpu, bf16 on cuda
   // (whose attention supports head_dim 64 and 128). Master params and gradients live on `device` in
   // master_dtype(): the compute dtype, or f32 for bf16. sparsity names the FFN linears that can run 2:4
   // sparse (its schedule is the trainer's business).
-  LlamaModel(const LlamaConfig& config, int64_t max_tokens, Device device = Device::cpu,
+  DecoderModel(const ModelConfig& config, int64_t max_tokens, Device device = Device::cpu,
              DType dtype = DType::f32, const SparsityConfig& sparsity = {},
              Recompute recompute = Recompute::none);
 
-  const LlamaConfig& config() const { return config_; }
+  const ModelConfig& config() const { return config_; }
   const ParameterLayout& layout() const { return layout_; }
   int64_t max_tokens() const { return max_tokens_; }
   Device device() const { return arena_.device(); }
@@ -131,8 +135,12 @@ class LlamaModel {
 
  private:
   struct LayerActs {  // arena handles (-1: none)
-    int resid_in = -1, rstd1 = -1, xn1 = -1, q = -1, k = -1, v = -1, attn = -1, lse = -1, mid = -1,
-        rstd2 = -1, xn2 = -1, h = -1, act = -1;
+    int resid_in = -1, mean1 = -1, rstd1 = -1, xn1 = -1, q = -1, k = -1, v = -1, attn = -1, lse = -1,
+        mid = -1, mean2 = -1, rstd2 = -1, xn2 = -1, h = -1, act = -1;
+    int q_pre = -1, k_pre = -1, rstd_q = -1, rstd_k = -1;  // per-head q/k norms: their inputs and rstd
+  };
+  struct NormActs {  // a norm's input, output and statistics (mean only for LayerNorm)
+    Tensor x, y, mean, rstd;
   };
   struct SparseFfn {  // one layer's sparse linears (disengaged: dense)
     std::optional<ops::SparseLinear> gate_up, down;
@@ -158,11 +166,23 @@ class LlamaModel {
   bool mvue_dw(const ops::SparseLinear& s, const Tensor& dw, int64_t T) const;
   // The pass's inputs: the staged batch's, acquired (its copy ordered before the pass's kernels).
   void begin_pass(const StagedBatch& batch);
-  // The attention inputs of one layer for the pass's batch of T tokens.
-  ops::AttentionParams attention_params(const LayerActs& a, int64_t T) const;
+  // The attention inputs of layer l for the pass's batch of T tokens.
+  ops::AttentionParams attention_params(size_t l, int64_t T) const;
+  // The pre-norm at weight offset w (bias b, -1 for none) as the config says: RMSNorm or LayerNorm.
+  void norm_forward(const NormActs& n, int64_t w, int64_t b) const;
+  // dy -> dx (overwritten); the weight's (and bias's) gradients added to grads.
+  void norm_backward(const Tensor& dy, const NormActs& n, int64_t w, int64_t b, const Tensor& dx,
+                     const Tensor& grads) const;
+  NormActs norm_acts(int x, int y, int mean, int rstd, int64_t T) const;
+  // y += bias at offset b (none when b < 0) on every row; and its gradient, the column sums of dy.
+  void add_bias(const Tensor& y, int64_t b) const;
+  void bias_grad(const Tensor& dy, int64_t b, const Tensor& grads) const;
   void run_forward(int64_t T);
   // Layer l's forward from its input; with add_to_next, also its output (the next layer's input).
   void layer_forward(size_t l, int64_t T, bool add_to_next);
+  // The MLP's activation, SwiGLU or GELU, and its backward.
+  void activation_forward(const Tensor& h, const Tensor& act) const;
+  void activation_backward(const Tensor& dact, const Tensor& h, const Tensor& dh) const;
   // The LM head and the loss over the final norm's output, chunk by chunk, added to loss_sums_. With
   // grads, the head's backward too: dlogits in place of each chunk's logits, then dxn and the head's
   // weight gradient (accumulated into grads).
@@ -174,7 +194,7 @@ class LlamaModel {
     return param(weights_, offset, shape);
   }
 
-  LlamaConfig config_;
+  ModelConfig config_;
   ParameterLayout layout_;
   int64_t max_tokens_;
   DType dtype_;
@@ -196,9 +216,10 @@ class LlamaModel {
   Tensor loss_sums_;      // f64 [2] on the device: loss_sum, tokens since the last take_loss
   int passes_pending_ = 0;
   std::vector<LayerActs> layers_;
-  int final_in_, rstd_f_, xn_f_, logits_, loss_sums_slot_;
+  ops::RopeFrequencies rope_;  // the current pass's rotary (dynamic scaling depends on its positions)
+  int final_in_, mean_f_ = -1, rstd_f_, xn_f_, logits_, loss_sums_slot_;
   int64_t logits_begin_ = 0;  // the first token of the chunk logits_ holds
-  int dx_, dtmp_, dxn_, dact_, dh_, dq_, dk_, dv_, dattn_;
+  int dx_, dtmp_, dxn_, dact_, dh_, dq_, dk_, dv_, dattn_, dk_pre_ = -1;
 };
 
 }  // namespace pt

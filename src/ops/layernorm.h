@@ -1,0 +1,22 @@
+// LayerNorm with bias as in GPT-2 (torch.nn.LayerNorm): y = (x - mean) * rstd * weight + bias per token,
+// with rstd = 1 / sqrt(var + eps) and the biased variance var = mean((x - mean)^2).
+#pragma once
+
+#include "core/tensor.h"
+#include "ops/write_mode.h"
+
+namespace pt::ops {
+
+// x[T,C], weight[C], bias[C] -> y[T,C], mean[T] and rstd[T] (kept for the backward). weight and bias share
+// one type: x's, or f32 beside bf16 x; so do mean and rstd.
+void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
+                       const Tensor& mean, const Tensor& rstd);
+
+// dy[T,C] -> dx[T,C] (overwritten), dweight[C] and dbias[C] (overwritten or added to, sharing one type).
+// dweight and dbias are reduced over tokens in token order per column, so they do not depend on the
+// thread count.
+void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                        Write param_mode);
+
+}  // namespace pt::ops

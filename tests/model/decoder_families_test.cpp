@@ -1,0 +1,133 @@
+// Every family's model (tests/model/family_configs.h) against finite differences in float64, across packing
+// strategies, and across recompute modes, with random values in every parameter.
+#include "model/batches.h"
+#include "model/decoder.h"
+#include "model/family_configs.h"
+#include "model/parameters.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace pt {
+namespace {
+
+using testing::family_config;
+using testing::max_batch_tokens;
+using testing::packed_batches;
+using testing::random_params;
+using testing::random_split;
+
+class DecoderFamily : public ::testing::TestWithParam<std::string> {
+ protected:
+  ModelConfig config() const { return family_config(GetParam()); }
+};
+
+// Examples longer than every variant's window, a one-token one among them.
+const std::vector<int64_t> kLengths = {1, 9, 4, 17, 2, 30, 6, 11};
+
+TEST_P(DecoderFamily, GradientsMatchFiniteDifferencesInFloat64) {
+  const ModelConfig c = config();
+  auto split = random_split({1, 5, 3, 7}, c.vocab_size, 3);
+  const Batch batch = packed_batches(split, Strategy::kFlatten, 64, 4).at(0);
+  DecoderModel model(c, batch.num_tokens(), Device::cpu, DType::f64);
+  const auto init = random_params(c, 11, 0.5);  // large weights: gradients far from zero
+  std::vector<double> params(init.begin(), init.end()), grads(params.size(), 0.0);
+  const auto n = static_cast<int64_t>(params.size());
+  const Tensor p = Tensor::of(params.data(), {n}), g = Tensor::of(grads.data(), {n});
+  ASSERT_GT(model.forward_backward(batch, p, g, 1.0).tokens, 0);
+  // Up to 6 elements of every parameter tensor, so each path is covered.
+  for (const auto& info : model.layout().params()) {
+    const int64_t samples = std::min<int64_t>(info.numel, 6);
+    for (int64_t k = 0; k < samples; ++k) {
+      const auto i = static_cast<size_t>(info.offset + k * info.numel / samples);
+      const double saved = params[i], h = 1e-6;
+      params[i] = saved + h;
+      const double up = model.forward(batch, p).loss_sum;
+      params[i] = saved - h;
+      const double down = model.forward(batch, p).loss_sum;
+      params[i] = saved;
+      const double numeric = (up - down) / (2 * h);
+      const double err =
+          std::abs(numeric - grads[i]) / (1e-7 + 1e-5 * std::max(std::abs(numeric), std::abs(grads[i])));
+      ASSERT_LE(err, 1.0) << info.name << "[" << k << "]: analytic " << grads[i] << ", numeric " << numeric;
+    }
+  }
+}
+
+double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::abs(a[i] - b[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(b[i])));
+  }
+  return diff / scale;
+}
+
+struct Totals {
+  double loss = 0;
+  std::vector<float> grads;
+};
+
+Totals run(const ModelConfig& c, const std::vector<Batch>& batches, const std::vector<float>& params,
+           Recompute recompute = Recompute::none) {
+  DecoderModel model(c, max_batch_tokens(batches), Device::cpu, DType::f32, {}, recompute);
+  Totals t;
+  t.grads.assign(params.size(), 0.0f);
+  const auto n = static_cast<int64_t>(params.size());
+  std::vector<float> weights = params;
+  for (const Batch& b : batches)
+    t.loss += model.forward_backward(b, Tensor::of(weights.data(), {n}), Tensor::of(t.grads.data(), {n}), 0.5)
+                  .loss_sum;
+  return t;
+}
+
+TEST_P(DecoderFamily, PackedStrategiesEqualPaddingAndConcatDoesNot) {
+  const ModelConfig c = config();
+  const auto split = random_split(kLengths, c.vocab_size, 5);
+  const auto params = random_params(c, 2, 0.3);
+  // Rows of 128 hold every example: concat-posid splits none.
+  const auto batches = [&](Strategy s) { return packed_batches(split, s, 128, 8); };
+  const Totals padding = run(c, batches(Strategy::kPadding), params);
+  for (Strategy s : {Strategy::kFlatten, Strategy::kBfd, Strategy::kConcatPosId}) {
+    const Totals other = run(c, batches(s), params);
+    EXPECT_NEAR(other.loss, padding.loss, 1e-5 * padding.loss) << strategy_name(s);
+    EXPECT_LE(max_relative_difference(other.grads, padding.grads), 1e-5) << strategy_name(s);
+  }
+  const Totals concat = run(c, batches(Strategy::kConcat), params);
+  EXPECT_GT(std::abs(concat.loss - padding.loss), 1e-3 * padding.loss);
+}
+
+TEST_P(DecoderFamily, RecomputedActivationsGiveTheSameGradients) {
+  const ModelConfig c = config();
+  const auto batches = packed_batches(random_split(kLengths, c.vocab_size, 6), Strategy::kFlatten, 64, 4);
+  const auto params = random_params(c, 7, 0.3);
+  const Totals kept = run(c, batches, params);
+  for (Recompute mode : {Recompute::norms_and_swiglu, Recompute::layers}) {
+    const Totals recomputed = run(c, batches, params, mode);
+    EXPECT_EQ(recomputed.loss, kept.loss) << static_cast<int>(mode);
+    EXPECT_EQ(recomputed.grads, kept.grads) << static_cast<int>(mode);
+  }
+}
+
+// A learned-position model refuses a batch reaching past its table, naming the limit.
+TEST(DecoderFamilies, PositionsPastGpt2sTableAreAnError) {
+  const ModelConfig c = family_config("gpt2");
+  const auto batches = packed_batches(random_split({130}, c.vocab_size, 1), Strategy::kFlatten, 256, 1);
+  DecoderModel model(c, max_batch_tokens(batches));
+  std::vector<float> params = random_params(c, 1, 0.1);
+  try {
+    model.forward(batches[0], Tensor::of(params.data(), {static_cast<int64_t>(params.size())}));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("128 learned positions"), std::string::npos) << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, DecoderFamily, ::testing::ValuesIn(testing::kFamilyVariants));
+
+}  // namespace
+}  // namespace pt

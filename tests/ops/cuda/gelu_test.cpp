@@ -1,0 +1,62 @@
+// CUDA GELU (tanh approximation) against the cpu backend in f64, in f32 and bf16, in place and not.
+#include "ops/gelu.h"
+
+#include "cuda_test_util.h"
+#include "shifted.h"
+
+namespace pt::ops {
+namespace {
+
+using namespace pt::testing;
+
+const DType kTypes[] = {DType::f32, DType::bf16};
+
+// offset > 0 places every tensor that many elements into its buffer, off 16-byte alignment (the scalar
+// path). in_place runs the forward into h and the backward into dout.
+void check_gelu(DType dtype, int64_t T, int64_t F, int64_t offset, bool in_place) {
+  SCOPED_TRACE(
+      fmt::format("{} T={} F={} offset {}{}", dtype_name(dtype), T, F, offset, in_place ? " in place" : ""));
+  std::vector<double> h = rounded(random_values(T * F, 1, -8, 8), dtype);
+  std::vector<double> dout = rounded(random_values(T * F, 2), dtype);
+  std::vector<double> out(T * F), dh(T * F);
+  gelu_forward(view(h, {T, F}), view(out, {T, F}));
+  gelu_backward(view(dout, {T, F}), view(h, {T, F}), view(dh, {T, F}));
+
+  DeviceTensor d_h = upload_shifted(h, dtype, {T, F}, offset),
+               d_dout = upload_shifted(dout, dtype, {T, F}, offset);
+  if (in_place) {
+    gelu_backward(d_dout.t, d_h.t, d_dout.t);  // before the forward overwrites h
+    EXPECT_CLOSE(d_dout.t, dh, tolerance(dtype));
+    gelu_forward(d_h.t, d_h.t);
+    EXPECT_CLOSE(d_h.t, out, tolerance(dtype));
+    return;
+  }
+  DeviceTensor d_out = poisoned_shifted(dtype, {T, F}, offset),
+               d_dh = poisoned_shifted(dtype, {T, F}, offset);
+  gelu_forward(d_h.t, d_out.t);
+  gelu_backward(d_dout.t, d_h.t, d_dh.t);
+  EXPECT_CLOSE(d_out.t, out, tolerance(dtype));
+  EXPECT_CLOSE(d_dh.t, dh, tolerance(dtype));
+}
+
+// GPT-2's MLP width (3072) and sizes with a tail after the 16-byte vectors (T F % 8 != 0 for bf16).
+TEST(CudaGelu, ForwardAndBackwardMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  for (DType dtype : kTypes)
+    for (auto [T, F] : std::vector<std::pair<int64_t, int64_t>>{
+             {1, 1}, {1, 3072}, {7, 33}, {129, 3072}, {5, 770}, {3, 8200}, {1, 13}})
+      check_gelu(dtype, T, F, 0, false);
+}
+
+TEST(CudaGelu, MisalignedAndInPlaceMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  for (DType dtype : kTypes)
+    for (auto [T, F] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 3072}, {7, 33}}) {
+      check_gelu(dtype, T, F, 1, false);
+      check_gelu(dtype, T, F, 0, true);
+      check_gelu(dtype, T, F, 1, true);
+    }
+}
+
+}  // namespace
+}  // namespace pt::ops

@@ -1,0 +1,70 @@
+#include "ops/gelu.h"
+
+#include "gradcheck.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numbers>
+
+namespace pt::ops {
+namespace {
+
+using testing::gradcheck;
+using testing::random_values;
+using testing::view;
+using testing::weighted_sum;
+
+double gelu_tanh(double h) {
+  const double k = std::sqrt(2 / std::numbers::pi);
+  return 0.5 * h * (1 + std::tanh(k * (h + 0.044715 * h * h * h)));
+}
+
+TEST(Gelu, ForwardMatchesFormula) {
+  std::vector<double> h = {0.0, 1.0, -1.0, 3.0, -3.0, 0.5, -20.0, 20.0}, out(8);
+  gelu_forward(view(h, {2, 4}), view(out, {2, 4}));
+  for (size_t i = 0; i < h.size(); ++i) EXPECT_NEAR(out[i], gelu_tanh(h[i]), 1e-15) << "h = " << h[i];
+  EXPECT_NEAR(out[1], 0.8411919906082768, 1e-15);  // torch gelu(1.0, approximate="tanh") in f64
+  EXPECT_EQ(out[0], 0.0);
+  EXPECT_EQ(out[7], 20.0);
+}
+
+TEST(Gelu, BackwardMatchesFiniteDifferences) {
+  for (auto [T, F] : {std::pair<int64_t, int64_t>{1, 1}, {5, 7}, {3, 16}, {1, 64}}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << T << " F=" << F);
+    std::vector<double> h = random_values(T * F, 1, -5, 5), weights = random_values(T * F, 2), out(T * F);
+    auto loss = [&] {
+      gelu_forward(view(h, {T, F}), view(out, {T, F}));
+      return weighted_sum(out, weights);
+    };
+    std::vector<double> dh(T * F, 4.0);
+    gelu_backward(view(weights, {T, F}), view(h, {T, F}), view(dh, {T, F}));
+    EXPECT_GRAD(gradcheck(loss, h, dh));
+  }
+}
+
+TEST(Gelu, InPlaceEqualsOutOfPlace) {
+  const int64_t T = 4, F = 9;
+  std::vector<float> h(T * F), dout(T * F), out(T * F), dh(T * F);
+  const std::vector<double> r = random_values(2 * T * F, 3, -4, 4);
+  for (int64_t i = 0; i < T * F; ++i) h[i] = float(r[i]), dout[i] = float(r[T * F + i]);
+  gelu_forward(view(h, {T, F}), view(out, {T, F}));
+  gelu_backward(view(dout, {T, F}), view(h, {T, F}), view(dh, {T, F}));
+
+  std::vector<float> in_place = h;
+  gelu_forward(view(in_place, {T, F}), view(in_place, {T, F}));
+  EXPECT_EQ(in_place, out);
+  std::vector<float> grad = dout;
+  gelu_backward(view(grad, {T, F}), view(h, {T, F}), view(grad, {T, F}));
+  EXPECT_EQ(grad, dh);
+}
+
+TEST(Gelu, PartlyOverlappingOutputIsRejected) {
+  std::vector<double> buf(10);
+  const Tensor h = Tensor::of(buf.data(), {2, 4}), out = Tensor::of(buf.data() + 1, {2, 4});
+  EXPECT_THROW(gelu_forward(h, out), Error);
+  EXPECT_THROW(gelu_backward(h, h, out), Error);
+}
+
+}  // namespace
+}  // namespace pt::ops
