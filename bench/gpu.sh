@@ -9,6 +9,10 @@
 #   attention   bench_attention vs torch FA2 varlen and cuDNN SDPA            (bench/attention.sh)
 #   train_gpu   bench_train_gpu: 110m padding vs flatten at 16 and 64 examples/step, 1b at 16
 #   train_hf    HF transformers on the same batches                              (bench/peers/train_hf.py)
+#   families    bench_train_gpu on the family presets (gpt2, qwen2.5-0.5b, qwen3-0.6b, llama3.2-1b; real
+#               vocabs), 48 examples a step, and HF's flattened paths on the Qwen batches
+#   gpt2_llmc   GPT-2 124M against llm.c on the same tokens (bench/gpt2_llmc.py; llm.c from LLMC, default
+#               .peers/llmc.sh: ../shared/peers copied into the checkout and carried)
 #   packing     `packtrain train` per packing strategy on the default corpus     (bench/packing_gpu.py)
 #   sparse_ffn  bench_sparse_ffn --json, when that binary exists
 #   train_sparse        bench_train_gpu --sparse24: dense vs 2:4 FFN steps, 110m, 1b at 16 and 64 examples
@@ -93,6 +97,15 @@ section train_hf $((hf_budget + 40)) "$python" "$bench/peers/train_hf.py" \
   --batches "$scratch/train_batches.json" --packtrain "$out/train_gpu.jsonl" --json "$out/train_hf.jsonl" \
   --steps 8 --budget "$hf_budget"
 
+want families && rm -f "$out/families.jsonl" "$out/families_hf.jsonl"
+section families 240 "$build/bench_train_gpu" --models gpt2,qwen2.5-0.5b,qwen3-0.6b,llama3.2-1b --examples 48 \
+  --skip-1b --steps 10 --json "$out/families.jsonl" --dump-batches "$scratch/family_batches.json"
+for preset in qwen2.5-0.5b qwen3-0.6b; do
+  section "families_hf_$preset" 200 "$python" "$bench/peers/train_hf.py" --batches "$scratch/family_batches.json" \
+    --preset "$preset" --packtrain "$out/families.jsonl" --json "$out/families_hf.jsonl" --steps 6 --budget 160 \
+    --only "flattened flex_attention compiled,flattened sdpa"
+done
+
 # The packing section needs a prepared dataset: make it from the corpus as scripts/main.sh does if need be.
 if want packing && [ ! -f "$data/metadata.json" ] && [ -f data/default/corpus.jsonl ] && [ -x "$build/packtrain" ]; then
   section prepare 120 bash -c "set -e
@@ -135,6 +148,12 @@ fi
 # shellcheck disable=SC2086  # conv_args is a list of arguments
 section sparse_convergence 330 "$python" "$bench/sparse_convergence.py" --packtrain "$build/packtrain" \
   --data "$conv_data" --out "$out" $conv_args
+
+llmc=${LLMC:-.peers/llmc.sh}
+if want gpt2_llmc && [ -f "$data/metadata.json" ] && [ -f "$llmc" ]; then
+  section gpt2_llmc 300 "$python" "$bench/gpt2_llmc.py" --packtrain "$build/packtrain" --data "$data" \
+    --llmc "$llmc" --out "$out/gpt2_llmc"
+fi
 
 section report 60 "$python" "$bench/report.py" "$out"
 echo "all sections: $((SECONDS - started)) s; report: $out/REPORT.md"

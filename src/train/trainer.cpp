@@ -295,8 +295,8 @@ TrainResult train(const TrainConfig& tc) {
   }
   if (lead) {
     log_info(
-        "model: {} layers, hidden {}, {} heads ({} kv), vocab {}: {:.2f}M parameters; activations {:.1f} MiB",
-        config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
+        "model: {}, {} layers, hidden {}, {} heads ({} kv), vocab {}: {:.2f}M parameters; activations {:.1f} MiB",
+        config.family, config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
         config.vocab_size, static_cast<double>(config.num_parameters()) / 1e6,
         static_cast<double>(model.activation_bytes()) / (1 << 20));
     if (data_parallel)
