@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pt {
@@ -69,6 +70,7 @@ double max_relative_difference(const std::vector<float>& a, const std::vector<fl
 
 struct Totals {
   double loss = 0;
+  int64_t targets = 0;
   std::vector<float> grads;
 };
 
@@ -79,9 +81,11 @@ Totals run(const ModelConfig& c, const std::vector<Batch>& batches, const std::v
   t.grads.assign(params.size(), 0.0f);
   const auto n = static_cast<int64_t>(params.size());
   std::vector<float> weights = params;
-  for (const Batch& b : batches)
-    t.loss += model.forward_backward(b, Tensor::of(weights.data(), {n}), Tensor::of(t.grads.data(), {n}), 0.5)
-                  .loss_sum;
+  for (const Batch& b : batches) {
+    const LossSum r =
+        model.forward_backward(b, Tensor::of(weights.data(), {n}), Tensor::of(t.grads.data(), {n}), 0.5);
+    t.loss += r.loss_sum, t.targets += r.tokens;
+  }
   return t;
 }
 
@@ -94,10 +98,13 @@ TEST_P(DecoderFamily, PackedStrategiesEqualPaddingAndConcatDoesNot) {
   const Totals padding = run(c, batches(Strategy::kPadding), params);
   for (Strategy s : {Strategy::kFlatten, Strategy::kBfd, Strategy::kConcatPosId}) {
     const Totals other = run(c, batches(s), params);
+    EXPECT_EQ(other.targets, padding.targets) << strategy_name(s);
     EXPECT_NEAR(other.loss, padding.loss, 1e-5 * padding.loss) << strategy_name(s);
     EXPECT_LE(max_relative_difference(other.grads, padding.grads), 1e-5) << strategy_name(s);
   }
+  // concat lets attention cross examples and runs positions on: the same targets, another loss.
   const Totals concat = run(c, batches(Strategy::kConcat), params);
+  EXPECT_EQ(concat.targets, padding.targets);
   EXPECT_GT(std::abs(concat.loss - padding.loss), 1e-3 * padding.loss);
 }
 
@@ -110,6 +117,49 @@ TEST_P(DecoderFamily, RecomputedActivationsGiveTheSameGradients) {
     const Totals recomputed = run(c, batches, params, mode);
     EXPECT_EQ(recomputed.loss, kept.loss) << static_cast<int>(mode);
     EXPECT_EQ(recomputed.grads, kept.grads) << static_cast<int>(mode);
+  }
+}
+
+// The backward progress hook (data-parallel overlap): offsets never increase, end at 0, and every
+// gradient at or after a reported offset already holds its final value for the pass (accumulated onto an
+// earlier micro-batch's, tied LM head included), while the tensor just before it is still to change.
+TEST_P(DecoderFamily, BackwardProgressReportsOnlyFinalGradients) {
+  const ModelConfig c = config();
+  auto split = random_split({4, 9, 3, 7, 6, 2}, c.vocab_size, 5);
+  const auto batches = packed_batches(split, Strategy::kFlatten, 64, 3);
+  ASSERT_EQ(batches.size(), 2u);
+  DecoderModel model(c, max_batch_tokens(batches), Device::cpu, DType::f64);
+  auto init = random_params(c, 7, 0.5);
+  std::vector<double> params(init.begin(), init.end()), grads(params.size(), 0.0);
+  const auto n = static_cast<int64_t>(params.size());
+  Tensor p = Tensor::of(params.data(), {n}), g = Tensor::of(grads.data(), {n});
+  model.forward_backward(batches[0], p, g, 0.5);
+  std::vector<std::pair<int64_t, std::vector<double>>> reports;
+  model.set_backward_progress([&](int64_t offset) { reports.emplace_back(offset, grads); });
+  model.forward_backward(batches[1], g, 0.5);
+  model.set_backward_progress({});
+  model.forward(batches[1]);
+  ASSERT_EQ(reports.size(), static_cast<size_t>(c.num_hidden_layers) + 2) << GetParam();
+  EXPECT_EQ(reports.back().first, 0);
+  const auto& layout = model.layout();
+  for (size_t r = 0; r < reports.size(); ++r) {
+    const auto& [offset, snapshot] = reports[r];
+    ASSERT_TRUE(offset >= 0 && offset < n) << offset;
+    if (r > 0) {
+      EXPECT_LE(offset, reports[r - 1].first) << "report " << r;
+    }
+    for (int64_t i = offset; i < n; ++i)
+      ASSERT_EQ(snapshot[size_t(i)], grads[size_t(i)])
+          << GetParam() << " report " << r << " offset " << offset << ": gradient " << i << " changed later";
+    if (offset == 0) continue;
+    // Not more conservative than needed: the tensor ending at the offset is not final yet.
+    const auto before =
+        std::find_if(layout.params().begin(), layout.params().end(),
+                     [&](const ParamInfo& info) { return info.offset + info.numel == offset; });
+    ASSERT_NE(before, layout.params().end());
+    bool changes = false;
+    for (int64_t i = before->offset; i < offset; ++i) changes |= snapshot[size_t(i)] != grads[size_t(i)];
+    EXPECT_TRUE(changes) << GetParam() << ": " << before->name << " was final before report " << r;
   }
 }
 

@@ -7,6 +7,7 @@
 #include "ops/cuda/param_sums.cuh"
 #include "ops/cuda/reduce.cuh"
 #include "ops/cuda/scratch.h"
+#include "ops/cuda/shared_memory.cuh"
 #include "ops/cuda/stream.h"
 #include "ops/cuda/vector.cuh"
 
@@ -17,7 +18,6 @@ namespace {
 constexpr int kForwardWarps = 8;  // forward: one warp per token row
 constexpr int kMaxBackwardWarps = 8;
 constexpr int kRowsPerWarp = 4;  // backward: rows each warp handles, so a block's partial covers warps * 4
-constexpr int kDefaultShared = 48 << 10;
 
 // One warp per row, walked in vectors of kVec columns, lane l taking columns [l kVec, (l + 1) kVec) of every
 // 32 kVec: a pass for the mean, one for the variance around it (exact where the mean is large against the
@@ -179,18 +179,7 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
     constexpr int kVec = kPack16<E>;
     const bool vector = C % kVec == 0 && aligned16({dy.data, x.data, weight.data, dx.data});
     auto kernel = vector ? backward_kernel<E, W, kVec> : backward_kernel<E, W, 1>;
-    if (shared > size_t{kDefaultShared}) {
-      int device = 0, most = 0;
-      PT_CUDA_CHECK(cudaGetDevice(&device));
-      PT_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-      if (shared > static_cast<size_t>(most))
-        throw Error("layernorm_backward: rows of " + std::to_string(C) + " columns need " +
-                    std::to_string(shared) + " bytes of shared memory, more than this device's " +
-                    std::to_string(most) + "; the cuda kernel takes up to " +
-                    std::to_string(most / int(2 * sizeof(float))) + " columns");
-      PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(shared)));
-    }
+    allow_shared_memory(kernel, shared, "layernorm_backward", C, 2 * sizeof(float));
     if (T == 0) return;  // dweight and dbias still get their (empty) sums below
     kernel<<<static_cast<unsigned>(partials), warps * 32, shared, stream>>>(
         data<E>(dy), data<E>(x), data<W>(weight), data<float>(mean), data<float>(rstd), data<E>(dx), partial,

@@ -6,6 +6,7 @@
 #include "ops/cuda/elements.cuh"
 #include "ops/cuda/reduce.cuh"
 #include "ops/cuda/scratch.h"
+#include "ops/cuda/shared_memory.cuh"
 #include "ops/cuda/stream.h"
 #include "ops/cuda/vector.cuh"
 
@@ -17,7 +18,6 @@ constexpr int kForwardWarps = 8;  // forward: one warp per token row
 constexpr int kMaxBackwardWarps = 8;
 constexpr int kRowsPerWarp = 4;  // backward: rows each warp handles, so a block's partial covers warps * 4
 constexpr int kReduceRows = 16;  // dweight reduce: threads splitting the partials of one column
-constexpr int kDefaultShared = 48 << 10;
 
 // Rows are walked in vectors of kVec columns, lane l taking columns [l kVec, (l + 1) kVec) of every 32 kVec;
 // the second pass rereads the row, which the first has just brought into L1.
@@ -169,18 +169,7 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
     constexpr int kVec = kPack16<E>;
     const bool vector = C % kVec == 0 && aligned16({dy.data, x.data, weight.data, dx.data});
     auto kernel = vector ? backward_kernel<E, W, kVec> : backward_kernel<E, W, 1>;
-    if (shared > size_t{kDefaultShared}) {
-      int device = 0, most = 0;
-      PT_CUDA_CHECK(cudaGetDevice(&device));
-      PT_CUDA_CHECK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-      if (shared > static_cast<size_t>(most))
-        throw Error("rmsnorm_backward: rows of " + std::to_string(C) + " columns need " +
-                    std::to_string(shared) + " bytes of shared memory, more than this device's " +
-                    std::to_string(most) + "; the cuda kernel takes up to " +
-                    std::to_string(most / int(sizeof(float))) + " columns");
-      PT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(shared)));
-    }
+    allow_shared_memory(kernel, shared, "rmsnorm_backward", C, sizeof(float));
     if (T == 0) return;  // dweight still gets its (empty) sum below
     kernel<<<static_cast<unsigned>(partials), warps * 32, shared, stream>>>(
         data<E>(dy), data<E>(x), data<W>(weight), data<float>(rstd), data<E>(dx), partial, T, C);
