@@ -17,6 +17,8 @@ DEB_PACKAGES=(
   libopenblas-dev              # CPU GEMMs
   libopenmpi-dev openmpi-bin   # data-parallel training on CPUs, and its multi-rank tests (mpirun)
   python3 man-db fortune-mod fortunes wordnet-base   # the default corpus: real text shipped by Debian
+  python3-jinja2               # the oracle for chat templates (tests/data/chat/template_oracle.py)
+  python3-matplotlib           # scripts/plot_run.py: a run's metrics.jsonl as a PNG (and its test)
 )
 
 missing=()

@@ -21,6 +21,15 @@ void print_report(const PrepareReport& report) {
   const auto& m = report.metadata;
   fmt::print("records read {}, kept {}\n", m["records"]["read"].get<int64_t>(),
              m["records"]["kept"].get<int64_t>());
+  const auto& chat = m["tokenizer"]["chat_template"];
+  if (chat["layout"] == "model") {
+    fmt::print("chat template \"{}\" from {}, loss from {}\n", chat["name"].get<std::string>(),
+               chat["file"].get<std::string>(),
+               chat["assistant_loss"] == "generation-blocks" ? "its {% generation %} blocks"
+                                                             : "rendering message by message");
+  } else {
+    fmt::print("chat template: built-in {}\n", chat["layout"].get<std::string>());
+  }
   for (const char* split : {"train", "val"}) {
     const auto& s = m["splits"][split];
     fmt::print("{:<5} {:>10} examples {:>14} tokens {:>14} loss tokens\n", split,
@@ -44,10 +53,12 @@ void register_prepare(CLI::App& app) {
       "Input records (JSON Lines, one per line; unknown extra fields are ignored):\n"
       "  {\"text\": ...}                          loss on every token\n"
       "  {\"prompt\": ..., \"completion\": ...}     loss on the completion only\n"
-      "  {\"messages\": [{\"role\": \"system|user|assistant\", \"content\": ...}, ...]}\n"
-      "                                         chat template (ChatML when the tokenizer has <|im_start|> "
-      "and\n"
-      "                                         <|im_end|>); loss on assistant turns and their end marker\n"
+      "  {\"messages\": [{\"role\": ..., \"content\": ...}, ...]}\n"
+      "                                         laid out by the model's chat template (from\n"
+      "                                         tokenizer_config.json or chat_template.jinja beside the\n"
+      "                                         tokenizer, or --chat-template); loss on assistant turns\n"
+      "  {\"input_ids\": [...], \"labels\": [...]}   pre-tokenized, taken as is (also attention_mask,\n"
+      "                                         completion_mask, assistant_masks as TRL writes them)\n"
       "Plain-text inputs (--format text, or auto for files not ending in .jsonl): documents are separated "
       "by\n"
       "one or more blank lines; each document is one example with loss on every token.\n"
@@ -63,6 +74,13 @@ void register_prepare(CLI::App& app) {
   cmd->add_option("--format", args->format, "Input format")
       ->check(CLI::IsMember({"auto", "jsonl", "text"}))
       ->capture_default_str();
+  cmd->add_option(
+         "--chat-template", o.chat_template,
+         "Layout of {\"messages\"} records: auto (the model's template found beside the tokenizer, else "
+         "built-in), chatml, plain, or a model directory, tokenizer_config.json or .jinja file")
+      ->capture_default_str();
+  cmd->add_option("--chat-template-name", o.chat_template_name,
+                  "Which of a model's named chat templates to use (default: \"default\")");
   cmd->add_option("--max-len", o.max_len, "Longest example in tokens")->capture_default_str();
   cmd->add_option(
          "--long", args->long_policy,
@@ -75,8 +93,10 @@ void register_prepare(CLI::App& app) {
   cmd->add_option("--seed", o.seed, "Seed of the train/val assignment")->capture_default_str();
   cmd->add_option("--threads", o.threads, "Tokenizer threads")->capture_default_str();
   cmd->add_flag("--strict", o.strict, "Stop with an error at the first bad record instead of skipping it");
-  cmd->add_flag("--add-bos", o.add_bos, "Start every example with the tokenizer's BOS token");
-  cmd->add_flag("--no-eos", args->no_eos, "Do not end examples with the tokenizer's EOS token");
+  cmd->add_flag("--add-bos", o.add_bos,
+                "Start every example with the model's BOS token (unless a chat template wrote it)");
+  cmd->add_flag("--no-eos", args->no_eos,
+                "Do not end texts and completions with the model's EOS token (chat templates end turns)");
   cmd->callback([args] {
     auto options = args->options;
     options.format = parse_input_format(args->format);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "core/issues.h"
+#include "data/prepare/chat_template.h"
 #include "data/prepare/dataset_writer.h"
 #include "data/prepare/options.h"
 #include "data/tokenizer/tokenizer.h"
@@ -20,7 +21,7 @@ std::string hex64(uint64_t value);
 struct MetadataSources {
   const PrepareOptions& options;
   const Tokenizer& tokenizer;
-  std::string_view chat_template;
+  const ChatTemplateChoice& chat_template;
   int64_t records_read, records_kept;  // kept: contributed at least one example
   const InputIssues& issues;
   const WrittenDataset& written;

@@ -20,6 +20,8 @@ struct PrepareOptions {
   std::vector<std::string> inputs;
   std::string tokenizer_path;
   std::string output_dir;
+  std::string chat_template = "auto";  // auto, chatml, plain or a path (chat_template.h)
+  std::string chat_template_name;      // one of a model's named templates ("" = "default")
   InputFormat format = InputFormat::kAuto;
   int64_t max_len = 2048;
   LongPolicy long_policy = LongPolicy::kTruncate;

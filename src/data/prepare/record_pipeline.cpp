@@ -18,10 +18,10 @@ struct Scratch {
 };
 
 // The record, or nullopt (with an issue saying why) when it cannot be used.
-std::optional<Record> read_record(std::string_view text, InputFormat format, Scratch& scratch,
+std::optional<Record> read_record(std::string_view text, const PipelineConfig& config, Scratch& scratch,
                                   std::vector<RecordIssue>& issues) {
-  if (format == InputFormat::kJsonl) {
-    auto parsed = parse_json_record(text, scratch.parser);
+  if (config.format == InputFormat::kJsonl) {
+    auto parsed = parse_json_record(text, scratch.parser, config.rules);
     if (auto* problem = std::get_if<RecordProblem>(&parsed)) {
       issues.push_back({problem->kind, problem->message, "skipped"});
       return std::nullopt;
@@ -41,9 +41,8 @@ std::optional<Record> read_record(std::string_view text, InputFormat format, Scr
 
 void process_record(std::string_view text, const PipelineConfig& config, const Encoder& encoder,
                     Scratch& scratch, ProcessedRecord& out) {
-  auto record = read_record(text, config.format, scratch, out.issues);
-  if (!record) return;
-  encoder.encode(*record, out.example, scratch.ids);
+  auto record = read_record(text, config, scratch, out.issues);
+  if (!record || !encoder.encode(*record, out.example, scratch.ids, out.issues)) return;
   size_t length = out.example.tokens.size();
   auto outcome = apply_length_policy(config.long_policy, config.max_len, out.example);
   if (outcome.action)

@@ -6,16 +6,13 @@
 #include "data/prepare/encoder.h"
 #include "data/prepare/input_reader.h"
 #include "data/prepare/options.h"
+#include "data/prepare/record.h"
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace pt {
-
-struct RecordIssue {
-  std::string kind, message, action;  // as for InputIssues::report
-};
 
 struct ProcessedRecord {
   EncodedExample example;               // the kept pieces, back to back
@@ -28,6 +25,7 @@ struct PipelineConfig {
   LongPolicy long_policy;
   int64_t max_len;
   int threads;
+  RecordRules rules;
 };
 
 // Results in the chunk's record order.

@@ -1,8 +1,13 @@
-// Unicode normalisation steps of tokenizer.json ("NFC", "NFD", "NFKC", "NFKD", and Sequences of them),
-// via utf8proc. Runs of invalid UTF-8 (which HF cannot be given) pass through unchanged so every byte
-// string can still be encoded.
+// The normalizer of tokenizer.json as a list of steps run in order (a "Sequence" flattened): Unicode
+// normal forms ("NFC", "NFD", "NFKC", "NFKD", via utf8proc), "Prepend" (a prefix on non-empty text, as
+// Llama-2's "▁") and "Replace" (every non-overlapping match of a literal or a regex, left to right, by
+// a fixed string). Runs of invalid UTF-8 (which HF cannot be given) pass through the normal forms
+// unchanged so every byte string can still be encoded.
 #pragma once
 
+#include "data/tokenizer/regex.h"
+
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,13 +19,30 @@ enum class NormalForm { NFC, NFD, NFKC, NFKD };
 class Normalizer {
  public:
   Normalizer() = default;
-  explicit Normalizer(std::vector<NormalForm> steps) : steps_(std::move(steps)) {}
+  explicit Normalizer(const std::vector<NormalForm>& forms);
+
+  void add_normal_form(NormalForm form);
+  void add_prepend(std::string prefix);
+  void add_replace(std::string literal, std::string content);  // literal must not be empty
+  void add_replace(std::shared_ptr<const Regex> regex, std::string content);
 
   bool empty() const { return steps_.empty(); }
-  std::string apply(std::string_view text) const;
+  // With `at_start` (in: `text` begins the input; out: the result's first character still comes from
+  // the input's offset 0, which is false once a Replace deleted the text's beginning, as HF's offsets
+  // say; Metaspace's prepend_scheme "first" depends on it).
+  // `prepend`: false skips the Prepend steps (text that continues other text gets no prefix).
+  std::string apply(std::string_view text, bool* at_start = nullptr, bool prepend = true) const;
 
  private:
-  std::vector<NormalForm> steps_;
+  enum class Kind { NormalForm, Prepend, Replace };
+  struct Step {
+    Kind kind;
+    NormalForm form = NormalForm::NFC;
+    std::string text;                    // Prepend: the prefix; Replace: the literal, when not a regex
+    std::shared_ptr<const Regex> regex;  // Replace by regex
+    std::string content;                 // Replace: the replacement
+  };
+  std::vector<Step> steps_;
 };
 
 }  // namespace pt

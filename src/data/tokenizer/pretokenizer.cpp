@@ -3,28 +3,89 @@
 namespace pt {
 
 void PreTokenizer::add_split(std::shared_ptr<const Regex> regex, SplitBehavior behavior, bool invert) {
-  steps_.push_back({std::move(regex), behavior, invert, false});
+  Step step;
+  step.regex = std::move(regex);
+  step.behavior = behavior;
+  step.invert = invert;
+  steps_.push_back(std::move(step));
 }
 
 void PreTokenizer::add_byte_level(bool add_prefix_space, bool use_regex) {
   static const auto gpt2 = std::make_shared<const Regex>(kGpt2Pattern, "the GPT-2 pattern");
-  steps_.push_back({use_regex ? gpt2 : nullptr, SplitBehavior::Isolated, false, add_prefix_space});
+  Step step;
+  step.kind = Kind::ByteLevel;
+  if (use_regex) step.regex = gpt2;
+  step.add_prefix_space = add_prefix_space;
+  steps_.push_back(std::move(step));
   has_byte_level_ = true;
 }
 
-void PreTokenizer::split(std::string_view text, Pieces& out) const {
+void PreTokenizer::add_metaspace(std::string replacement, PrependScheme scheme, bool split) {
+  Step step;
+  step.kind = Kind::Metaspace;
+  step.replacement = std::move(replacement);
+  step.scheme = scheme;
+  step.split = split;
+  steps_.push_back(std::move(step));
+}
+
+void PreTokenizer::split(std::string_view text, Pieces& out, bool at_start, bool continuation) const {
   out.clear();
   if (!text.empty()) out.list.push_back(text);
+  // Whether out.list[0] begins where `text` does (HF: at offsets_original().0 == 0 when at_start).
+  bool first_at_text_start = true;
   for (const Step& step : steps_) {
     out.scratch.clear();
-    for (std::string_view piece : out.list) apply(step, piece, out, out.scratch);
+    bool next_first_at_text_start = false;
+    for (size_t i = 0; i < out.list.size(); ++i) {
+      bool text_start = i == 0 && first_at_text_start;
+      bool starts =
+          apply(step, out.list[i], text_start && at_start, !(text_start && continuation), out, out.scratch);
+      if (i == 0) next_first_at_text_start = text_start && starts && !out.scratch.empty();
+    }
+    first_at_text_start = next_first_at_text_start;
     out.list.swap(out.scratch);
   }
 }
 
-void PreTokenizer::apply(const Step& step, std::string_view piece, Pieces& pieces,
+void PreTokenizer::apply_metaspace(const Step& step, std::string_view piece, bool prepend, Pieces& pieces,
+                                   std::vector<std::string_view>& out) {
+  const std::string& rep = step.replacement;
+  prepend = prepend && piece.front() != ' ' && !piece.starts_with(rep);
+  std::string& s = pieces.owned.emplace_back();
+  s.reserve(piece.size() + 2 * rep.size());
+  if (prepend) s += rep;
+  for (char c : piece) {
+    if (c == ' ') {
+      s += rep;
+    } else {
+      s += c;
+    }
+  }
+  if (!step.split) {
+    out.push_back(s);
+    return;
+  }
+  // Every replacement character starts a piece (HF MergedWithNext on it).
+  std::string_view view = s;
+  size_t begin = 0;
+  for (size_t hit = view.find(rep, 1); hit != std::string_view::npos;
+       hit = view.find(rep, hit + rep.size())) {
+    out.push_back(view.substr(begin, hit - begin));
+    begin = hit;
+  }
+  out.push_back(view.substr(begin));
+}
+
+bool PreTokenizer::apply(const Step& step, std::string_view piece, bool at_start, bool prefix, Pieces& pieces,
                          std::vector<std::string_view>& out) const {
-  if (step.add_prefix_space && piece.front() != ' ') {
+  if (step.kind == Kind::Metaspace) {
+    prefix =
+        prefix && (step.scheme == PrependScheme::Always || (step.scheme == PrependScheme::First && at_start));
+    apply_metaspace(step, piece, prefix, pieces, out);
+    return true;  // a prepended character stands at the piece's start
+  }
+  if (step.add_prefix_space && prefix && piece.front() != ' ') {
     std::string& prefixed = pieces.owned.emplace_back();
     prefixed.reserve(piece.size() + 1);
     prefixed += ' ';
@@ -33,7 +94,7 @@ void PreTokenizer::apply(const Step& step, std::string_view piece, Pieces& piece
   }
   if (!step.regex) {
     out.push_back(piece);
-    return;
+    return true;
   }
   // Segments covering the piece: matches and the gaps between them (HF Pattern::find_matches).
   struct Segment {
@@ -53,8 +114,11 @@ void PreTokenizer::apply(const Step& step, std::string_view piece, Pieces& piece
   }
   if (prev < piece.size()) segments.push_back({prev, piece.size(), step.invert});
 
+  size_t first_begin = piece.size();
   auto emit = [&](size_t b, size_t e) {
-    if (e > b) out.push_back(piece.substr(b, e - b));
+    if (e <= b) return;
+    if (first_begin == piece.size()) first_begin = b;
+    out.push_back(piece.substr(b, e - b));
   };
   switch (step.behavior) {
     case SplitBehavior::Removed:
@@ -108,6 +172,7 @@ void PreTokenizer::apply(const Step& step, std::string_view piece, Pieces& piece
       break;
     }
   }
+  return first_begin == 0;
 }
 
 }  // namespace pt

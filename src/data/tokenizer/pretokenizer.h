@@ -1,6 +1,7 @@
-// Pre-tokenisation as HF `tokenizers` does it for byte-level BPE: a sequence of Split(regex or literal,
-// behaviour, invert) and ByteLevel(add_prefix_space, use_regex) steps, each applied to every piece the
-// previous step produced. Pieces stay raw bytes: the byte-level spelling is the BPE model's business.
+// Pre-tokenisation as HF `tokenizers` does it: a sequence of Split(regex or literal, behaviour, invert),
+// ByteLevel(add_prefix_space, use_regex) and Metaspace(replacement, prepend_scheme, split) steps, each
+// applied to every piece the previous step produced. Pieces stay raw bytes: the byte-level spelling is
+// the BPE model's business.
 #pragma once
 
 #include "data/tokenizer/regex.h"
@@ -24,8 +25,12 @@ inline constexpr const char* kQwen2Pattern =
 // What happens to the matched parts (HF SplitDelimiterBehavior).
 enum class SplitBehavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous };
 
+// Which pieces Metaspace gives a leading replacement character (unless they already start with one):
+// every piece, only a piece that starts the input text (offset 0), or none.
+enum class PrependScheme { Always, First, Never };
+
 // Pre-tokens of one text: views into the text, or into `owned` when a step had to build a new string
-// (a prefix space). Reused across calls to avoid allocations.
+// (a prefix space, Metaspace's replacements). Reused across calls to avoid allocations.
 struct Pieces {
   std::vector<std::string_view> list;
   std::deque<std::string> owned;
@@ -40,20 +45,37 @@ class PreTokenizer {
  public:
   void add_split(std::shared_ptr<const Regex> regex, SplitBehavior behavior, bool invert);
   void add_byte_level(bool add_prefix_space, bool use_regex);
+  // Spaces become `replacement` (one character's UTF-8), then the prefix per `scheme`; with `split`, a
+  // new piece starts at every replacement character.
+  void add_metaspace(std::string replacement, PrependScheme scheme, bool split);
   bool has_byte_level() const { return has_byte_level_; }
 
-  // Replaces out.list with the pre-tokens of `text`, in order; empty pieces are dropped.
-  void split(std::string_view text, Pieces& out) const;
+  // Replaces out.list with the pre-tokens of `text`, in order; empty pieces are dropped. `at_start`:
+  // `text` begins at offset 0 of the input being encoded (what PrependScheme::First looks at).
+  // `continuation`: `text` directly continues other text, so nothing (Metaspace's replacement,
+  // ByteLevel's prefix space) is prepended at its start.
+  void split(std::string_view text, Pieces& out, bool at_start = true, bool continuation = false) const;
 
  private:
+  enum class Kind { Split, ByteLevel, Metaspace };
   struct Step {
+    Kind kind = Kind::Split;
     std::shared_ptr<const Regex> regex;  // null: no splitting (ByteLevel without use_regex)
     SplitBehavior behavior = SplitBehavior::Isolated;
     bool invert = false;
-    bool add_prefix_space = false;
+    bool add_prefix_space = false;  // ByteLevel
+    std::string replacement;        // Metaspace
+    PrependScheme scheme = PrependScheme::Always;
+    bool split = true;
   };
-  void apply(const Step& step, std::string_view piece, Pieces& pieces,
+  // Appends the pieces of `piece`; returns whether the first one begins where `piece` begins.
+  // `prefix`: false when no step may prepend to this piece (Metaspace whatever its scheme says, ByteLevel
+  // with add_prefix_space).
+  bool apply(const Step& step, std::string_view piece, bool at_start, bool prefix, Pieces& pieces,
              std::vector<std::string_view>& out) const;
+  // `prepend`: the replacement goes in front unless the piece already starts with a space or one.
+  static void apply_metaspace(const Step& step, std::string_view piece, bool prepend, Pieces& pieces,
+                              std::vector<std::string_view>& out);
 
   std::vector<Step> steps_;
   bool has_byte_level_ = false;

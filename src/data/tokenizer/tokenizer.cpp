@@ -25,13 +25,23 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
 }
 
 void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& out) const {
+  encode_impl(text, false, out);
+}
+
+void Tokenizer::encode_continuation_append(std::string_view text, std::vector<int32_t>& out) const {
+  encode_impl(text, true, out);
+}
+
+void Tokenizer::encode_impl(std::string_view text, bool continuation, std::vector<int32_t>& out) const {
   const Impl& t = *impl_;
-  // Scratch reused across calls on this thread; encode_append never re-enters itself.
+  // Scratch reused across calls on this thread; encode_impl never re-enters itself.
   thread_local std::vector<TextSegment> raw_segments, segments;
   thread_local Pieces pieces;
   raw_segments.clear();
-  auto encode_plain = [&](std::string_view plain) {
-    t.pretokenizer.split(plain, pieces);
+  // at_start: the text begins the input (Metaspace's prepend_scheme "first" only prefixes that one);
+  // follows: it directly continues earlier text (no prefix at all).
+  auto encode_plain = [&](std::string_view plain, bool at_start, bool follows) {
+    t.pretokenizer.split(plain, pieces, at_start, follows);
     for (std::string_view piece : pieces.list) t.bpe.encode_word(piece, out);
   };
   if (t.raw_added.empty()) {
@@ -44,11 +54,14 @@ void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& out) 
       out.push_back(raw.id);
       continue;
     }
+    bool first = raw.text.data() == text.data();
+    bool follows = first && continuation;
+    bool at_start = first && !continuation;
     std::string normalized;
     std::string_view plain = raw.text;
-    if (!t.normalizer.empty()) plain = normalized = t.normalizer.apply(raw.text);
+    if (!t.normalizer.empty()) plain = normalized = t.normalizer.apply(raw.text, &at_start, !follows);
     if (t.normalized_added.empty()) {
-      encode_plain(plain);
+      encode_plain(plain, at_start, follows);
       continue;
     }
     segments.clear();
@@ -57,20 +70,22 @@ void Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& out) 
       if (s.id >= 0) {
         out.push_back(s.id);
       } else {
-        encode_plain(s.text);
+        bool text_start = s.text.data() == plain.data();
+        encode_plain(s.text, at_start && text_start, follows && text_start);
       }
     }
   }
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids) const {
-  std::string out;
+  std::vector<std::string> tokens;
+  tokens.reserve(ids.size());
   for (int32_t id : ids) {
     if (id < 0 || id >= vocab_size() || !impl_->used[static_cast<size_t>(id)])
       fail("cannot decode token id {}: the tokenizer has no such id (vocab size {})", id, vocab_size());
-    out += impl_->bytes[static_cast<size_t>(id)];
+    tokens.push_back(impl_->spelling[static_cast<size_t>(id)]);
   }
-  return out;
+  return impl_->decoder.decode(std::move(tokens));
 }
 
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {

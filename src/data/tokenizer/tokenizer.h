@@ -1,7 +1,13 @@
-// Byte-level BPE tokenizer that reads Hugging Face tokenizer.json files (model type BPE with a
-// ByteLevel pre-tokenizer, optionally behind Split/regex pre-tokenizers and an NFC normaliser, as in
-// GPT-2, Llama-3 and Qwen2) and gives exactly the ids HF `tokenizers` gives. encode() adds no
-// post-processor tokens (BOS/EOS): callers add those explicitly. Thread-safe after construction.
+// BPE tokenizer that reads Hugging Face tokenizer.json files and gives exactly the ids and decoded text
+// HF `tokenizers` gives, for the two families of BPE that models ship:
+//  - byte-level BPE (a ByteLevel pre-tokenizer, optionally behind Split/regex pre-tokenizers and a
+//    Unicode normaliser, as in GPT-2, Llama-3 and Qwen2);
+//  - SentencePiece-style BPE (tokens spelled in text with "▁" for spaces, put there by Prepend/Replace
+//    normalizers or a Metaspace pre-tokenizer; byte_fallback to <0xNN> tokens or an unk token, as in
+//    Llama-2, Mistral, Gemma and TinyLlama).
+// Anything else that would change ids (other models, normalizers, pre-tokenizers, BPE options) is
+// refused by name. encode() adds no post-processor tokens (BOS/EOS): callers add those explicitly.
+// Thread-safe after construction.
 #pragma once
 
 #include <cstdint>
@@ -25,9 +31,19 @@ class Tokenizer {
   ~Tokenizer();
 
   // Added (special) tokens in the text are recognised as in HF encode(..., add_special_tokens=False).
-  // Any byte string is accepted; invalid UTF-8 bytes are encoded byte by byte, so decode(encode(x)) == x.
+  // Each call encodes `text` as a whole input: SentencePiece-style tokenizers put their "▁" prefix on it.
+  // Any byte string is accepted; invalid UTF-8 bytes are encoded byte by byte (byte-level BPE, or byte
+  // fallback), so for byte-level tokenizers without a normaliser or prefix space decode(encode(x)) == x.
   std::vector<int32_t> encode(std::string_view text) const;
   void encode_append(std::string_view text, std::vector<int32_t>& out) const;
+  // Encodes `text` as the continuation of text encoded just before it (a completion after its prompt, a
+  // message after its header): no prefix at its start (SentencePiece's "▁" from a Prepend normalizer
+  // or Metaspace, ByteLevel's add_prefix_space), as HF puts none inside one text; after an added token
+  // inside `text` HF's rules apply again. Tokens still never merge across the boundary. The same as
+  // encode_append for tokenizers that prefix nothing (GPT-2, Llama-3, Qwen2).
+  void encode_continuation_append(std::string_view text, std::vector<int32_t>& out) const;
+  // HF decode(ids, skip_special_tokens=False) through the file's decoder, except that a byte-level
+  // decoder keeps invalid UTF-8 bytes instead of showing U+FFFD.
   std::string decode(std::span<const int32_t> ids) const;
 
   std::optional<int32_t> token_to_id(std::string_view token) const;
@@ -43,6 +59,7 @@ class Tokenizer {
  private:
   struct Impl;
   explicit Tokenizer(std::unique_ptr<Impl> impl);
+  void encode_impl(std::string_view text, bool continuation, std::vector<int32_t>& out) const;
   std::unique_ptr<Impl> impl_;
 };
 

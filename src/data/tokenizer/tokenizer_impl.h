@@ -4,6 +4,7 @@
 
 #include "data/tokenizer/added_tokens.h"
 #include "data/tokenizer/bpe.h"
+#include "data/tokenizer/decoder.h"
 #include "data/tokenizer/normalizer.h"
 #include "data/tokenizer/pretokenizer.h"
 #include "data/tokenizer/string_map.h"
@@ -24,9 +25,9 @@ struct Tokenizer::Impl {
   AddedTokenMatcher normalized_added;  // added tokens with normalized=true, matched after normalising
   PreTokenizer pretokenizer;
   BpeModel bpe;
+  Decoder decoder;
 
   std::vector<std::string> spelling;  // id -> token as written in tokenizer.json ("" for unused ids)
-  std::vector<std::string> bytes;     // id -> the bytes it decodes to
   std::vector<bool> used;             // id -> whether any token has it
   StringMap<int32_t> ids;             // spelling -> id, added tokens included
   uint64_t hash = 0;

@@ -4,6 +4,7 @@
 #include "data/tokenizer/byte_level.h"
 #include "data/tokenizer/tokenizer_impl.h"
 
+#include <utf8proc.h>
 #include <xxhash.h>
 #include <nlohmann/json.hpp>
 
@@ -35,6 +36,8 @@ class Reader {
           "{}: malformed JSON at line {}, column {} (byte {}): {}; expected a tokenizer.json saved by HF "
           "tokenizers",
           origin_, line, column, byte, e.what());
+    } catch (const json::exception& e) {  // out_of_range: a number beyond a double
+      fail("{}: malformed JSON: {}; expected a tokenizer.json saved by HF tokenizers", origin_, e.what());
     }
   }
 
@@ -67,29 +70,99 @@ class Reader {
   std::string origin_;
 };
 
-NormalForm normal_form(const Reader& r, const std::string& type, const std::string& path) {
-  if (type == "NFC") return NormalForm::NFC;
-  if (type == "NFD") return NormalForm::NFD;
-  if (type == "NFKC") return NormalForm::NFKC;
-  if (type == "NFKD") return NormalForm::NFKD;
-  r.error(path + "/type",
-          fmt::format("is \"{}\"; supported normalizers: NFC, NFD, NFKC, NFKD and a Sequence of "
-                      "them (or null)",
-                      type));
+// A Replace's pattern ({"String": ...} or {"Regex": ...}) and content, for a normalizer or a decoder.
+struct ReplaceSpec {
+  std::string literal;
+  std::shared_ptr<const Regex> regex;
+  std::string content;
+};
+
+ReplaceSpec read_replace(const Reader& r, const json& node, const std::string& path) {
+  ReplaceSpec spec;
+  const json& pattern = r.field(node, path, "pattern");
+  spec.content = r.string(r.field(node, path, "content"), path + "/content");
+  if (pattern.is_object() && pattern.contains("String")) {
+    spec.literal = r.string(pattern["String"], path + "/pattern/String");
+    if (spec.literal.empty())
+      r.error(path + "/pattern/String", "is empty; a Replace needs something to replace");
+  } else if (pattern.is_object() && pattern.contains("Regex")) {
+    std::string regex = r.string(pattern["Regex"], path + "/pattern/Regex");
+    // HF expands $1 / ${name} group references in a regex Replace's content; packtrain does not.
+    if (spec.content.find('$') != std::string::npos)
+      r.error(path + "/content", "refers to regex groups ($); only a plain replacement string is supported");
+    spec.regex = std::make_shared<const Regex>(regex, r.origin() + ": " + path + "/pattern");
+  } else {
+    r.error(path + "/pattern", "must be {\"String\": ...} or {\"Regex\": ...}");
+  }
+  return spec;
 }
 
-void read_normalizer(const Reader& r, const json& node, const std::string& path,
-                     std::vector<NormalForm>& steps) {
+// A field holding one character (Metaspace's replacement, Strip's content), as UTF-8.
+std::string read_char(const Reader& r, const json& node, const std::string& path, const char* key) {
+  std::string c = r.string(r.field(node, path, key), path + "/" + key);
+  utf8proc_int32_t cp;
+  auto n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(c.data()),
+                            static_cast<utf8proc_ssize_t>(c.size()), &cp);
+  if (c.empty() || n != static_cast<utf8proc_ssize_t>(c.size()))
+    r.error(path + "/" + key, fmt::format("is \"{}\"; it must be a single character", c));
+  return c;
+}
+
+// prepend_scheme, or the add_prefix_space of files written before it existed, checked as HF does.
+PrependScheme read_prepend_scheme(const Reader& r, const json& node, const std::string& path) {
+  PrependScheme scheme = PrependScheme::Always;
+  auto it = node.find("prepend_scheme");
+  if (it != node.end() && !it->is_null()) {
+    std::string name = r.string(*it, path + "/prepend_scheme");
+    if (name == "always") {
+      scheme = PrependScheme::Always;
+    } else if (name == "first") {
+      scheme = PrependScheme::First;
+    } else if (name == "never") {
+      scheme = PrependScheme::Never;
+    } else {
+      r.error(path + "/prepend_scheme", fmt::format("is \"{}\"; expected always, first or never", name));
+    }
+  }
+  if (!r.flag(node, path, "add_prefix_space", true) && scheme != PrependScheme::Never)
+    r.error(path + "/add_prefix_space",
+            "is false but prepend_scheme is not \"never\"; HF tokenizers refuses this combination too");
+  return scheme;
+}
+
+size_t read_count(const Reader& r, const json& node, const std::string& path, const char* key) {
+  const json& value = r.field(node, path, key);
+  if (!value.is_number_unsigned()) r.error(path + "/" + key, "must be a non-negative integer");
+  return value.get<size_t>();
+}
+
+void read_normalizer(const Reader& r, const json& node, const std::string& path, Normalizer& out) {
   if (node.is_null()) return;
   std::string type = r.type(node, path);
-  if (type != "Sequence") {
-    steps.push_back(normal_form(r, type, path));
-    return;
+  if (type == "Sequence") {
+    const json& list = r.field(node, path, "normalizers");
+    if (!list.is_array()) r.error(path + "/normalizers", "must be an array");
+    for (size_t i = 0; i < list.size(); ++i)
+      read_normalizer(r, list[i], fmt::format("{}/normalizers/{}", path, i), out);
+  } else if (type == "NFC" || type == "NFD" || type == "NFKC" || type == "NFKD") {
+    out.add_normal_form(type == "NFC"    ? NormalForm::NFC
+                        : type == "NFD"  ? NormalForm::NFD
+                        : type == "NFKC" ? NormalForm::NFKC
+                                         : NormalForm::NFKD);
+  } else if (type == "Prepend") {
+    out.add_prepend(r.string(r.field(node, path, "prepend"), path + "/prepend"));
+  } else if (type == "Replace") {
+    ReplaceSpec spec = read_replace(r, node, path);
+    if (spec.regex) {
+      out.add_replace(std::move(spec.regex), std::move(spec.content));
+    } else {
+      out.add_replace(std::move(spec.literal), std::move(spec.content));
+    }
+  } else {
+    r.error(path + "/type", fmt::format("is \"{}\"; supported normalizers: NFC, NFD, NFKC, NFKD, Prepend, "
+                                        "Replace and a Sequence of them (or null)",
+                                        type));
   }
-  const json& list = r.field(node, path, "normalizers");
-  if (!list.is_array()) r.error(path + "/normalizers", "must be an array");
-  for (size_t i = 0; i < list.size(); ++i)
-    read_normalizer(r, list[i], fmt::format("{}/normalizers/{}", path, i), steps);
 }
 
 SplitBehavior split_behavior(const Reader& r, const std::string& name, const std::string& path) {
@@ -105,6 +178,11 @@ SplitBehavior split_behavior(const Reader& r, const std::string& name, const std
 
 void read_pretokenizer(const Reader& r, const json& node, const std::string& path, PreTokenizer& out) {
   std::string type = r.type(node, path);
+  // HF runs later steps on the byte-level spelling; packtrain's pieces stay raw bytes.
+  if (type != "Sequence" && out.has_byte_level())
+    r.error(path, fmt::format("is a {} after a ByteLevel pre-tokenizer; packtrain supports ByteLevel only as "
+                              "the last step",
+                              type));
   if (type == "Sequence") {
     const json& list = r.field(node, path, "pretokenizers");
     if (!list.is_array()) r.error(path + "/pretokenizers", "must be an array");
@@ -112,6 +190,9 @@ void read_pretokenizer(const Reader& r, const json& node, const std::string& pat
       read_pretokenizer(r, list[i], fmt::format("{}/pretokenizers/{}", path, i), out);
   } else if (type == "ByteLevel") {
     out.add_byte_level(r.flag(node, path, "add_prefix_space", true), r.flag(node, path, "use_regex", true));
+  } else if (type == "Metaspace") {
+    out.add_metaspace(read_char(r, node, path, "replacement"), read_prepend_scheme(r, node, path),
+                      r.flag(node, path, "split", true));
   } else if (type == "Split") {
     const json& pattern = r.field(node, path, "pattern");
     std::string regex;
@@ -128,9 +209,42 @@ void read_pretokenizer(const Reader& r, const json& node, const std::string& pat
                   r.flag(node, path, "invert", false));
   } else {
     r.error(path + "/type",
-            fmt::format("is \"{}\"; supported pre-tokenizers: ByteLevel, Split and Sequence of "
-                        "them (byte-level BPE as in GPT-2, Llama-3, Qwen2)",
+            fmt::format("is \"{}\"; supported pre-tokenizers: ByteLevel, Metaspace, Split and "
+                        "a Sequence of them (or null)",
                         type));
+  }
+}
+
+void read_decoder(const Reader& r, const json& node, const std::string& path, Decoder& out) {
+  std::string type = r.type(node, path);
+  if (type == "Sequence") {
+    const json& list = r.field(node, path, "decoders");
+    if (!list.is_array()) r.error(path + "/decoders", "must be an array");
+    for (size_t i = 0; i < list.size(); ++i)
+      read_decoder(r, list[i], fmt::format("{}/decoders/{}", path, i), out);
+  } else if (type == "ByteLevel") {
+    out.add_byte_level();
+  } else if (type == "Replace") {
+    ReplaceSpec spec = read_replace(r, node, path);
+    if (spec.regex) {
+      out.add_replace(std::move(spec.regex), std::move(spec.content));
+    } else {
+      out.add_replace(std::move(spec.literal), std::move(spec.content));
+    }
+  } else if (type == "ByteFallback") {
+    out.add_byte_fallback();
+  } else if (type == "Fuse") {
+    out.add_fuse();
+  } else if (type == "Strip") {
+    out.add_strip(read_char(r, node, path, "content"), read_count(r, node, path, "start"),
+                  read_count(r, node, path, "stop"));
+  } else if (type == "Metaspace") {
+    out.add_metaspace(read_char(r, node, path, "replacement"),
+                      read_prepend_scheme(r, node, path) != PrependScheme::Never);
+  } else {
+    r.error(path + "/type", fmt::format("is \"{}\"; supported decoders: ByteLevel, Replace, ByteFallback, "
+                                        "Fuse, Strip, Metaspace and a Sequence of them (or null)",
+                                        type));
   }
 }
 
@@ -138,15 +252,15 @@ void read_pretokenizer(const Reader& r, const json& node, const std::string& pat
 void reject_unsupported_model_options(const Reader& r, const json& model) {
   std::string type = r.type(model, "/model");
   if (type != "BPE")
-    r.error("/model/type", fmt::format("is \"{}\"; packtrain supports only byte-level \"BPE\" models", type));
-  if (model.contains("dropout") && !model["dropout"].is_null())
-    r.error("/model/dropout", "is set; only null is supported (BPE dropout is a training-time augmentation)");
-  if (r.flag(model, "/model", "byte_fallback", false))
-    r.error("/model/byte_fallback", "is true; only false is supported (byte-level BPE covers every byte)");
+    r.error("/model/type", fmt::format("is \"{}\"; packtrain supports only \"BPE\" models", type));
+  if (model.contains("dropout") && !model["dropout"].is_null() &&
+      !(model["dropout"].is_number() && model["dropout"].get<double>() == 0.0))
+    r.error("/model/dropout",
+            "is set; only null or 0 is supported (BPE dropout is a training-time augmentation)");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     auto it = model.find(key);
     if (it != model.end() && !it->is_null() && !(it->is_string() && it->get<std::string>().empty()))
-      r.error(std::string("/model/") + key, "is set; only null is supported for byte-level BPE");
+      r.error(std::string("/model/") + key, "is set; only null or \"\" is supported");
   }
 }
 
@@ -162,29 +276,47 @@ Tokenizer::Impl::Impl(std::string_view text, const std::string& origin) {
   const json& model = r.field(root, "", "model");
   reject_unsupported_model_options(r, model);
 
+  if (root.contains("normalizer")) read_normalizer(r, root["normalizer"], "/normalizer", normalizer);
+  const json& pre = r.field(root, "", "pre_tokenizer");
+  if (!pre.is_null()) read_pretokenizer(r, pre, "/pre_tokenizer", pretokenizer);
+  // With a ByteLevel step the vocabulary is spelled in GPT-2's byte alphabet and BPE runs on bytes;
+  // without one (SentencePiece-style) tokens are plain text and BPE starts from characters.
+  bool byte_level = pretokenizer.has_byte_level();
+  if (root.contains("decoder") && !root["decoder"].is_null()) {
+    read_decoder(r, root["decoder"], "/decoder", decoder);
+  } else {
+    decoder = Decoder::none();
+  }
+
   const json& vocab = r.field(model, "/model", "vocab");
   if (!vocab.is_object()) r.error("/model/vocab", "must be an object of token -> id");
-  auto assign = [&](int32_t id, const std::string& token, std::string decoded) {
+  // Ids index dense tables (and a model's embedding rows), so one far past the number of tokens is refused
+  // rather than allocated for (2^31 - 1 asked for 64 GB): below twice the tokens given, plus 1024.
+  const json* added = root.contains("added_tokens") ? &root["added_tokens"] : nullptr;
+  const size_t listed = vocab.size() + (added && added->is_array() ? added->size() : 0);
+  const int64_t id_limit = std::min<int64_t>(static_cast<int64_t>(2 * listed + 1024), INT32_MAX);
+  auto assign = [&](int32_t id, const std::string& token) {
     auto n = static_cast<size_t>(id) + 1;
     if (spelling.size() < n) {
       spelling.resize(n);
-      bytes.resize(n);
       used.resize(n);
     }
     spelling[static_cast<size_t>(id)] = token;
-    bytes[static_cast<size_t>(id)] = std::move(decoded);
     used[static_cast<size_t>(id)] = true;
     ids[token] = id;
   };
   StringMap<int32_t> bpe_vocab;
   for (const auto& [token, value] : vocab.items()) {
-    if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > INT32_MAX)
-      r.error(fmt::format("/model/vocab (token \"{}\")", token), "must map to a non-negative integer id");
+    if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() >= id_limit)
+      r.error(fmt::format("/model/vocab (token \"{}\")", token),
+              fmt::format("must map to a non-negative integer id below {}", id_limit));
     auto id = value.get<int32_t>();
-    auto raw = byte_level_decode(token);
-    // Tokens outside the byte-level alphabet cannot come out of BPE; they decode to their own bytes.
-    if (raw) bpe_vocab.emplace(*raw, id);
-    assign(id, token, raw ? *raw : token);
+    if (!byte_level) {
+      bpe_vocab.emplace(token, id);
+    } else if (auto raw = byte_level_decode(token)) {
+      bpe_vocab.emplace(*raw, id);  // tokens outside the byte alphabet cannot come out of byte-level BPE
+    }
+    assign(id, token);
   }
 
   const json& merges_node = r.field(model, "/model", "merges");
@@ -223,6 +355,18 @@ Tokenizer::Impl::Impl(std::string_view text, const std::string& origin) {
   BpeOptions options;
   options.ignore_merges = r.flag(model, "/model", "ignore_merges", false);
   options.fuse_unk = r.flag(model, "/model", "fuse_unk", false);
+  options.utf8_symbols = !byte_level;
+  options.byte_fallback = r.flag(model, "/model", "byte_fallback", false);
+  if (byte_level && options.byte_fallback) {
+    // Harmless when every byte has its token (byte fallback never triggers); otherwise HF would look
+    // up <0xNN> for the bytes of the byte-level spelling, which packtrain does not reproduce.
+    for (const std::string& c : byte_level_chars())
+      if (!vocab.contains(c))
+        r.error("/model/byte_fallback",
+                "is true with a ByteLevel pre-tokenizer and a vocabulary missing some bytes; only "
+                "SentencePiece-style (non-ByteLevel) models may use byte fallback");
+    options.byte_fallback = false;
+  }
   if (model.contains("unk_token") && !model["unk_token"].is_null()) {
     std::string unk = r.string(model["unk_token"], "/model/unk_token");
     auto it = vocab.find(unk);
@@ -230,16 +374,6 @@ Tokenizer::Impl::Impl(std::string_view text, const std::string& origin) {
     options.unk_id = it->get<int32_t>();
   }
   bpe = BpeModel(std::move(bpe_vocab), merges, options);
-
-  std::vector<NormalForm> forms;
-  if (root.contains("normalizer")) read_normalizer(r, root["normalizer"], "/normalizer", forms);
-  normalizer = Normalizer(forms);
-
-  const json& pre = r.field(root, "", "pre_tokenizer");
-  if (pre.is_null()) r.error("/pre_tokenizer", "is null; byte-level BPE needs a ByteLevel pre-tokenizer");
-  read_pretokenizer(r, pre, "/pre_tokenizer", pretokenizer);
-  if (!pretokenizer.has_byte_level())
-    r.error("/pre_tokenizer", "has no ByteLevel step; packtrain supports byte-level BPE only");
 
   std::vector<AddedToken> raw_tokens, normalized_tokens;
   std::vector<std::string> raw_patterns, normalized_patterns;
@@ -251,8 +385,8 @@ Tokenizer::Impl::Impl(std::string_view text, const std::string& origin) {
       const json& t = list[i];
       AddedToken token;
       const json& id = r.field(t, path, "id");
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
-        r.error(path + "/id", "must be a non-negative integer");
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= id_limit)
+        r.error(path + "/id", fmt::format("must be a non-negative integer below {}", id_limit));
       token.id = id.get<int32_t>();
       token.content = r.string(r.field(t, path, "content"), path + "/content");
       token.special = r.flag(t, path, "special", false);
@@ -260,7 +394,7 @@ Tokenizer::Impl::Impl(std::string_view text, const std::string& origin) {
       token.lstrip = r.flag(t, path, "lstrip", false);
       token.rstrip = r.flag(t, path, "rstrip", false);
       token.normalized = r.flag(t, path, "normalized", !token.special);
-      assign(token.id, token.content, token.content);
+      assign(token.id, token.content);
       if (token.normalized) {
         normalized_patterns.push_back(normalizer.apply(token.content));
         normalized_tokens.push_back(std::move(token));

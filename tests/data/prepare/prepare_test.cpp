@@ -116,7 +116,8 @@ TEST_F(PrepareTest, ChatUsesChatMLWithLossOnAssistantContentAndEndMarker) {
       dir_,
       {test::write_input(dir_, "in.jsonl", chat(turns).dump() + "\n" + chat(ends_with_user).dump() + "\n")});
   auto report = prepare_dataset(o);
-  EXPECT_EQ(report.metadata["tokenizer"]["chat_template"], "chatml");
+  EXPECT_EQ(report.metadata["tokenizer"]["chat_template"],
+            nlohmann::ordered_json({{"layout", "chatml"}, {"chosen_by", "auto"}}));
 
   auto start = tok_.token_to_id("<|im_start|>"), end = tok_.token_to_id("<|im_end|>");
   auto layout = [&](const std::vector<std::pair<std::string, std::string>>& ts) {
@@ -141,7 +142,8 @@ TEST_F(PrepareTest, ChatFallsBackToPlainTemplateWithoutImTokens) {
       {test::write_input(dir_, "in.jsonl", chat({{"user", "Hi"}, {"assistant", "Hello."}}).dump() + "\n")});
   o.tokenizer_path = test::tokenizer_variant(dir_, {"<|im_start|>", "<|im_end|>"}, {});
   auto report = prepare_dataset(o);
-  EXPECT_EQ(report.metadata["tokenizer"]["chat_template"], "plain");
+  EXPECT_EQ(report.metadata["tokenizer"]["chat_template"],
+            nlohmann::ordered_json({{"layout", "plain"}, {"chosen_by", "auto"}}));
   auto tok = Tokenizer::from_file(o.tokenizer_path);
   Expected e;
   e.add(tok.encode("User: "), false);
