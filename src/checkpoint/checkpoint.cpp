@@ -188,6 +188,65 @@ void remove_partial_saves(const fs::path& root) {
     if (entry.is_directory() && entry.path().extension() == ".tmp") fs::remove_all(entry.path());
 }
 
+// What a training checkpoint takes on disk, but for its JSON files and headers.
+uint64_t checkpoint_bytes(size_t params, std::span<const MaskTensor> masks,
+                          const std::string& tokenizer_json) {
+  uint64_t bytes = 3 * params * sizeof(float) + tokenizer_json.size();
+  for (const auto& m : masks) bytes += m.values.size();
+  return bytes;
+}
+
+// A save that could not be written (a full disk, a quota, a file size limit): its partial directory goes,
+// freeing what it took, and the error says what the checkpoint needs and that the previous one stands.
+[[noreturn]] void save_failed(const fs::path& root, const fs::path& tmp_dir, int64_t step, uint64_t needed,
+                              const std::string& cause) {
+  std::error_code ignored;
+  fs::remove_all(tmp_dir, ignored);
+  const fs::path latest = root / "latest";
+  const std::string previous =
+      fs::exists(latest)
+          ? fmt::format("{} still points to the previous checkpoint, which is unchanged", latest.string())
+          : std::string("there is no earlier checkpoint");
+  fail(
+      "cannot save the checkpoint of step {} in {}: {}. The checkpoint needs about {}; {}. Free space there "
+      "(or raise the file size limit) and run the same command to resume",
+      step, root.string(), cause, format_bytes(needed), previous);
+}
+
+// The save itself: NAME.tmp/ written and synced, renamed to NAME, then `latest` moved to it.
+void write_training_checkpoint(const fs::path& root, const std::string& name, const ModelConfig& config,
+                               std::span<const float> params, std::span<const float> adam_m,
+                               std::span<const float> adam_v, const TrainerState& state,
+                               const std::string& tokenizer_json, std::span<const MaskTensor> masks) {
+  const fs::path final_dir = root / name, tmp_dir = root / (name + ".tmp");
+  fs::create_directories(root);
+  remove_partial_saves(root);
+  save_model_dir(tmp_dir.string(), config, params, tokenizer_json);
+  ParameterLayout layout(config);
+  std::vector<std::vector<float>> scratch;
+  auto moments = named_tensors(layout, adam_m, "exp_avg.", /*hf_layout=*/false, scratch);
+  auto second = named_tensors(layout, adam_v, "exp_avg_sq.", /*hf_layout=*/false, scratch);
+  moments.insert(moments.end(), second.begin(), second.end());
+  write_safetensors((tmp_dir / "optimizer.safetensors").string(), moments, {});
+  if (!masks.empty()) {
+    std::vector<StTensorToWrite> m;
+    for (const auto& mask : masks) m.push_back({mask.name, StDtype::kU8, mask.shape, mask.values.data()});
+    write_safetensors((tmp_dir / kMasksFile).string(), m, {});
+  }
+  json st = {{"step", state.step},
+             {"epoch", state.epoch},
+             {"batches_in_epoch", state.batches_in_epoch},
+             {"seed", state.seed},
+             {"tokens_seen", state.tokens_seen}};
+  if (state.position) st["position"] = *state.position;
+  write_file_atomic((tmp_dir / "trainer_state.json").string(), st.dump(2) + "\n");
+  fsync_dir(tmp_dir);
+  fs::remove_all(final_dir);  // a checkpoint of this step from an earlier, abandoned run
+  fs::rename(tmp_dir, final_dir);
+  fsync_dir(root);
+  write_file_atomic((fs::path(root) / "latest").string(), name + "\n");
+}
+
 }  // namespace
 
 void save_model_dir(const std::string& dir, const ModelConfig& config, std::span<const float> params,
@@ -248,32 +307,13 @@ std::string save_training_checkpoint(const std::string& root, const ModelConfig&
                                      const std::string& tokenizer_json, std::span<const MaskTensor> masks) {
   const auto name = fmt::format("step-{:08}", state.step);
   const fs::path final_dir = fs::path(root) / name, tmp_dir = fs::path(root) / (name + ".tmp");
-  fs::create_directories(root);
-  remove_partial_saves(root);
-  save_model_dir(tmp_dir.string(), config, params, tokenizer_json);
-  ParameterLayout layout(config);
-  std::vector<std::vector<float>> scratch;
-  auto moments = named_tensors(layout, adam_m, "exp_avg.", /*hf_layout=*/false, scratch);
-  auto second = named_tensors(layout, adam_v, "exp_avg_sq.", /*hf_layout=*/false, scratch);
-  moments.insert(moments.end(), second.begin(), second.end());
-  write_safetensors((tmp_dir / "optimizer.safetensors").string(), moments, {});
-  if (!masks.empty()) {
-    std::vector<StTensorToWrite> m;
-    for (const auto& mask : masks) m.push_back({mask.name, StDtype::kU8, mask.shape, mask.values.data()});
-    write_safetensors((tmp_dir / kMasksFile).string(), m, {});
+  try {
+    write_training_checkpoint(root, name, config, params, adam_m, adam_v, state, tokenizer_json, masks);
+  } catch (const WriteError& e) {
+    save_failed(root, tmp_dir, state.step, checkpoint_bytes(params.size(), masks, tokenizer_json), e.what());
+  } catch (const fs::filesystem_error& e) {
+    save_failed(root, tmp_dir, state.step, checkpoint_bytes(params.size(), masks, tokenizer_json), e.what());
   }
-  json st = {{"step", state.step},
-             {"epoch", state.epoch},
-             {"batches_in_epoch", state.batches_in_epoch},
-             {"seed", state.seed},
-             {"tokens_seen", state.tokens_seen}};
-  if (state.position) st["position"] = *state.position;
-  write_file_atomic((tmp_dir / "trainer_state.json").string(), st.dump(2) + "\n");
-  fsync_dir(tmp_dir);
-  fs::remove_all(final_dir);  // a checkpoint of this step from an earlier, abandoned run
-  fs::rename(tmp_dir, final_dir);
-  fsync_dir(root);
-  write_file_atomic((fs::path(root) / "latest").string(), name + "\n");
   return final_dir.string();
 }
 

@@ -62,7 +62,9 @@ struct TrainingCheckpoint {
   std::string dir;
 };
 
-// Saves into root/step-NNNNNNNN and moves root/latest to it; returns the directory.
+// Saves into root/step-NNNNNNNN and moves root/latest to it; returns the directory. A save that cannot be
+// written (a full disk, a quota, a file size limit) removes its partial directory and throws pt::Error
+// naming the file, the space the checkpoint needs and the previous checkpoint, which stays loadable.
 std::string save_training_checkpoint(const std::string& root, const ModelConfig& config,
                                      std::span<const float> params, std::span<const float> adam_m,
                                      std::span<const float> adam_v, const TrainerState& state,

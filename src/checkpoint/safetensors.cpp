@@ -6,6 +6,7 @@
 #include <xxhash.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -38,6 +39,15 @@ std::string shape_str(std::span<const int64_t> shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
+}
+
+// entry[key], an array of integers: nlohmann converts a float to an integer type unchecked (undefined past
+// the type's range).
+const json& integers(const json& entry, const char* key, const std::string& file, const std::string& tensor) {
+  const json& a = entry.at(key);
+  if (!a.is_array() || !std::all_of(a.begin(), a.end(), [](const json& x) { return x.is_number_integer(); }))
+    fail("{}: tensor \"{}\" has {} {}; expected an array of integers", file, tensor, key, a.dump());
+  return a;
 }
 
 }  // namespace
@@ -112,12 +122,16 @@ void SafetensorsReader::add_file(const std::string& file) {
       if (!d)
         fail("{}: tensor \"{}\" has dtype {}; supported: F32, F64, BF16, F16, I32, I64, U8", file, name, dt);
       info.dtype = d->dtype;
-      info.shape = entry.at("shape").get<std::vector<int64_t>>();
-      auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
-      size_t numel = 1;
-      for (auto s : info.shape) numel *= static_cast<size_t>(s);
+      info.shape = integers(entry, "shape", file, name).get<std::vector<int64_t>>();
+      auto offsets = integers(entry, "data_offsets", file, name).get<std::vector<uint64_t>>();
+      // A negative size or a product past 64 bits would wrap to a byte count that matches.
+      size_t tensor_bytes = d->size;
+      for (auto s : info.shape)
+        if (s < 0 || __builtin_mul_overflow(tensor_bytes, static_cast<size_t>(s), &tensor_bytes))
+          fail("{}: tensor \"{}\" has shape {}; sizes must be non-negative and the tensor under 2^64 bytes",
+               file, name, shape_str(info.shape));
       if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size ||
-          offsets[1] - offsets[0] != numel * d->size)
+          offsets[1] - offsets[0] != tensor_bytes)
         fail(
             "{}: tensor \"{}\" ({} {}) has data_offsets outside the file or of the wrong size (file "
             "truncated "

@@ -1,4 +1,6 @@
-// `packtrain train`: train a decoder (model/families.h) on a prepared dataset.
+// `packtrain train`: train a decoder (model/families.h) on a prepared dataset. Exit status: 0 when the run
+// finished (or --stop-after stopped it), 1 on an error, 75 when a stop signal stopped it with a checkpoint
+// (the same command resumes), 3 after --max-bad-steps non-finite steps in a row (with a checkpoint).
 #include "cli/commands.h"
 #include "data/packing/packer.h"
 #include "model/families.h"
@@ -10,9 +12,21 @@
 
 namespace pt::cli {
 
+namespace {
+// EX_TEMPFAIL of sysexits.h, "try again later": a scheduler's requeue rule can match it.
+constexpr int kExitStopSignal = 75;
+constexpr int kExitNonFinite = 3;
+}  // namespace
+
 void register_train(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "train", "Train a decoder (Llama, Mistral, Qwen2/3, GPT-2) on a prepared dataset (on a GPU when one is visible)");
+  cmd->footer(
+      "SIGTERM, SIGINT (Ctrl-C) or SIGUSR1 stop training after the step in flight, with a checkpoint\n"
+      "(under mpirun send SIGUSR1: mpirun forwards it to every rank). Exit status: 0 finished or\n"
+      "--stop-after, 1 error, 75 stopped by a signal (run the same command to resume), 3 stopped after\n"
+      "--max-bad-steps non-finite steps. One train at a time per --out: a second fails, naming the first\n"
+      "(OUT/.packtrain.lock).");
   auto tc = std::make_shared<TrainConfig>();
   auto strategy = std::make_shared<std::string>("flatten");
   auto threads = std::make_shared<int>(0);
@@ -63,6 +77,10 @@ void register_train(CLI::App& app) {
   cmd->add_option("--peak-tflops", tc->peak_tflops, "Peak TFLOP/s for MFU (0: estimated)");
   cmd->add_option("--stop-after", tc->stop_after,
                   "Stop after N steps of this invocation, with a checkpoint (resume later)");
+  cmd->add_option("--max-bad-steps", tc->max_bad_steps,
+                  "Stop, with a checkpoint of the last good weights, after N steps in a row whose loss or "
+                  "gradient norm is not finite (each skips its optimizer update); 0: never")
+      ->capture_default_str();
   cmd->add_flag("--recompute{norms}", *recompute,
                 "Recompute activations in the backward instead of keeping them: norms (--recompute: the "
                 "RMSNorm and SwiGLU outputs, about 29% less activation memory for a few percent more step "
@@ -123,7 +141,9 @@ void register_train(CLI::App& app) {
     c.resume = !*no_resume;
     c.dist.backend = dist::parse_backend(*backend);
     ops::set_cpu_threads(*threads);
-    train(c);
+    const TrainResult result = train(c);  // says itself why it stopped early
+    if (result.end == TrainEnd::signal) throw CLI::RuntimeError(kExitStopSignal);
+    if (result.end == TrainEnd::non_finite) throw CLI::RuntimeError(kExitNonFinite);
   });
 }
 

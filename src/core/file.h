@@ -1,9 +1,14 @@
 // Files: read-only memory maps for datasets and checkpoints, and atomic writes (temporary file, fsync,
 // rename, fsync of the directory) so an interrupted save never leaves a half-written file in place.
+// A failed write throws WriteError naming the file, how much of it was written and the space left, so
+// that callers can say what their whole output needs.
 #pragma once
+
+#include "core/error.h"
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -31,6 +36,23 @@ class MappedFile {
 };
 
 std::string read_file(const std::string& path);
+
+// A create, write, fsync or rename that failed. When the filesystem, a quota or the process's file size
+// limit (RLIMIT_FSIZE) ran out, the message says how much of the file was written and what is free.
+struct WriteError : Error {
+  using Error::Error;
+};
+
+// Bytes an unprivileged writer may still use on the filesystem holding path (or its nearest existing
+// parent directory); nullopt when that cannot be found out.
+std::optional<uint64_t> free_disk_bytes(const std::string& path);
+
+// "15.9 MB (15934832 bytes)": decimal units, as disks are sold and df -H prints them.
+std::string format_bytes(uint64_t bytes);
+
+// fsync of a directory, so that the renames and creations in it survive a crash. Best effort: some
+// filesystems do not sync directories.
+void sync_directory(const std::string& dir);
 
 // Writes through `path + ".tmp"`, fsyncs and renames, so readers see the old file or the new one.
 class AtomicWriter {

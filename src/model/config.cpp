@@ -24,6 +24,17 @@ void ModelConfig::validate(const std::string& origin) const {
   positive("num_key_value_heads", num_key_value_heads);
   positive("head_dim", head_dim);
   positive("max_position_embeddings", max_position_embeddings);
+  // An upper bound of the parameter count in double, so that no product or sum of the parameter layout
+  // (int64) can overflow: a config whose sizes come near it is refused here, by name, not at allocation.
+  const double C = hidden_size, q = static_cast<double>(num_attention_heads) * head_dim,
+               qkv = q + 2.0 * num_key_value_heads * head_dim, F = intermediate_size;
+  const double per_layer = C * (qkv + q) + 3 * C * F + qkv + 3 * F + 8 * C + 2.0 * head_dim;
+  const double bound = (2.0 * vocab_size + max_position_embeddings + 2) * C + num_hidden_layers * per_layer;
+  if (bound > 0x1p62)
+    fail(
+        "{}: these sizes give about {:.3g} parameters, beyond what packtrain counts (2^62); check "
+        "vocab_size, hidden_size, intermediate_size, num_hidden_layers, the head counts and head_dim",
+        origin, bound);
   if (num_attention_heads % num_key_value_heads != 0)
     fail("{}: num_attention_heads ({}) must be a multiple of num_key_value_heads ({})", origin,
          num_attention_heads, num_key_value_heads);

@@ -6,7 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <span>
+#include <type_traits>
 
 namespace pt {
 
@@ -29,11 +32,29 @@ class Fields {
       if (required) fail("{}: missing required field \"{}\"", origin_, name);
       return;
     }
-    try {
-      field = j_[name].get<T>();
-    } catch (const json::exception&) {
-      fail("{}: field \"{}\" has the wrong type ({})", origin_, name, j_[name].dump());
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      field = integer<T>(j_[name], name);
+    } else {
+      try {
+        field = j_[name].get<T>();
+      } catch (const json::exception&) {
+        fail("{}: field \"{}\" has the wrong type ({})", origin_, name, j_[name].dump());
+      }
     }
+  }
+  // A whole number that T holds (2048.0 too): nlohmann's get would wrap a larger one, and converting a
+  // float outside T's range is undefined.
+  template <class T>
+  T integer(const json& v, const char* name) const {
+    constexpr auto lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
+    if (!v.is_number()) fail("{}: field \"{}\" has the wrong type ({})", origin_, name, v.dump());
+    const double d = v.get<double>();
+    const bool fits = v.is_number_unsigned()  ? v.get<uint64_t>() <= static_cast<uint64_t>(hi)
+                      : v.is_number_integer() ? v.get<int64_t>() >= lo && v.get<int64_t>() <= hi
+                                              : d == std::trunc(d) && d >= lo && d < hi + 1.0;
+    if (!fits)
+      fail("{}: field \"{}\" is {}; expected a whole number from {} to {}", origin_, name, v.dump(), lo, hi);
+    return v.is_number_float() ? static_cast<T>(d) : v.get<T>();
   }
   template <class T>
   T value(const char* name, T fallback) const {
@@ -139,7 +160,8 @@ void read_qwen_windows(const Fields& f, ModelConfig& c) {
       c.windowed_layers[l] = types[l] == "sliding_attention";
     }
   } else {
-    const int32_t first = f.value("max_window_layers", c.num_hidden_layers);
+    // Below 0 slides every layer, as in transformers (layer_idx >= max_window_layers).
+    const int32_t first = std::max(f.value("max_window_layers", c.num_hidden_layers), 0);
     for (int32_t l = first; l < c.num_hidden_layers; ++l) c.windowed_layers[static_cast<size_t>(l)] = true;
   }
   c.sliding_window = use ? window : 0;
@@ -153,6 +175,8 @@ ModelConfig read_llama_like(const Fields& f, const Family& fam) {
   f.get("hidden_size", c.hidden_size, true);
   f.get("intermediate_size", c.intermediate_size, true);
   f.get("num_hidden_layers", c.num_hidden_layers, true);
+  if (c.num_hidden_layers <= 0)  // before the per-layer windows are sized by it
+    fail("{}: \"num_hidden_layers\" must be positive (got {})", f.origin(), c.num_hidden_layers);
   f.get("num_attention_heads", c.num_attention_heads, true);
   c.num_key_value_heads = f.value("num_key_value_heads", c.num_attention_heads);
   c.head_dim = c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0;
@@ -198,8 +222,14 @@ ModelConfig read_gpt2(const Fields& f) {
   f.get("n_positions", c.max_position_embeddings, true);
   c.num_key_value_heads = c.num_attention_heads;
   c.head_dim = c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0;
-  c.intermediate_size = 4 * c.hidden_size;
-  f.get("n_inner", c.intermediate_size);
+  if (f.has("n_inner")) {
+    f.get("n_inner", c.intermediate_size);
+  } else {  // GPT-2's default, 4 n_embd
+    if (c.hidden_size <= 0 || c.hidden_size > std::numeric_limits<int32_t>::max() / 4)
+      fail("{}: \"n_embd\" is {}; without n_inner it must be positive and at most {} (n_inner = 4 n_embd)",
+           f.origin(), c.hidden_size, std::numeric_limits<int32_t>::max() / 4);
+    c.intermediate_size = 4 * c.hidden_size;
+  }
   f.get("layer_norm_epsilon", c.norm_eps);
   c.tie_word_embeddings = f.value("tie_word_embeddings", true);
   if (!c.tie_word_embeddings) fail("{}: GPT-2 ties its LM head to the token embeddings; tie_word_embeddings must be true", f.origin());
@@ -223,7 +253,7 @@ void read_special_tokens(const Fields& f, ModelConfig& c) {
   for (auto [name, field] : {std::pair{"bos_token_id", &c.bos_token_id}, std::pair{"eos_token_id", &c.eos_token_id}}) {
     if (!f.has(name)) continue;
     const json& v = f.raw(name);
-    if (v.is_array() && !v.empty() && v[0].is_number_integer()) *field = v[0].get<int32_t>();
+    if (v.is_array() && !v.empty() && v[0].is_number_integer()) *field = f.integer<int32_t>(v[0], name);
     else f.get(name, *field);
   }
 }
@@ -284,7 +314,7 @@ ModelConfig parse_config(const std::string& json_text, const std::string& origin
   json j;
   try {
     j = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number beyond a double
     fail("{}: not valid JSON ({})", origin, e.what());
   }
   if (!j.is_object()) fail("{}: expected a JSON object (an HF config.json)", origin);

@@ -20,7 +20,7 @@ std::string eta_str(double s) {
 }
 }  // namespace
 
-MetricsLog::MetricsLog(const std::string& jsonl_path) {
+MetricsLog::MetricsLog(const std::string& jsonl_path) : path_(jsonl_path) {
   file_ = std::fopen(jsonl_path.c_str(), "a");
   if (!file_) fail("cannot open {} for metrics: {}", jsonl_path, std::strerror(errno));
 }
@@ -30,9 +30,8 @@ MetricsLog::~MetricsLog() {
 }
 
 void MetricsLog::append(const std::string& line) {
-  std::fputs(line.c_str(), file_);
-  std::fputc('\n', file_);
-  std::fflush(file_);
+  if (std::fputs(line.c_str(), file_) < 0 || std::fputc('\n', file_) < 0 || std::fflush(file_) != 0)
+    fail("cannot write metrics to {}: {}", path_, std::strerror(errno));
 }
 
 void MetricsLog::step(const StepMetrics& m) {
@@ -42,11 +41,14 @@ void MetricsLog::step(const StepMetrics& m) {
           : fmt::format(" | {} ranks {:.0f}-{:.0f} tok/s each | comm {:.3f}s | imbalance {:.3f}",
                         m.world_size, m.min_rank_tokens_per_s, m.max_rank_tokens_per_s, m.comm_wait_s,
                         m.token_imbalance);
+  const std::string skipped = m.skipped ? fmt::format(" | SKIPPED: not finite ({} in a row, {} in this run)",
+                                                      m.bad_in_a_row, m.skipped_steps)
+                                        : std::string();
   log_info(
       "step {:>6}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | pad {:.1f}% | "
-      "MFU {:.1f}% | mem {:.2f} GiB | ETA {}{}",
+      "MFU {:.1f}% | mem {:.2f} GiB | ETA {}{}{}",
       m.step, m.total_steps, m.loss, m.lr, m.grad_norm, m.real_tokens_per_s, m.padding_pct, m.mfu_pct,
-      m.peak_memory_gib, eta_str(m.eta_s), ranks);
+      m.peak_memory_gib, eta_str(m.eta_s), ranks, skipped);
   nlohmann::json j = {{"type", "train"},
                       {"step", m.step},
                       {"loss", m.loss},
@@ -62,7 +64,9 @@ void MetricsLog::step(const StepMetrics& m) {
                       {"min_rank_tokens_per_s", m.min_rank_tokens_per_s},
                       {"max_rank_tokens_per_s", m.max_rank_tokens_per_s},
                       {"comm_wait_s", m.comm_wait_s},
-                      {"token_imbalance", m.token_imbalance}};
+                      {"token_imbalance", m.token_imbalance},
+                      {"skipped_steps", m.skipped_steps}};
+  if (m.skipped) j["skipped"] = true;
   append(j.dump());
 }
 

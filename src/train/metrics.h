@@ -1,6 +1,7 @@
 // Training metrics: one record per optimizer step, printed to the console and appended to a JSONL file
 // (metrics.jsonl in the run directory), plus validation records and, in 2:4 sparse runs, one record per mask
-// computation with its flip rate.
+// computation with its flip rate. A non-finite loss or norm is written as null; a step whose optimizer
+// update was skipped for it has "skipped": true. scripts/plot_run.py draws a run's file.
 #pragma once
 
 #include <cstdint>
@@ -20,11 +21,15 @@ struct StepMetrics {
   int world_size = 1;
   double min_rank_tokens_per_s = 0, max_rank_tokens_per_s = 0;
   double comm_wait_s = 0, token_imbalance = 1;
+  // Non-finite steps: this one was skipped; how many in a row up to it, and in this invocation.
+  bool skipped = false;
+  int64_t bad_in_a_row = 0, skipped_steps = 0;
 };
 
 class MetricsLog {
  public:
-  explicit MetricsLog(const std::string& jsonl_path);  // appends (a resumed run continues its file)
+  // Appends (a resumed run continues its file); a failed write is an error naming the file.
+  explicit MetricsLog(const std::string& jsonl_path);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
@@ -37,6 +42,7 @@ class MetricsLog {
 
  private:
   void append(const std::string& line);
+  std::string path_;
   std::FILE* file_ = nullptr;
 };
 

@@ -3,6 +3,7 @@
 #include "checkpoint/checkpoint.h"
 #include "core/arena.h"
 #include "core/device.h"
+#include "core/dir_lock.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/host.h"
@@ -17,10 +18,14 @@
 #include "model/presets.h"
 #include "train/evaluate.h"
 #include "train/metrics.h"
+#include "train/stop_signals.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
+#include <limits>
+#include <memory>
 #include <optional>
 
 namespace pt {
@@ -162,6 +167,7 @@ void check_train_config(const TrainConfig& tc) {
   not_negative("--eval-every", tc.eval_every);
   not_negative("--save-every", tc.save_every);
   not_negative("--stop-after", tc.stop_after);
+  not_negative("--max-bad-steps", tc.max_bad_steps);
   if (!(tc.dist.timeout_s > 0)) fail("--dist-timeout must be positive seconds (got {})", tc.dist.timeout_s);
   if (!(tc.dist.bucket_mb > 0)) fail("--bucket-mb must be positive (got {})", tc.dist.bucket_mb);
 }
@@ -217,6 +223,59 @@ int64_t largest_batch_tokens(const TrainConfig& tc, const PackingOptions& p, con
   return largest;
 }
 
+// Rank 0 locks the run directory, which it alone writes to. Every rank learns whether it could, so that
+// none is left waiting for it in a collective.
+std::unique_ptr<DirectoryLock> lock_run_directory(const std::string& out_dir, dist::Communicator& comm) {
+  std::unique_ptr<DirectoryLock> lock;
+  std::string refused;
+  if (comm.rank() == 0) {
+    try {
+      fs::create_directories(out_dir);
+      lock = std::make_unique<DirectoryLock>(out_dir, "train", "--out");
+    } catch (const std::exception& e) {
+      refused = e.what();
+    }
+  }
+  const double failed = refused.empty() ? 0 : 1;
+  if (comm.sum_host(std::span<const double>(&failed, 1))[0] > 0) {
+    if (!refused.empty()) throw Error(refused);
+    fail("rank 0 could not lock the run directory {}; its message says why", out_dir);
+  }
+  return lock;
+}
+
+// What every rank learns once a step's passes are done, before its optimizer update: the step's loss (the
+// mean over all ranks' targets), whether any rank was asked to stop, and the gradient norm (the same on
+// every rank).
+struct StepOutcome {
+  double loss = 0, grad_norm = 0;
+  bool stop = false;
+  bool finite() const { return std::isfinite(loss) && std::isfinite(grad_norm); }
+};
+
+// Steps skipped for a non-finite loss or gradient norm; too many in a row stop the run.
+struct NonFiniteSteps {
+  int64_t in_a_row = 0, total = 0;
+  void count(bool finite) {
+    in_a_row = finite ? 0 : in_a_row + 1;
+    total += !finite;
+  }
+};
+
+// Why the run ends after `step` though it is not the last: a rank's stop signal, or too many non-finite
+// steps in a row.
+std::optional<TrainEnd> early_end(const TrainConfig& tc, int64_t step, const StepOutcome& outcome,
+                                  const NonFiniteSteps& bad) {
+  if (step >= tc.steps) return std::nullopt;  // the last step ends it anyway
+  if (outcome.stop) return TrainEnd::signal;
+  if (tc.max_bad_steps > 0 && bad.in_a_row >= tc.max_bad_steps) return TrainEnd::non_finite;
+  return std::nullopt;
+}
+
+bool listed(const std::vector<int64_t>& steps, int64_t step) {
+  return std::find(steps.begin(), steps.end(), step) != steps.end();
+}
+
 }  // namespace
 
 TrainResult train(const TrainConfig& tc) {
@@ -225,6 +284,8 @@ TrainResult train(const TrainConfig& tc) {
   const Device device = resolve_device(tc.device);
   const auto comm = dist::make_communicator({tc.dist.backend, device, tc.dist.timeout_s});
   const bool lead = comm->rank() == 0;  // writes metrics, checkpoints and the final model
+  const StopSignals signals;            // from here on a stop signal ends the run after a step
+  const auto lock = lock_run_directory(tc.out_dir, *comm);
   auto data = PreparedDataset::open(tc.data_dir);
   const ModelConfig config = resolve_config(tc, data);
   tc.sparsity.validate(config, tc.steps);
@@ -268,7 +329,7 @@ TrainResult train(const TrainConfig& tc) {
       std::max(largest_batch_tokens(tc, packing, data.train(), state, dp_data), longest_example(data.val()));
   // The CPU trains in fp32; a GPU computes in bf16 from fp32 master weights.
   DecoderModel model(config, capacity, device, device == Device::cuda ? DType::bf16 : DType::f32, tc.sparsity,
-                   tc.recompute);
+                     tc.recompute);
   const int64_t total = model.layout().total();
   const Gradients grads(total, dist::DataParallelOptimizer::flat_size(total, comm->size(), tc.dist.zero1),
                         device);
@@ -291,13 +352,15 @@ TrainResult train(const TrainConfig& tc) {
     checkpoint.reset();  // host copies no longer needed
   } else {
     // Every rank computes the same initial parameters (and keeps what it owns).
-    dp.set_params(tc.init_from.empty() ? init_params(config, tc.seed) : load_model_dir(tc.init_from, tc.allow_unused_tensors).params);
+    dp.set_params(tc.init_from.empty() ? init_params(config, tc.seed)
+                                       : load_model_dir(tc.init_from, tc.allow_unused_tensors).params);
   }
   if (lead) {
     log_info(
-        "model: {}, {} layers, hidden {}, {} heads ({} kv), vocab {}: {:.2f}M parameters; activations {:.1f} MiB",
-        config.family, config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
-        config.vocab_size, static_cast<double>(config.num_parameters()) / 1e6,
+        "model: {}, {} layers, hidden {}, {} heads ({} kv), vocab {}: {:.2f}M parameters; activations "
+        "{:.1f} MiB",
+        config.family, config.num_hidden_layers, config.hidden_size, config.num_attention_heads,
+        config.num_key_value_heads, config.vocab_size, static_cast<double>(config.num_parameters()) / 1e6,
         static_cast<double>(model.activation_bytes()) / (1 << 20));
     if (data_parallel)
       log_info(
@@ -395,13 +458,45 @@ TrainResult train(const TrainConfig& tc) {
   // This invocation ends at last_step: the run's end, or earlier with --stop-after (to resume later).
   const int64_t first_step = state.step;
   const int64_t last_step = tc.stop_after > 0 ? std::min(tc.steps, first_step + tc.stop_after) : tc.steps;
-  // The step's gradient norm stays on the device until the step's end: the host queues a whole step
-  // without waiting for the device, and reads the loss and the norm once at its end.
+  // The step's gradient norm stays on the device until the step's outcome is read, once, before the
+  // optimizer step: the host queues the passes without waiting for the device.
   Arena step_stats(device);
   const int norm_slot = step_stats.reserve(DType::f64, {1});
   step_stats.allocate();
   const Tensor grad_norm_dev = step_stats.view(norm_slot);
   std::optional<DecoderModel::StagedBatch> staged_ahead;  // the next step's first micro-batch
+  NonFiniteSteps bad;
+  // The step's outcome, the same on every rank: the loss (this waits for the passes) and the ranks' stop
+  // flags in one host collective, and the gradient norm.
+  auto read_outcome = [&](double grad_scale) {
+    double loss_sum = model.take_loss().loss_sum;
+    if (listed(tc.faults.nan_loss, state.step + 1)) loss_sum = std::numeric_limits<double>::quiet_NaN();
+    const double mine[2] = {loss_sum, signals.received() ? 1.0 : 0.0};
+    const std::vector<double> sums = comm->sum_host(mine);
+    StepOutcome o{.loss = sums[0] * grad_scale, .stop = sums[1] > 0};
+    copy_bytes(&o.grad_norm, false, grad_norm_dev.data, device == Device::cuda, sizeof(double));
+    return o;
+  };
+  // Why this invocation ended before the run's last step, in the log.
+  auto explain_stop = [&](TrainEnd end) {
+    if (!lead) return;
+    if (end == TrainEnd::stop_after)
+      log_info("stopped at step {} of {}; run again with the same --out to resume", state.step, tc.steps);
+    else if (end == TrainEnd::signal)
+      log_info("stopped at step {} of {} on {}, with a checkpoint; run the same command to resume",
+               state.step, tc.steps,
+               signals.received() ? signal_name(signals.received()) : "another rank's stop signal");
+    else
+      log_error(
+          "steps {}-{}: {} steps in a row had a non-finite loss or gradient norm (--max-bad-steps {}), "
+          "so the run stopped. The checkpoint of step {} holds the last good weights and AdamW moments "
+          "(those after step {}) and resumes after the skipped batches. Try a lower --lr or a longer "
+          "--warmup, a smaller --clip, or check the data of these steps for extreme or broken records; on "
+          "a GPU, bf16 overflow gives this too, which a lower learning rate usually avoids. --no-resume "
+          "starts afresh",
+          state.step - bad.in_a_row + 1, state.step, bad.in_a_row, tc.max_bad_steps, state.step,
+          state.step - bad.in_a_row);
+  };
   const auto run_start = Clock::now();
   if (state.step == 0) validate();
   comm->take_stats();  // collectives of the setup do not count in the first step
@@ -429,7 +524,9 @@ TrainResult train(const TrainConfig& tc) {
       // are final (one process has nothing to reduce).
       if (overlap && i + 1 == batches.micro.size())
         model.set_backward_progress([&](int64_t offset) { dp.ready_from(offset); });
-      model.forward_backward(*staged, grads.view, grad_scale);
+      const bool poison = i == 0 && listed(tc.faults.inf_grad, state.step + 1);
+      model.forward_backward(*staged, grads.view,
+                             poison ? std::numeric_limits<double>::infinity() : grad_scale);
       staged.reset();
       if (i + 1 < batches.micro.size()) staged = model.stage(batches.micro[i + 1]);
     }
@@ -445,33 +542,36 @@ TrainResult train(const TrainConfig& tc) {
     dp.clip_grad_norm_deferred(tc.max_grad_norm, grad_norm_dev);
     if (const double lambda = schedule.decay_at(state.step); model.sparse_active() && lambda > 0)
       dp.masked_decay(*masks, lambda);
-    // 4. Step, and advance the state a checkpoint records.
+    // While the device finishes the passes: the next step's batches, and its first micro-batch's copy queued.
+    staged_ahead.reset();
+    if (state.step + 1 < last_step)
+      if (const StepBatches& next = source.peek(config); !next.micro.empty())
+        staged_ahead = model.stage(next.micro[0]);
+    // 4. The step's outcome: loss, gradient norm, and whether a rank was asked to stop.
+    const StepOutcome outcome = read_outcome(grad_scale);
+    // 5. The optimizer step, skipped (weights and moments untouched) when the outcome is not finite; the
+    // step counts either way, and the state a checkpoint records advances.
     ++state.step;
     ops::AdamWConfig adamw = tc.adamw;
     adamw.lr = lr.at(state.step);
-    dp.step(adamw, state.step);
-    weights_current = false;
-    // While the device runs the step: the next step's batches, and its first micro-batch's copy queued.
-    staged_ahead.reset();
-    if (state.step < last_step)
-      if (const StepBatches& next = source.peek(config); !next.micro.empty())
-        staged_ahead = model.stage(next.micro[0]);
-    const double loss_sum = model.take_loss().loss_sum;  // waits for the step
-    double grad_norm = 0;
-    copy_bytes(&grad_norm, false, grad_norm_dev.data, device == Device::cuda, sizeof grad_norm);
-    const double loss = comm->sum_host(std::span<const double>(&loss_sum, 1))[0] * grad_scale;
+    bad.count(outcome.finite());
+    if (outcome.finite()) {
+      dp.step(adamw, state.step);
+      weights_current = false;
+    }
     batches.record(state);
     state.tokens_seen += batches.global_real_tokens;
-    // 5. Log, validate, save.
+    // 6. Log, validate, save; a run that ends early ends with a checkpoint.
+    const std::optional<TrainEnd> early = early_end(tc, state.step, outcome, bad);
     const double step_s = std::chrono::duration<double>(Clock::now() - t0).count();
     const double wait_s = comm->take_stats().wait_s;
-    if (state.step % tc.log_every == 0 || state.step == last_step) {
+    if (state.step % tc.log_every == 0 || state.step == last_step || !outcome.finite() || early) {
       const dist::StepStats stats = dist::gather_step_stats(*comm, batches.real_tokens, step_s, wait_s);
       const double elapsed = std::chrono::duration<double>(Clock::now() - run_start).count();
       StepMetrics m;
       m.step = state.step, m.total_steps = tc.steps;
-      m.loss = loss;
-      m.lr = adamw.lr, m.grad_norm = grad_norm;
+      m.loss = outcome.loss;
+      m.lr = adamw.lr, m.grad_norm = outcome.grad_norm;
       m.real_tokens_per_s = stats.global_tokens_per_s;
       const double processed = global[1], real = static_cast<double>(batches.global_real_tokens);
       m.padding_pct = 100.0 * (processed - real) / std::max(1.0, processed);
@@ -489,15 +589,24 @@ TrainResult train(const TrainConfig& tc) {
       m.max_rank_tokens_per_s = stats.max_rank_tokens_per_s;
       m.comm_wait_s = stats.max_wait_s;
       m.token_imbalance = stats.token_imbalance;
+      m.skipped = !outcome.finite();
+      m.bad_in_a_row = bad.in_a_row, m.skipped_steps = bad.total;
       if (metrics) metrics->step(m);
     }
     const bool run_done = state.step == tc.steps;
-    if (run_done || (tc.eval_every > 0 && state.step % tc.eval_every == 0)) validate();
-    if (state.step == last_step || (tc.save_every > 0 && state.step % tc.save_every == 0)) save();
+    if (!early && (run_done || (tc.eval_every > 0 && state.step % tc.eval_every == 0))) validate();
+    if (early || state.step == last_step || (tc.save_every > 0 && state.step % tc.save_every == 0)) save();
+    if (early) {
+      result.end = *early;
+      break;
+    }
   }
+  result.last_step = state.step;
+  result.skipped_steps = bad.total;
+  result.stop_signal = signals.received();
   if (state.step < tc.steps) {
-    if (lead)
-      log_info("stopped at step {} of {}; run again with the same --out to resume", state.step, tc.steps);
+    if (result.end == TrainEnd::finished) result.end = TrainEnd::stop_after;
+    explain_stop(result.end);
     return result;
   }
   result.final_dir = (fs::path(tc.out_dir) / "final").string();
@@ -506,7 +615,15 @@ TrainResult train(const TrainConfig& tc) {
   std::vector<float> final_params = lead || dp.zero1() ? dp.params_to_host() : std::vector<float>{};
   if (lead) {
     if (model.sparse_active()) masks->apply_on_host(final_params);
-    save_model_dir(result.final_dir, config, final_params, tokenizer_json);
+    try {
+      save_model_dir(result.final_dir, config, final_params, tokenizer_json);
+    } catch (const WriteError& e) {
+      fail(
+          "cannot write the final model to {}: {}. It needs about {}; the last checkpoint is complete, "
+          "so the same command writes it once there is room",
+          result.final_dir, e.what(),
+          format_bytes(final_params.size() * sizeof(float) + tokenizer_json.size()));
+    }
     log_info("final model (Hugging Face format) in {}", result.final_dir);
   }
   comm->barrier();  // the final model is written when any rank returns

@@ -8,6 +8,15 @@
 // W ranks with grad_accum g train as one data-parallel process with grad_accum W * g. A single process with
 // the auto or local backend keeps the single-process batch stream (and its checkpoints); naming mpi or
 // nccl runs the data-parallel path even on one rank, which is the reference multi-rank runs reproduce.
+//
+// Faults of shared clusters. The run directory is locked (core/dir_lock.h): a second writer fails at
+// once. SIGTERM, SIGINT or SIGUSR1 (train/stop_signals.h) stop the run after the step in flight, every rank
+// at the same step, with a checkpoint. A step whose loss or gradient norm is not finite (NaN or Inf) skips
+// the optimizer: the weights and AdamW moments stay as they were, while the step still counts (its batch
+// is consumed and the learning-rate schedule moves on, so a run keeps its length and its data order);
+// max_bad_steps such steps in a row stop the run with a checkpoint of the last good weights. A checkpoint
+// that cannot be written (a full disk) is an error naming the file and the space it needs; the previous
+// checkpoint stays loadable.
 #pragma once
 
 #include "data/packing/packer.h"
@@ -20,6 +29,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace pt {
 
@@ -30,15 +40,22 @@ struct DistConfig {
   double bucket_mb = 25;                         // gradient reduction bucket size, MiB
 };
 
+// For tests only, to take the non-finite path on purpose: on these steps (1-based) every rank's loss is
+// made NaN on the host (nan_loss), or its gradients are scaled by infinity in the backward pass
+// (inf_grad), so that the gradient norm comes out non-finite through the real reduction and clipping.
+struct FaultInjection {
+  std::vector<int64_t> nan_loss, inf_grad;
+};
+
 struct TrainConfig {
-  std::string data_dir;        // prepared dataset
-  std::string out_dir;         // run directory: metrics.jsonl, checkpoints/, final/
-  std::string model = "tiny";  // preset name or path to an HF config.json
-  std::string init_from;       // optional HF model directory to fine-tune
+  std::string data_dir;               // prepared dataset
+  std::string out_dir;                // run directory: metrics.jsonl, checkpoints/, final/
+  std::string model = "tiny";         // preset name or path to an HF config.json
+  std::string init_from;              // optional HF model directory to fine-tune
   bool allow_unused_tensors = false;  // --init: load a checkpoint holding tensors the model does not use
-  bool resume = true;          // continue from out_dir/checkpoints/latest when it exists
-  PackingOptions packing;      // strategy and micro-batch size
-  int32_t grad_accum = 1;      // micro-batches per optimizer step
+  bool resume = true;                 // continue from out_dir/checkpoints/latest when it exists
+  PackingOptions packing;             // strategy and micro-batch size
+  int32_t grad_accum = 1;             // micro-batches per optimizer step
   int64_t steps = 200;
   LrSchedule lr;
   ops::AdamWConfig adamw{3e-4, 0.9, 0.95, 1e-8, 0.1};
@@ -51,17 +68,32 @@ struct TrainConfig {
   std::string device = "auto";  // auto (a GPU when one is visible), cpu or cuda
   double peak_tflops = 0;       // for MFU; 0: estimated for the device
   int64_t stop_after = 0;       // stop (with a checkpoint) after this many steps of this invocation; 0: never
-  SparsityConfig sparsity;      // 2:4 sparse FFN training; off by default
+  int64_t max_bad_steps = 5;  // stop (with a checkpoint) after this many non-finite steps in a row; 0: never
+  SparsityConfig sparsity;    // 2:4 sparse FFN training; off by default
   Recompute recompute = Recompute::none;  // activations the backward recomputes (less memory, slower)
   DistConfig dist;
+  FaultInjection faults;
+};
+
+// How an invocation ended. The CLI exits 0 after finished and stop_after, and with a status of its own
+// after the others (cli/train.cpp).
+enum class TrainEnd {
+  finished,    // the last step is done and final/ written
+  stop_after,  // --stop-after's steps are done, with a checkpoint
+  signal,      // a stop signal (stop_signal names it), with a checkpoint
+  non_finite,  // max_bad_steps non-finite steps in a row, with a checkpoint of the last good weights
 };
 
 // Validation losses of this invocation (0 when it ran no validation): the first is at step 0 unless the
-// run resumed. final_dir is empty when the invocation stopped early (stop_after).
+// run resumed. final_dir is empty when the invocation stopped early.
 struct TrainResult {
   double first_val_loss = 0;
   double final_val_loss = 0;
   std::string final_dir;
+  TrainEnd end = TrainEnd::finished;
+  int stop_signal = 0;        // the stop signal this process received (0: none, or only another rank)
+  int64_t last_step = 0;      // the step the invocation ended at
+  int64_t skipped_steps = 0;  // non-finite steps of this invocation
 };
 
 // Throws pt::Error naming the setting for invalid settings, and on unusable data or checkpoints.

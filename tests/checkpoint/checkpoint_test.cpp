@@ -1,5 +1,6 @@
-// Checkpoints: a save killed at any moment leaves the previous checkpoint loadable; damage is an error
-// naming the tensor or file; Hugging Face directories load from sharded bf16/fp16 and tied layouts.
+// Checkpoints: a save killed at any moment, or out of space, leaves the previous checkpoint loadable;
+// damage is an error naming the tensor or file; Hugging Face directories load from sharded bf16/fp16 and tied
+// layouts.
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
@@ -8,6 +9,8 @@
 #include "model/families.h"
 #include "model/init.h"
 #include "model/presets.h"
+
+#include "core/file_size_limit.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
@@ -129,6 +132,33 @@ TEST(Checkpoint, KillDuringSaveLeavesThePreviousCheckpointLoadable) {
   save_step(root, c, step + 1);  // the next save clears what interrupted ones left
   EXPECT_EQ(partial_saves(root), 0);
   expect_checkpoint_of_step(*latest_checkpoint(root.string()), c, step + 1);
+}
+
+TEST(Checkpoint, ASaveOutOfSpaceLeavesThePreviousCheckpointAndSaysWhatItNeeds) {
+  const auto root = test::fresh_temp_dir() / "checkpoints";
+  const auto c = small_config(64, 256, false);  // about 90k parameters: 1 MB of checkpoint
+  save_step(root, c, 1);
+  const uint64_t needed = 3 * 4 * static_cast<uint64_t>(ParameterLayout(c).total()) + 10;  // + {"tok": 1}
+  try {
+    const test::FileSizeLimit limit(64 * 1024);
+    save_step(root, c, 2);
+    FAIL() << "a checkpoint was saved past the file size limit";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("cannot save the checkpoint of step 2 in " + root.string() + ": cannot write " +
+                     (root / "step-00000002.tmp").string()),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("File too large"), std::string::npos) << m;
+    EXPECT_NE(m.find("The checkpoint needs about " + format_bytes(needed)), std::string::npos) << m;
+    EXPECT_NE(m.find((root / "latest").string() + " still points to the previous checkpoint"),
+              std::string::npos)
+        << m;
+  }
+  EXPECT_EQ(partial_saves(root), 0) << "the failed save's partial directory stays, taking space";
+  expect_checkpoint_of_step(*latest_checkpoint(root.string()), c, 1);
+  save_step(root, c, 2);  // with room again
+  expect_checkpoint_of_step(*latest_checkpoint(root.string()), c, 2);
 }
 
 class DamagedCheckpoint : public ::testing::Test {

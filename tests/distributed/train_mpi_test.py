@@ -9,7 +9,9 @@
                same flips.
   resume:      a ZeRO-1 checkpoint written by 2 ranks resumes on 3 ranks (ZeRO-1) and on one plain process,
                and both continue with the losses of the uninterrupted 2-rank run; the same with 2:4 sparsity,
-               resumed between two mask computations (so from the checkpoint's masks).
+               resumed between two mask computations (so from the checkpoint's masks). Preemption: SIGTERM to
+               rank 1 alone, or SIGUSR1 to mpirun (which forwards it to every rank), stops both ranks after the
+               same step with exit status 75 and a checkpoint, and the same command resumes bit for bit.
   hang:        a rank stopped (SIGSTOP) in the middle of training makes the others abort within the collective
                timeout, naming the rank that does not answer.
   scaling:     bench/scaling.py (the multi-GPU scaling run) on 1 and 2 CPU ranks, dense and 2:4: every run
@@ -188,11 +190,59 @@ def case_resume(f):
                      range(1, 9))
         expect(f"{out}: the masks are computed at the same steps as uninterrupted", f.masks(out) == f.masks("sfull"),
                f"{json.dumps(f.masks(out))} vs {json.dumps(f.masks('sfull'))}")
+    check_preemption(f)
     # A single-process checkpoint cannot continue data-parallel: a clear error, not a silent data change.
     f.train(0, "single", "--stop-after", "2", backend="auto")
     r = subprocess.run(f.train_cmd(2, "single"), capture_output=True, text=True, timeout=120)
     expect("a single-process checkpoint on 2 ranks is refused", r.returncode != 0 and
            "a single-process run wrote this checkpoint" in r.stderr, r.stderr[-2000:])
+
+
+def preempt(f, out, steps, signal_job):
+    """Runs `out` on 2 ranks, calls signal_job(job) once a step is logged; (exit status, output)."""
+    job = subprocess.Popen(f.train_cmd(2, out, steps=steps), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+    output = []
+    try:
+        for line in job.stdout:
+            output.append(line)
+            if line.startswith("step") and f"/{steps} " in line:
+                signal_job(job)
+                break
+        rest, _ = job.communicate(timeout=120)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    return job.returncode, "".join(output) + rest
+
+
+def check_preemption(f):
+    steps = 30
+    f.train(2, "pref", steps=steps)
+    ref = f.steps("pref")
+
+    def to_rank_1(job):
+        pid = mpi_rank_pids(f.dir / "prank", 2).get(1)
+        expect("found rank 1's process", pid is not None)
+        if pid is not None:
+            os.kill(pid, signal.SIGTERM)
+
+    for out, what, signal_job in (("prank", "SIGTERM to rank 1", to_rank_1),
+                                  ("prun", "SIGUSR1 to mpirun", lambda job: job.send_signal(signal.SIGUSR1))):
+        status, log = preempt(f, out, steps, signal_job)
+        stopped = re.findall(r"stopped at step (\d+) of 30 on (\S+)", log)
+        expect(f"{what}: the job exits 75 after rank 0 names the step both ranks stopped at",
+               status == 75 and len(stopped) == 1, f"exit {status}:\n{log[-3000:]}")
+        if not stopped:
+            continue
+        step = int(stopped[0][0])
+        latest = (f.dir / out / "checkpoints" / "latest").read_text().strip()
+        expect(f"{what}: stopped at step {step} of {steps} with its checkpoint, the last step logged",
+               step < steps and latest == f"step-{step:08}" and max(f.steps(out)) == step, f"{latest}\n{log[-3000:]}")
+        f.train(2, out, steps=steps)
+        got = f.steps(out)
+        expect(f"{what}: the same command resumes bit for bit", got == ref,
+               f"{json.dumps(got)} vs {json.dumps(ref)}")
 
 
 def case_hang(f):

@@ -1,23 +1,37 @@
 // The CPU trainer end to end on a small dataset prepared here: the loss goes down, a run stopped and
 // resumed is bit-identical to one that was not, and the checkpoints it leaves load back; the same for 2:4
 // sparse FFN training, whose masks follow their schedule and whose exported model is the masked one.
+// Faults: non-finite steps skip the update (injected NaN and Inf), a stop signal ends the run with a
+// checkpoint, a save out of space leaves the previous checkpoint, and the run directory has one writer
+// (tests/train/preemption_test.cpp signals the packtrain binary at random points).
 #include "train/trainer.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
 #include "core/device.h"
+#include "core/dir_lock.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "data/prepare/prepare.h"
 #include "model/families.h"
+
+#include "core/file_size_limit.h"
 #include "test_util.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace pt {
@@ -231,7 +245,8 @@ TEST_F(TrainingRun, CheckpointsThatDoNotFitAreRefusedByName) {
     train(c);
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("64 learned positions (n_positions)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("64 learned positions (n_positions)"), std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("--max-len 64"), std::string::npos) << e.what();
   }
   // qwen2's weights under a llama config: the q/k/v biases are tensors a llama model does not use.
@@ -250,7 +265,8 @@ TEST_F(TrainingRun, CheckpointsThatDoNotFitAreRefusedByName) {
     train(c);
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("model.layers.0.self_attn.q_proj.bias"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("model.layers.0.self_attn.q_proj.bias"), std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("--allow-unused-tensors"), std::string::npos) << e.what();
   }
   c.allow_unused_tensors = true;
@@ -541,6 +557,219 @@ TEST_F(TrainingRun, BadSparsitySettingsAreErrorsNamingTheFlag) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--dense-warmup"), std::string::npos) << e.what();
   }
+}
+
+// The checkpoint a run saved at `step`.
+TrainingCheckpoint checkpoint_at(const TrainConfig& c, int64_t step) {
+  return load_training_checkpoint(
+      (fs::path(c.out_dir) / "checkpoints" / fmt::format("step-{:08}", step)).string());
+}
+
+void expect_same_optimizer_state(const TrainingCheckpoint& a, const TrainingCheckpoint& b) {
+  EXPECT_TRUE(a.weights.params == b.weights.params) << a.dir << " vs " << b.dir;
+  EXPECT_TRUE(a.adam_m == b.adam_m) << a.dir << " vs " << b.dir;
+  EXPECT_TRUE(a.adam_v == b.adam_v) << a.dir << " vs " << b.dir;
+}
+
+// The train records of metrics.jsonl by step.
+std::map<int64_t, nlohmann::json> train_records(const fs::path& run_dir) {
+  std::map<int64_t, nlohmann::json> out;
+  for (const auto& line : records(run_dir, "train")) {
+    auto j = nlohmann::json::parse(line);
+    out[j.at("step").get<int64_t>()] = j;
+  }
+  return out;
+}
+
+std::string final_weights(const TrainConfig& c) {
+  return read_file((fs::path(c.out_dir) / "final/model.safetensors").string());
+}
+
+// A NaN loss (step 3) and an infinite gradient (step 4, through the real reduction and clipping) skip the
+// optimizer: the weights and AdamW moments after step 4 are those after step 2. The steps still count,
+// are logged as skipped with null for what was not finite, and the run goes on from there.
+TEST_F(TrainingRun, NonFiniteStepsSkipTheUpdateButCount) {
+  auto good = run_config("good", 6);
+  good.stop_after = 2;
+  train(good);
+  auto bad = run_config("bad", 6);
+  bad.faults.nan_loss = {3};
+  bad.faults.inf_grad = {4};
+  bad.stop_after = 4;
+  const auto r = train(bad);
+  EXPECT_EQ(r.end, TrainEnd::stop_after);
+  EXPECT_EQ(r.skipped_steps, 2);
+  const auto after = checkpoint_at(bad, 4);
+  EXPECT_EQ(after.state.step, 4);
+  EXPECT_GT(after.state.tokens_seen, checkpoint_at(good, 2).state.tokens_seen);
+  expect_same_optimizer_state(after, checkpoint_at(good, 2));
+
+  auto logged = train_records(bad.out_dir);
+  ASSERT_EQ(logged.size(), 4u);
+  EXPECT_FALSE(logged[2].contains("skipped"));
+  EXPECT_EQ(logged[2]["skipped_steps"], 0);
+  EXPECT_EQ(logged[3]["skipped"], true);
+  EXPECT_TRUE(logged[3]["loss"].is_null()) << logged[3];
+  EXPECT_EQ(logged[3]["skipped_steps"], 1);
+  EXPECT_EQ(logged[4]["skipped"], true);
+  EXPECT_TRUE(logged[4]["loss"].is_number()) << logged[4];
+  EXPECT_TRUE(logged[4]["grad_norm"].is_null()) << logged[4];
+  EXPECT_EQ(logged[4]["skipped_steps"], 2);
+
+  bad.stop_after = 0;
+  const auto rest = train(bad);
+  EXPECT_EQ(rest.end, TrainEnd::finished);
+  EXPECT_EQ(rest.skipped_steps, 0);  // counted per invocation
+  logged = train_records(bad.out_dir);
+  EXPECT_TRUE(std::isfinite(logged[6]["loss"].get<double>()));
+  EXPECT_NE(logged[5]["loss"], logged[6]["loss"]);
+}
+
+// --max-bad-steps in a row stop the run with a checkpoint of the last good weights and advice; fewer in a
+// row do not.
+TEST_F(TrainingRun, TooManyNonFiniteStepsInARowStopWithTheLastGoodWeights) {
+  auto good = run_config("good", 10);
+  good.stop_after = 1;
+  train(good);
+  auto bad = run_config("bad", 10);
+  bad.faults.nan_loss = {2, 3, 4};
+  bad.max_bad_steps = 3;
+  testing::internal::CaptureStderr();
+  const auto r = train(bad);
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(r.end, TrainEnd::non_finite);
+  EXPECT_EQ(r.last_step, 4);
+  EXPECT_TRUE(r.final_dir.empty());
+  const auto latest = latest_checkpoint((fs::path(bad.out_dir) / "checkpoints").string());
+  ASSERT_TRUE(latest.has_value());
+  EXPECT_EQ(fs::path(*latest).filename(), "step-00000004");
+  expect_same_optimizer_state(checkpoint_at(bad, 4), checkpoint_at(good, 1));
+  EXPECT_NE(log.find("error: steps 2-4: 3 steps in a row had a non-finite loss or gradient norm "
+                     "(--max-bad-steps 3)"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("(those after step 1)"), std::string::npos) << log;
+  EXPECT_NE(log.find("a lower --lr"), std::string::npos) << log;
+  EXPECT_NE(log.find("SKIPPED: not finite (3 in a row, 3 in this run)"), std::string::npos) << log;
+
+  auto spaced = run_config("spaced", 8);
+  spaced.faults.nan_loss = {2, 3, 5, 6};
+  spaced.max_bad_steps = 3;
+  const auto ok = train(spaced);
+  EXPECT_EQ(ok.end, TrainEnd::finished);
+  EXPECT_EQ(ok.skipped_steps, 4);
+  EXPECT_FALSE(ok.final_dir.empty());
+}
+
+// SIGUSR1 (sent over and over from another thread, so that one lands while train() runs) ends the run
+// after a step with a checkpoint; the same config then resumes bit for bit.
+TEST_F(TrainingRun, AStopSignalEndsTheRunWithACheckpointAndItResumesBitwise) {
+  auto whole = run_config("whole", 6), stopped = run_config("stopped", 6);
+  train(whole);
+  // Signals that land outside train() (which installs its own handler) find this one.
+  struct sigaction quiet {
+  }, previous{};
+  quiet.sa_handler = [](int) {};
+  ::sigaction(SIGUSR1, &quiet, &previous);
+  std::atomic<bool> done = false;
+  std::thread sender([&] {
+    while (!done) {
+      ::kill(::getpid(), SIGUSR1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
+  TrainResult r;
+  try {
+    r = train(stopped);
+  } catch (...) {
+    done = true;
+    sender.join();
+    throw;
+  }
+  done = true;
+  sender.join();
+  ::sigaction(SIGUSR1, &previous, nullptr);
+  EXPECT_EQ(r.end, TrainEnd::signal);
+  EXPECT_EQ(r.stop_signal, SIGUSR1);
+  ASSERT_GE(r.last_step, 1);
+  ASSERT_LT(r.last_step, 6);
+  EXPECT_TRUE(r.final_dir.empty());
+  EXPECT_EQ(checkpoint_at(stopped, r.last_step).state.step, r.last_step);
+  EXPECT_EQ(train_records(stopped.out_dir).rbegin()->first, r.last_step) << "the last step is logged";
+
+  EXPECT_EQ(train(stopped).end, TrainEnd::finished);
+  EXPECT_EQ(printed_train_numbers(whole.out_dir), printed_train_numbers(stopped.out_dir));
+  EXPECT_TRUE(final_weights(whole) == final_weights(stopped)) << "the final weights differ";
+}
+
+// A periodic save that runs out of space (RLIMIT_FSIZE) stops the run with an error naming what the
+// checkpoint needs; the previous checkpoint stands, and with room again the run ends as if uninterrupted.
+TEST_F(TrainingRun, ASaveOutOfSpaceStopsTheRunAndItResumesFromThePreviousCheckpoint) {
+  auto whole = run_config("whole", 6), c = run_config("run", 6);
+  train(whole);
+  c.stop_after = 2;
+  train(c);
+  try {
+    const test::FileSizeLimit limit(64 * 1024);  // the model file alone is larger
+    train(c);                                    // steps 3 and 4, then the save of step 4
+    FAIL() << "a checkpoint was saved past the file size limit";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("cannot save the checkpoint of step 4"), std::string::npos) << m;
+    EXPECT_NE(m.find("step-00000004.tmp"), std::string::npos) << m;
+    EXPECT_NE(m.find("The checkpoint needs about "), std::string::npos) << m;
+  }
+  const auto latest = latest_checkpoint((fs::path(c.out_dir) / "checkpoints").string());
+  ASSERT_TRUE(latest.has_value());
+  EXPECT_EQ(fs::path(*latest).filename(), "step-00000002");
+  c.stop_after = 0;
+  train(c);
+  EXPECT_TRUE(final_weights(whole) == final_weights(c)) << "the final weights differ";
+}
+
+TEST_F(TrainingRun, ASecondWriterOfTheRunDirectoryFailsAtOnce) {
+  auto c = run_config("run", 2);
+  fs::create_directories(c.out_dir);
+  {
+    const DirectoryLock held(c.out_dir, "train", "--out");
+    try {
+      train(c);
+      FAIL() << "two writers trained into one run directory";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("is in use: packtrain train (pid " + std::to_string(::getpid())),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_FALSE(fs::exists(fs::path(c.out_dir) / "metrics.jsonl")) << "the second writer wrote";
+  }
+  EXPECT_EQ(train(c).end, TrainEnd::finished);
+}
+
+// scripts/plot_run.py draws a tiny run's metrics, and two runs in one chart, into PNGs (skipped without
+// python3's matplotlib).
+TEST_F(TrainingRun, PlotRunDrawsRunsIntoAPng) {
+  if (std::system(PACKTRAIN_PYTHON " -c 'import matplotlib' 2>/dev/null") != 0)
+    GTEST_SKIP() << PACKTRAIN_PYTHON " has no matplotlib (Debian: python3-matplotlib)";
+  const fs::path script =
+      fs::path(PACKTRAIN_FIXTURES).parent_path().parent_path() / "scripts" / "plot_run.py";
+  auto a = run_config("a", 4), b = run_config("b", 4);
+  a.eval_every = 2;
+  b.faults.nan_loss = {2};  // drawn as a skipped step
+  train(a);
+  train(b);
+  const auto is_png = [](const fs::path& path) {
+    return fs::exists(path) && fs::file_size(path) > 10'000 && read_file(path.string()).substr(1, 3) == "PNG";
+  };
+  const std::string plot = PACKTRAIN_PYTHON " " + script.string() + " ";
+  ASSERT_EQ(std::system((plot + a.out_dir + " > /dev/null").c_str()), 0);
+  EXPECT_TRUE(is_png(fs::path(a.out_dir) / "metrics.png"));
+  const auto both = dir_ / "both.png";
+  ASSERT_EQ(std::system((plot + a.out_dir + " " + b.out_dir + "/metrics.jsonl --x tokens --smooth 2 -o " +
+                         both.string() + " > /dev/null")
+                            .c_str()),
+            0);
+  EXPECT_TRUE(is_png(both));
+  EXPECT_NE(std::system((plot + (dir_ / "missing").string() + " 2> /dev/null").c_str()), 0);
 }
 
 }  // namespace

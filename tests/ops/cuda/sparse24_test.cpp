@@ -211,6 +211,7 @@ TEST(CudaMvue24, MatchesCpuInPlaceAndNot) {
     }
 }
 
+#ifdef PACKTRAIN_CUDA  // calls the cuda launcher directly (no cpu twin), which CPU-only builds lack
 // A gradient pruned in row ranges (first_row naming where each starts, as the sparse weight gradient prunes
 // only the rows a dense GEMM reads) equals it pruned whole, bit for bit; a first row off the groups fails.
 TEST(CudaMvue24, RowRangesDrawAsTheWholeGradient) {
@@ -229,6 +230,7 @@ TEST(CudaMvue24, RowRangesDrawAsTheWholeGradient) {
   EXPECT_EQ(download_bytes(parts.t), download_bytes(whole.t));
   EXPECT_THROW(cuda::mvue24(range(d_g.t, 2, M), seed, range(parts.t, 2, M), 2), Error);
 }
+#endif
 
 // Every access width of the kernel, which N and the pointers' alignment pick (offsets of 0, 1, 2 and 4
 // elements with N = 1..8 and a few wider rows reach each width from 16 bytes down to one element),
