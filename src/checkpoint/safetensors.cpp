@@ -196,7 +196,7 @@ void SafetensorsReader::read_f32(const std::string& name, std::span<const int64_
   };
   switch (t.dtype) {
     case StDtype::kF32:
-      std::memcpy(out.data(), t.data, t.bytes);
+      if (t.bytes) std::memcpy(out.data(), t.data, t.bytes);  // an empty tensor's out.data() may be null
       break;
     case StDtype::kF64:
       load(

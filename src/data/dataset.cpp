@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <filesystem>
+#include <limits>
+#include <utility>
 
 namespace pt {
 
@@ -26,6 +28,19 @@ struct SplitViews {
   std::span<const uint8_t> mask;
   std::span<const uint64_t> offsets;
 };
+
+// A count from metadata.json: a JSON integer that T holds (nlohmann's get converts a float unchecked,
+// undefined past T's range, and wraps an integer).
+template <class T>
+T parse_integer(const nlohmann::json& value, const std::string& what) {
+  const bool fits = value.is_number_unsigned()  ? std::in_range<T>(value.get<uint64_t>())
+                    : value.is_number_integer() ? std::in_range<T>(value.get<int64_t>())
+                                                : false;
+  if (!fits)
+    fail("{} is {}, not an integer from {} to {}; {}", what, value.dump(), std::numeric_limits<T>::min(),
+         std::numeric_limits<T>::max(), kRedo);
+  return value.get<T>();
+}
 
 uint64_t parse_hex64(const nlohmann::json& value, const std::string& what) {
   auto s = value.get<std::string>();
@@ -46,7 +61,7 @@ MappedFile open_data_file(const std::filesystem::path& dir, const std::string& s
   if (!std::filesystem::exists(path)) fail("{} is missing; {}", path, kRedo);
   MappedFile file(path);
   const auto& record = split_meta.at("files").at(name);
-  auto recorded_bytes = record.at("bytes").get<uint64_t>();
+  auto recorded_bytes = parse_integer<uint64_t>(record.at("bytes"), path + " size in metadata.json");
   if (file.size() != recorded_bytes || recorded_bytes != expected_bytes)
     fail(
         "{} has {} bytes, but metadata.json records {} (and its counts imply {}): the file is truncated or "
@@ -68,13 +83,20 @@ MappedFile open_data_file(const std::filesystem::path& dir, const std::string& s
 SplitViews open_split(const std::filesystem::path& dir, const std::string& name, const nlohmann::json& meta,
                       int32_t vocab_size, bool verify_checksums) {
   const auto& split_meta = meta.at("splits").at(name);
-  auto examples = split_meta.at("examples").get<uint64_t>();
-  auto tokens = split_meta.at("tokens").get<uint64_t>();
-  auto files = std::make_shared<MappedSplit>(MappedSplit{
-      open_data_file(dir, name, "tokens.bin", split_meta, tokens * sizeof(uint32_t), verify_checksums),
-      open_data_file(dir, name, "loss_mask.bin", split_meta, tokens, verify_checksums),
-      open_data_file(dir, name, "offsets.bin", split_meta, (examples + 1) * sizeof(uint64_t),
-                     verify_checksums)});
+  const auto where = fmt::format("{}: splits.{}", (dir / "metadata.json").string(), name);
+  auto examples = parse_integer<uint64_t>(split_meta.at("examples"), where + ".examples");
+  auto tokens = parse_integer<uint64_t>(split_meta.at("tokens"), where + ".tokens");
+  // Sizes that wrap past 64 bits would match a short file: 2^64 - 1 examples asked for an empty offsets.bin,
+  // whose first entry was then read.
+  uint64_t token_bytes = 0, offset_bytes = 0;
+  if (__builtin_mul_overflow(tokens, sizeof(uint32_t), &token_bytes) ||
+      __builtin_add_overflow(examples, 1, &offset_bytes) ||
+      __builtin_mul_overflow(offset_bytes, sizeof(uint64_t), &offset_bytes))
+    fail("{}: {} examples of {} tokens do not fit in a file; {}", where, examples, tokens, kRedo);
+  auto files = std::make_shared<MappedSplit>(
+      MappedSplit{open_data_file(dir, name, "tokens.bin", split_meta, token_bytes, verify_checksums),
+                  open_data_file(dir, name, "loss_mask.bin", split_meta, tokens, verify_checksums),
+                  open_data_file(dir, name, "offsets.bin", split_meta, offset_bytes, verify_checksums)});
 
   auto offsets = as_span<uint64_t>(files->offsets);
   auto offsets_path = (dir / name / "offsets.bin").string();
@@ -143,13 +165,16 @@ PreparedDataset PreparedDataset::open(const std::string& dir, bool verify_checks
   PreparedDataset ds;
   ds.dir_ = dir;
   try {
-    auto version = meta.at("format_version").get<int>();
+    auto version = parse_integer<int>(meta.at("format_version"), metadata_path + ": format_version");
     if (version != kDatasetFormatVersion)
       fail("{}: dataset format version {}, but this build reads version {}; {}", metadata_path, version,
            kDatasetFormatVersion, kRedo);
     const auto& tokenizer = meta.at("tokenizer");
     ds.tokenizer_hash_ = parse_hex64(tokenizer.at("hash"), metadata_path + ": tokenizer.hash");
-    ds.vocab_size_ = tokenizer.at("vocab_size").get<int32_t>();
+    ds.vocab_size_ =
+        parse_integer<int32_t>(tokenizer.at("vocab_size"), metadata_path + ": tokenizer.vocab_size");
+    if (ds.vocab_size_ <= 0)
+      fail("{}: tokenizer.vocab_size is {}, not positive; {}", metadata_path, ds.vocab_size_, kRedo);
     for (auto [name, split] : {std::pair{"train", &ds.train_}, std::pair{"val", &ds.val_}}) {
       auto views = open_split(root, name, meta, ds.vocab_size_, verify_checksums);
       split->tokens_ = views.tokens;

@@ -52,5 +52,14 @@ TEST(SafetensorsFuzzFindings, NonIntegerShapesAndOffsetsAreRefused) {
   expect_refused(R"({"t": {"dtype": "F32", "shape": 2, "data_offsets": [0, 8]}})", 8, {"\"t\"", "shape"});
 }
 
+// Reading an empty F32 tensor passed its null destination to memcpy (undefined even for 0 bytes).
+TEST(SafetensorsFuzzFindings, EmptyTensorsRead) {
+  auto path = (test::fresh_temp_dir() / "m.safetensors").string();
+  write_file_atomic(
+      path, safetensors_bytes(R"({"e": {"dtype": "F32", "shape": [0, 3], "data_offsets": [0, 0]}})", 0));
+  const std::vector<int64_t> shape = {0, 3};
+  SafetensorsReader::open(path).read_f32("e", shape, std::span<float>());
+}
+
 }  // namespace
 }  // namespace pt

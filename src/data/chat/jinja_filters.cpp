@@ -140,6 +140,14 @@ std::optional<int64_t> parse_int(std::string_view text, int base) {
   return negative ? -v : v;
 }
 
+// A finite float as Python's int() does, within packtrain's 64-bit integers (converting one outside them
+// is undefined behaviour in C++).
+int64_t truncated(double d) {
+  if (!(d >= -0x1p63 && d < 0x1p63))
+    raise_failure("integer result too large (packtrain's integers are 64-bit)");
+  return static_cast<int64_t>(d);
+}
+
 Value filter_int(const Value& v, const Value* default_value, const Value* base_value) {
   Value fallback = default_value ? *default_value : Value::integer(0);
   int64_t base = int_arg(base_value, 10, "int");
@@ -149,13 +157,12 @@ Value filter_int(const Value& v, const Value* default_value, const Value* base_v
     double d = v.as_double();
     if (std::isnan(d)) return fallback;
     if (std::isinf(d)) raise_failure("cannot convert float infinity to integer");
-    return Value::integer(static_cast<int64_t>(d));
+    return Value::integer(truncated(d));
   }
   if (v.is_string()) {
     if (auto i = parse_int(v.str(), static_cast<int>(base))) return Value::integer(*i);
     // "42.23"|int is 42: jinja2 retries through float.
-    if (auto d = parse_float(v.str()); d && std::isfinite(*d))
-      return Value::integer(static_cast<int64_t>(*d));
+    if (auto d = parse_float(v.str()); d && std::isfinite(*d)) return Value::integer(truncated(*d));
   }
   return fallback;
 }
@@ -595,7 +602,11 @@ Value run_filter(Evaluator& ev, FilterId id, const Value& v, CallArgs& args) {
     case FilterId::Abs:
       bind(args, "abs", {}, a);
       if (v.kind() == Kind::Float) return Value::number(std::fabs(v.as_double()));
-      if (v.is_integral()) return Value::integer(v.as_int() < 0 ? -v.as_int() : v.as_int());
+      if (v.is_integral()) {
+        if (v.as_int() == INT64_MIN)
+          raise_failure("integer result too large (packtrain's integers are 64-bit)");
+        return Value::integer(v.as_int() < 0 ? -v.as_int() : v.as_int());
+      }
       raise_failure(std::string("bad operand type for abs(): '") + type_name(v) + "'");
     case FilterId::Attr: {
       bind(args, "attr", {"name"}, a);

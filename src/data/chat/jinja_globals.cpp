@@ -26,14 +26,20 @@ Value range(const CallArgs& args) {
   int64_t stop = p.size() == 1 ? p[0].as_int() : p[1].as_int();
   int64_t step = p.size() == 3 ? p[2].as_int() : 1;
   if (step == 0) raise_failure("range() arg 3 must not be zero");
-  int64_t n = step > 0 ? (stop > start ? (stop - start + step - 1) / step : 0)
-                       : (start > stop ? (start - stop - step - 1) / -step : 0);
-  if (n > kMaxRange)
+  // In unsigned arithmetic: stop - start may pass int64 (range(-2**62, 2**62, 2**61) is four items).
+  const uint64_t span = step > 0 ? (stop > start ? uint64_t(stop) - uint64_t(start) : 0)
+                                 : (start > stop ? uint64_t(start) - uint64_t(stop) : 0);
+  const uint64_t stride = step > 0 ? uint64_t(step) : 0 - uint64_t(step);
+  const uint64_t count = span ? (span - 1) / stride + 1 : 0;
+  if (count > uint64_t{kMaxRange})
     raise_failure("Range too big. The sandbox blocks ranges larger than MAX_RANGE (" +
                   std::to_string(kMaxRange) + ").");
   auto l = std::make_shared<ListObj>();
+  const auto n = static_cast<int64_t>(count);
   l->items.reserve(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) l->items.push_back(Value::integer(start + i * step));
+  // start + i * step lies between start and stop; computed modulo 2^64 so that i * step cannot overflow.
+  for (int64_t i = 0; i < n; ++i)
+    l->items.push_back(Value::integer(static_cast<int64_t>(uint64_t(start) + uint64_t(i) * uint64_t(step))));
   l->flavor = Flavor::Range;
   l->range[0] = start;
   l->range[1] = stop;

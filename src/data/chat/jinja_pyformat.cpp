@@ -26,7 +26,40 @@ std::string printf_number(const std::string& spec, double d) {
 std::string printf_int(const std::string& spec, long long i) {
   char buf[128];
   int n = std::snprintf(buf, sizeof buf, spec.c_str(), i);
-  return std::string(buf, static_cast<size_t>(n > 0 ? n : 0));
+  if (n < 0) raise_failure("bad format");
+  if (static_cast<size_t>(n) < sizeof buf) return std::string(buf, static_cast<size_t>(n));
+  std::string big(static_cast<size_t>(n) + 1, '\0');  // '%200d': longer than buf, whose end n passed
+  std::snprintf(big.data(), big.size(), spec.c_str(), i);
+  big.pop_back();
+  return big;
+}
+
+// Widths and precisions above this are refused (MemoryError) rather than padded out: Python would build
+// the gigabyte string '%1000000000d' asks for; glibc's %.1000000000f allocates 4 GB on the way.
+constexpr size_t kMaxWidth = size_t{1} << 20;
+
+// An index written as digits in a format field; SIZE_MAX (out of range) for none or too many digits
+// (std::stoul threw std::invalid_argument or std::out_of_range past the template's error handling).
+size_t index_of(std::string_view digits) {
+  if (digits.empty() || digits.size() > 18) return SIZE_MAX;
+  size_t v = 0;
+  for (char c : digits) v = v * 10 + static_cast<size_t>(c - '0');
+  return v;
+}
+
+// chr(i) for %c, which Python refuses outside Unicode (the bytes were not UTF-8).
+void append_char(std::string& out, long long i) {
+  if (i < 0 || i > 0x10FFFF) raise_failure("%c arg not in range(0x110000)");
+  unicode::append_utf8(out, static_cast<char32_t>(i));
+}
+
+// A width or precision written as digits in a format.
+size_t format_size(std::string_view digits) {
+  size_t v = 0;
+  for (char c : digits)
+    if ((v = v * 10 + static_cast<size_t>(c - '0')) > kMaxWidth)
+      raise_failure("MemoryError: a format width or precision of " + std::string(digits) + " is too large");
+  return v;
 }
 
 // Pads `s` to `width` code points.
@@ -69,6 +102,8 @@ long long to_integer(const Value& v, const char* what) {
   if (v.is_integral()) return v.as_int();
   if (v.kind() == Kind::Float) {
     if (!std::isfinite(v.as_double())) raise_failure("cannot convert float infinity or NaN to integer");
+    if (!(v.as_double() >= -0x1p63 && v.as_double() < 0x1p63))  // converting past it is undefined
+      raise_failure("integer result too large (packtrain's integers are 64-bit)");
     return static_cast<long long>(v.as_double());
   }
   if (v.is_undefined()) fail_undefined(v);
@@ -106,13 +141,15 @@ Spec parse_spec(std::string_view s) {
     if (!spec.align) spec.fill.assign(1, '0'), spec.align = '=';
     ++i;
   }
-  while (i < s.size() && s[i] >= '0' && s[i] <= '9')
-    spec.width = spec.width * 10 + static_cast<size_t>(s[i++] - '0');
+  size_t digits = i;
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+  spec.width = format_size(s.substr(digits, i - digits));
   if (i < s.size() && (s[i] == ',' || s[i] == '_')) spec.grouping = s[i++];
   if (i < s.size() && s[i] == '.') {
     ++i;
-    spec.precision = 0;
-    while (i < s.size() && s[i] >= '0' && s[i] <= '9') spec.precision = spec.precision * 10 + (s[i++] - '0');
+    digits = i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+    spec.precision = static_cast<int>(format_size(s.substr(digits, i - digits)));
   }
   if (i < s.size()) spec.type = s[i++];
   if (i != s.size()) raise_failure("invalid format specifier '" + std::string(s) + "'");
@@ -132,7 +169,7 @@ std::string format_int(long long i, const Spec& spec) {
   std::string body;
   char type = spec.type ? spec.type : 'd';
   if (type == 'c') {
-    unicode::append_utf8(body, static_cast<char32_t>(i));
+    append_char(body, i);
     return body;
   }
   if (type == 'd' || type == 'n') {
@@ -279,6 +316,11 @@ std::string percent_format(std::string_view fmt, const Value& args) {
     }
     while (i < fmt.size() && (fmt[i] == 'h' || fmt[i] == 'l' || fmt[i] == 'L')) ++i;
     if (i >= fmt.size()) raise_failure("incomplete format");
+    // As CPython takes '*': a negative width left-justifies, a negative precision is 0. Both bounded.
+    if (!width.empty() && width[0] == '-') flags += '-', width.erase(0, 1);
+    if (!precision.empty() && precision[0] == '-') precision = "0";
+    format_size(width);
+    format_size(precision);
     char type = fmt[i];
     if (!arg) arg = &take();
     std::string spec = fmt::format("%{}{}", flags, width);
@@ -307,7 +349,7 @@ std::string percent_format(std::string_view fmt, const Value& args) {
         if (arg->is_string())
           c = std::string(arg->str());
         else
-          unicode::append_utf8(c, static_cast<char32_t>(to_integer(*arg, "%c requires int or char")));
+          append_char(c, to_integer(*arg, "%c requires int or char"));
         out += pad(c, width.empty() ? 0 : std::stoul(width), flags.find('-') != std::string::npos ? '<' : '>',
                    " ");
         break;
@@ -399,8 +441,8 @@ std::string str_format(std::string_view fmt, const std::vector<Value>& positiona
       if (automatic)
         raise_failure("cannot switch from automatic field numbering to manual field specification");
       manual = true;
-      size_t k = std::stoul(std::string(name));
-      if (k >= positional.size()) raise_failure("Replacement index " + std::to_string(k) + " out of range");
+      size_t k = index_of(name);
+      if (k >= positional.size()) raise_failure("Replacement index " + std::string(name) + " out of range");
       arg = &positional[k];
     } else {
       for (const auto& [k, v] : keywords)
@@ -424,7 +466,7 @@ std::string str_format(std::string_view fmt, const std::vector<Value>& positiona
         found = current.dict_obj().find(key);
       } else if (current.is_sequence() && !is_attr &&
                  key.find_first_not_of("0123456789") == std::string::npos) {
-        size_t idx = std::stoul(key);
+        size_t idx = index_of(key);
         if (idx < current.items().size()) found = &current.items()[idx];
       }
       if (!found) raise_failure("format field '" + key + "' not found");

@@ -16,5 +16,39 @@ TEST(JinjaFuzzFindings, RepeatingIsBoundedByItsResult) {
   EXPECT_THROW(render("{{ [1, 2] * 4611686018427387904 }}"), TemplateError);  // 2 * 2^62 overflows
 }
 
+// Number formatting: '%200d' read its text past a 128-byte stack buffer; '*' took a negative width as
+// 2^64 - 5 (padding without end); indexes and sizes of twenty digits threw std::out_of_range past the
+// template's error handling; %c wrote bytes that are not UTF-8 for code points outside Unicode.
+TEST(JinjaFuzzFindings, FormattingKeepsWithinItsBuffersAndRanges) {
+  EXPECT_EQ(render("{{ '%200d' % 7 }}"), std::string(199, ' ') + "7");
+  EXPECT_EQ(render("{{ '%-130x' % 255 }}|"), "ff" + std::string(128, ' ') + "|");
+  EXPECT_EQ(render("{{ '%*s' % (-5, 'a') }}|{{ '%.*f' % (-3, 1.5) }}|{{ '%.*s' % (-1, 'abc') }}|"),
+            "a    |2||");
+  EXPECT_THROW(render("{{ '{99999999999999999999}'.format(1) }}"), TemplateError);
+  EXPECT_THROW(render("{{ '{0[]}'.format([1]) }}"), TemplateError);
+  EXPECT_THROW(render("{{ '{0[99999999999999999999]}'.format([1]) }}"), TemplateError);
+  EXPECT_THROW(render("{{ '%99999999999999999999d' % 1 }}"), TemplateError);
+  EXPECT_THROW(render("{{ '{:.99999999999}'.format(1.5) }}"), TemplateError);
+  EXPECT_THROW(render("{{ '%.1000000000f' % 1.0 }}"), TemplateError);  // glibc wanted 4 GB for it
+  EXPECT_THROW(render("{{ '%c' % -1 }}"), TemplateError);
+  EXPECT_THROW(render("{{ '{:c}'.format(1114112) }}"), TemplateError);
+}
+
+// Conversions past 64 bits were undefined behaviour: float to int (1e300|int, '%d' % 1e300), abs of the
+// smallest integer, and range()'s length when stop - start passes int64. Python's integers are unbounded:
+// the first two are errors here, ranges come out exact.
+TEST(JinjaFuzzFindings, IntegerConversionsStayDefined) {
+  EXPECT_THROW(render("{{ 1e300|int }}"), TemplateError);
+  EXPECT_THROW(render("{{ '-1e300'|int }}"), TemplateError);
+  EXPECT_THROW(render("{{ '%d' % 1e300 }}"), TemplateError);
+  EXPECT_THROW(render("{{ (-9223372036854775807 - 1)|abs }}"), TemplateError);
+  EXPECT_EQ(render("{{ 1e18|int }} {{ -2.5|int }}"), "1000000000000000000 -2");
+  EXPECT_EQ(render("{{ range(-4611686018427387904, 4611686018427387904, 2305843009213693952)|list }}"),
+            "[-4611686018427387904, -2305843009213693952, 0, 2305843009213693952]");
+  EXPECT_EQ(render("{{ range(9223372036854775807, -9223372036854775807, -9223372036854775807)|list }}"),
+            "[9223372036854775807, 0]");
+  EXPECT_THROW(render("{{ range(-9223372036854775807, 9223372036854775807)|list }}"), TemplateError);
+}
+
 }  // namespace
 }  // namespace pt::jinja::testing
