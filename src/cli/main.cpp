@@ -3,10 +3,15 @@
 
 #include <fmt/format.h>
 
+#include <csignal>
 #include <cstdio>
 
 int main(int argc, char** argv) {
-  CLI::App app{"packtrain: padding-free, 2:4-sparse training of decoder LLMs (Llama, Mistral, Qwen2/3, GPT-2)"};
+  // Past a file-size limit (ulimit -f) a write then fails with EFBIG, which the writers report with the file
+  // and the bytes, instead of the signal killing the process mid-save.
+  std::signal(SIGXFSZ, SIG_IGN);
+  CLI::App app{
+      "packtrain: padding-free, 2:4-sparse training of decoder LLMs (Llama, Mistral, Qwen2/3, GPT-2)"};
   app.require_subcommand(1);
   pt::cli::register_info(app);
   pt::cli::register_tokenizer(app);
