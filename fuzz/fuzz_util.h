@@ -48,11 +48,14 @@ bool parses(F&& parse) {
   }
 }
 
-// A directory of this process's own for the files a parser reads by path (tmpfs when there is one),
-// removed at exit.
+// A directory of this process's own for the files a parser reads by path, removed at a normal exit (a
+// crash leaves it for the post-mortem): under $PACKTRAIN_FUZZ_SCRATCH (scripts/fuzz.sh sets it and clears
+// it), else on tmpfs when there is one.
 inline const std::filesystem::path& scratch_dir() {
   static const std::filesystem::path dir = [] {
-    std::filesystem::path base = std::filesystem::is_directory("/dev/shm") && access("/dev/shm", W_OK) == 0
+    const char* given = std::getenv("PACKTRAIN_FUZZ_SCRATCH");
+    std::filesystem::path base = given && *given ? std::filesystem::path(given)
+                                 : std::filesystem::is_directory("/dev/shm") && access("/dev/shm", W_OK) == 0
                                      ? std::filesystem::path("/dev/shm")
                                      : std::filesystem::temp_directory_path();
     auto d = base / ("packtrain-fuzz-" + std::to_string(getpid()));

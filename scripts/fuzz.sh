@@ -71,6 +71,11 @@ PY
   esac | while read -r f; do cp "$f" "$2/$(echo "$f" | tr / _)"; done
 }
 
+# The files targets write for the parsers that read paths: tmpfs when there is one; removed at the end.
+scratch=/dev/shm
+[ -d "$scratch" ] && [ -w "$scratch" ] || scratch="$BUILD"
+export PACKTRAIN_FUZZ_SCRATCH="$scratch/packtrain-fuzz-scratch-$$"
+trap 'rm -rf "$PACKTRAIN_FUZZ_SCRATCH"' EXIT
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 status=0
