@@ -34,6 +34,13 @@ class Fields {
     }
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
       field = integer<T>(j_[name], name);
+    } else if constexpr (std::is_floating_point_v<T>) {
+      // 1e300 as a float was infinity (an infinite rms_norm_eps passed validate; JSON writes it as null).
+      const json& v = j_[name];
+      if (!v.is_number()) fail("{}: field \"{}\" has the wrong type ({})", origin_, name, v.dump());
+      if (!(std::fabs(v.get<double>()) <= std::numeric_limits<T>::max()))
+        fail("{}: field \"{}\" is {}; expected a finite number", origin_, name, v.dump());
+      field = static_cast<T>(v.get<double>());
     } else {
       try {
         field = j_[name].get<T>();

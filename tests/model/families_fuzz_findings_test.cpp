@@ -34,6 +34,9 @@ TEST(ConfigFuzzFindings, NumbersOutsideTheirFieldsTypeAreRefused) {
   expect_refused(llama + R"(, "max_position_embeddings": true})", {"max_position_embeddings", "wrong type"});
   expect_refused(llama + R"(, "eos_token_id": [4294967297, 2]})", {"eos_token_id"});
   expect_refused(llama + R"(, "max_position_embeddings": 1e999})", {"cfg.json", "not valid JSON"});
+  // A double beyond a float became an infinite epsilon, which passed validate() and was written back as null.
+  expect_refused(llama + R"(, "rms_norm_eps": 6.7e68})", {"rms_norm_eps", "finite"});
+  expect_refused(llama + R"(, "rms_norm_eps": "1e-5"})", {"rms_norm_eps", "wrong type"});
   // A whole number written as a float still reads, as before.
   EXPECT_EQ(
       parse_config(llama + R"(, "max_position_embeddings": 2048.0})", "cfg.json").max_position_embeddings,
