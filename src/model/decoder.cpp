@@ -56,7 +56,7 @@ Recompute parse_recompute(const std::string& name) {
 }
 
 DecoderModel::DecoderModel(const ModelConfig& config, int64_t max_tokens, Device device, DType dtype,
-                       const SparsityConfig& sparsity, Recompute recompute)
+                           const SparsityConfig& sparsity, Recompute recompute)
     : config_(checked(config, device, dtype)),
       layout_(config),
       max_tokens_(max_tokens),
@@ -279,7 +279,8 @@ void DecoderModel::begin_pass(const StagedBatch& batch) {
     fail("the model has no weights: call load_weights(master_params) or use_working_weights before a pass");
   in_ = inputs_.acquire(batch);
   if (config_.positions == Positions::rope)
-    rope_ = rope_frequencies(config_.rope, config_.head_dim, config_.max_position_embeddings, in_.max_position);
+    rope_ =
+        rope_frequencies(config_.rope, config_.head_dim, config_.max_position_embeddings, in_.max_position);
 }
 
 ops::AttentionParams DecoderModel::attention_params(size_t l, int64_t T) const {
@@ -342,7 +343,8 @@ void DecoderModel::run_forward(int64_t T) {
     ops::add(pos, first_in);
   }
   for (size_t l = 0; l < layers_.size(); ++l) layer_forward(l, T, /*add_to_next=*/true);
-  norm_forward(norm_acts(final_in_, xn_f_, mean_f_, rstd_f_, T), layout_.final_norm(), layout_.final_norm_bias());
+  norm_forward(norm_acts(final_in_, xn_f_, mean_f_, rstd_f_, T), layout_.final_norm(),
+               layout_.final_norm_bias());
 }
 
 void DecoderModel::layer_forward(size_t l, int64_t T, bool add_to_next) {
@@ -412,7 +414,7 @@ LossSum DecoderModel::forward(const Batch& batch, const Tensor& params) {
 }
 
 LossSum DecoderModel::forward_backward(const Batch& batch, const Tensor& params, const Tensor& grads,
-                                     double grad_scale) {
+                                       double grad_scale) {
   load_weights(params);
   return forward_backward(batch, grads, grad_scale);
 }
@@ -509,11 +511,13 @@ void DecoderModel::forward_backward(const StagedBatch& batch, const Tensor& grad
       ops::linear_backward(dx, act, weight(w.w_down, {C, F}), dact, Write::overwrite, dw_down,
                            Write::accumulate);
     if (const ops::SparseLinear* s = sparse(l, FfnLinear::gate_up)) {
-      // With MVUE dW, the SwiGLU backward also prunes and packs dh for the sparse dW GEMM where it can.
+      // With MVUE dW, the activation's backward also prunes and packs dh for the sparse dW GEMM where it can.
       const bool mvue = mvue_dw(*s, dw_up, T);
       const uint64_t seed = mvue_seed_.at(static_cast<int>(l), FfnLinear::gate_up);
-      const bool packed = mvue && c.mlp == Mlp::swiglu ? s->swiglu_backward(dact, h, dh, seed, dw_up.dtype)
-                                                       : (activation_backward(dact, h, dh), false);
+      const ops::Activation activation =
+          c.mlp == Mlp::swiglu ? ops::Activation::swiglu : ops::Activation::gelu_tanh;
+      const bool packed = mvue ? s->activation_backward(activation, dact, h, dh, seed, dw_up.dtype)
+                               : (activation_backward(dact, h, dh), false);
       bias_grad(dh, w.b_up, grads);
       s->backward(dh, n2.y, dxn, Write::overwrite, dw_up, Write::accumulate, mvue ? dh : Tensor(), seed,
                   packed);
@@ -540,12 +544,13 @@ void DecoderModel::forward_backward(const StagedBatch& batch, const Tensor& grad
     if (c.qk_norm) {
       dq_lin = arena_.view(dattn_, {T, H * D});
       dk_lin = arena_.view(dk_pre_, {T, Hkv * D});
-      ops::rmsnorm_backward(arena_.view(dq_, {T * H, D}), arena_.view(a.q_pre, {T * H, D}), weight(w.q_norm, {D}),
-                            arena_.view(a.rstd_q, {T * H}), arena_.view(dattn_, {T * H, D}),
-                            param(grads, w.q_norm, {D}), Write::accumulate);
+      ops::rmsnorm_backward(arena_.view(dq_, {T * H, D}), arena_.view(a.q_pre, {T * H, D}),
+                            weight(w.q_norm, {D}), arena_.view(a.rstd_q, {T * H}),
+                            arena_.view(dattn_, {T * H, D}), param(grads, w.q_norm, {D}), Write::accumulate);
       ops::rmsnorm_backward(arena_.view(dk_, {T * Hkv, D}), arena_.view(a.k_pre, {T * Hkv, D}),
                             weight(w.k_norm, {D}), arena_.view(a.rstd_k, {T * Hkv}),
-                            arena_.view(dk_pre_, {T * Hkv, D}), param(grads, w.k_norm, {D}), Write::accumulate);
+                            arena_.view(dk_pre_, {T * Hkv, D}), param(grads, w.k_norm, {D}),
+                            Write::accumulate);
     }
     if (c.qkv_bias) {
       bias_grad(dq_lin, w.bqkv, grads);
@@ -566,7 +571,8 @@ void DecoderModel::forward_backward(const StagedBatch& batch, const Tensor& grad
   ops::embedding_backward(in_.ids, dx, param(grads, layout_.embedding(), {V, C}), Write::accumulate,
                           /*ids_checked=*/true);
   if (c.positions == Positions::learned)
-    ops::embedding_backward(in_.positions, dx, param(grads, layout_.positions(), {c.max_position_embeddings, C}),
+    ops::embedding_backward(in_.positions, dx,
+                            param(grads, layout_.positions(), {c.max_position_embeddings, C}),
                             Write::accumulate, /*ids_checked=*/true);
   inputs_.release(batch);
   report(0);

@@ -53,6 +53,10 @@ void gelu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh);
 // otherwise only the plain backward runs and it returns false.
 bool swiglu_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed,
                                  int64_t rows, void* packed);
+// The same for gelu_backward, whose dh [T, F] feeds the fc projection's weight gradient: A = mvue24(dh[:rows])^T
+// [F, rows], under the same conditions (F and rows multiples of 64, bf16, 16-byte aligned).
+bool gelu_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed,
+                               int64_t rows, void* packed);
 // cuBLASLt GEMMs with fp32 accumulation (no TF32); dw may be f32 beside bf16 inputs.
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode);
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, Write dx_mode,
