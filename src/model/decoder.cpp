@@ -322,8 +322,8 @@ void DecoderModel::norm_backward(const Tensor& dy, const NormActs& n, int64_t w,
     ops::rmsnorm_backward(dy, n.x, weight(w, {C}), n.rstd, dx, param(grads, w, {C}), Write::accumulate);
 }
 
-void DecoderModel::add_bias(const Tensor& y, int64_t b) const {
-  if (b >= 0) ops::bias_add(y, weight(b, {y.size(1)}));
+Tensor DecoderModel::bias(int64_t b, int64_t n, int64_t skip) const {
+  return b < 0 ? Tensor() : weight(b + skip, {n});
 }
 
 void DecoderModel::bias_grad(const Tensor& dy, int64_t b, const Tensor& grads) const {
@@ -360,14 +360,11 @@ void DecoderModel::layer_forward(size_t l, int64_t T, bool add_to_next) {
   const Tensor q_lin = arena_.view(c.qk_norm ? a.q_pre : a.q, {T, H * D});
   const Tensor k_lin = arena_.view(c.qk_norm ? a.k_pre : a.k, {T, Hkv * D});
   const Tensor v_lin = arena_.view(a.v, {T, Hkv * D});
-  ops::linear_forward(n1.y, weight(w.wq, {H * D, C}), q_lin);
-  ops::linear_forward(n1.y, weight(w.wk, {Hkv * D, C}), k_lin);
-  ops::linear_forward(n1.y, weight(w.wv, {Hkv * D, C}), v_lin);
-  if (c.qkv_bias) {
-    add_bias(q_lin, w.bqkv);
-    add_bias(k_lin, w.bqkv + H * D);
-    add_bias(v_lin, w.bqkv + (H + Hkv) * D);
-  }
+  ops::linear_forward(n1.y, weight(w.wq, {H * D, C}), q_lin, Write::overwrite, bias(w.bqkv, H * D));
+  ops::linear_forward(n1.y, weight(w.wk, {Hkv * D, C}), k_lin, Write::overwrite,
+                      bias(w.bqkv, Hkv * D, H * D));
+  ops::linear_forward(n1.y, weight(w.wv, {Hkv * D, C}), v_lin, Write::overwrite,
+                      bias(w.bqkv, Hkv * D, (H + Hkv) * D));
   if (c.qk_norm) {
     ops::rmsnorm_forward(arena_.view(a.q_pre, {T * H, D}), weight(w.q_norm, {D}), c.norm_eps,
                          arena_.view(a.q, {T * H, D}), arena_.view(a.rstd_q, {T * H}));
@@ -378,27 +375,29 @@ void DecoderModel::layer_forward(size_t l, int64_t T, bool add_to_next) {
   ops::attention_forward(attention_params(l, T));
   const Tensor x = n1.x, mid = arena_.view(a.mid, {T, C});
   ops::copy(x, mid);
-  ops::linear_forward(arena_.view(a.attn, {T, H * D}), weight(w.wo, {C, H * D}), mid, Write::accumulate);
-  add_bias(mid, w.bo);
+  ops::linear_forward(arena_.view(a.attn, {T, H * D}), weight(w.wo, {C, H * D}), mid, Write::accumulate,
+                      bias(w.bo, C));
   // The MLP.
   const NormActs n2 = norm_acts(a.mid, a.xn2, a.mean2, a.rstd2, T);
   norm_forward(n2, w.ffn_norm, w.ffn_norm_bias);
   const Tensor h = arena_.view(a.h, {T, U}), act = arena_.view(a.act, {T, F});
-  if (const ops::SparseLinear* s = sparse(l, FfnLinear::gate_up))
+  if (const ops::SparseLinear* s = sparse(l, FfnLinear::gate_up)) {
     s->forward(n2.y, h, Write::overwrite);
-  else
-    ops::linear_forward(n2.y, weight(w.w_up, {U, C}), h);
-  add_bias(h, w.b_up);
+    if (w.b_up >= 0) ops::bias_add(h, bias(w.b_up, U));
+  } else {
+    ops::linear_forward(n2.y, weight(w.w_up, {U, C}), h, Write::overwrite, bias(w.b_up, U));
+  }
   activation_forward(h, act);
   if (!add_to_next) return;
   Tensor next =
       l + 1 < layers_.size() ? arena_.view(layers_[l + 1].resid_in, {T, C}) : arena_.view(final_in_, {T, C});
   ops::copy(mid, next);
-  if (const ops::SparseLinear* s = sparse(l, FfnLinear::down))
+  if (const ops::SparseLinear* s = sparse(l, FfnLinear::down)) {
     s->forward(act, next, Write::accumulate);
-  else
-    ops::linear_forward(act, weight(w.w_down, {C, F}), next, Write::accumulate);
-  add_bias(next, w.b_down);
+    if (w.b_down >= 0) ops::bias_add(next, bias(w.b_down, C));
+  } else {
+    ops::linear_forward(act, weight(w.w_down, {C, F}), next, Write::accumulate, bias(w.b_down, C));
+  }
 }
 
 void DecoderModel::activation_forward(const Tensor& h, const Tensor& act) const {

@@ -174,8 +174,9 @@ class DecoderModel {
   void norm_backward(const Tensor& dy, const NormActs& n, int64_t w, int64_t b, const Tensor& dx,
                      const Tensor& grads) const;
   NormActs norm_acts(int x, int y, int mean, int rstd, int64_t T) const;
-  // y += bias at offset b (none when b < 0) on every row; and its gradient, the column sums of dy.
-  void add_bias(const Tensor& y, int64_t b) const;
+  // The n bias values from skip past weight offset b (an empty Tensor when b < 0: no bias), which
+  // ops::linear_forward adds to every row; and a bias's gradient, the column sums of dy.
+  Tensor bias(int64_t b, int64_t n, int64_t skip = 0) const;
   void bias_grad(const Tensor& dy, int64_t b, const Tensor& grads) const;
   void run_forward(int64_t T);
   // Layer l's forward from its input; with add_to_next, also its output (the next layer's input).
