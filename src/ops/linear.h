@@ -5,7 +5,13 @@
 #include "core/tensor.h"
 #include "ops/write_mode.h"
 
+#include <cstddef>
+
 namespace pt::ops {
+
+// The cuBLASLt workspace the CUDA backend allocates once for every GEMM (what cuBLAS suggests for Hopper);
+// here so that the memory plan (train/memory_plan.h) counts it.
+inline constexpr size_t kCublasLtWorkspaceBytes = size_t{32} << 20;
 
 // x[M,K], w[N,K] -> y[M,N] (overwritten, or added to with Write::accumulate).
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode = Write::overwrite);
