@@ -69,6 +69,14 @@ class DecoderModel {
   DType dtype() const { return dtype_; }
   DType master_dtype() const { return dtype_ == DType::bf16 ? DType::f32 : dtype_; }
   int64_t activation_bytes() const { return arena_.bytes(); }
+  // The bytes of every buffer the model allocated on its device, for the memory plan's checks
+  // (train/memory_plan.h). The working copy is allocated by the first load_weights.
+  struct Memory {
+    int64_t activations, working_copy, sparse_copies, batch_inputs;
+  };
+  Memory memory() const {
+    return {arena_.bytes(), weight_copy_.bytes(), sparse_copy_.bytes(), inputs_.bytes()};
+  }
 
   // The weights of the following passes, from the flat master params (layout order). A model computing in
   // the master dtype reads them in place (keep them alive and at this address); a bf16 model casts them

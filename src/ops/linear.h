@@ -6,7 +6,13 @@
 #include "core/tensor.h"
 #include "ops/write_mode.h"
 
+#include <cstddef>
+
 namespace pt::ops {
+
+// The cuBLASLt workspace the CUDA backend allocates once for every GEMM (what cuBLAS suggests for Hopper);
+// here so that the memory plan (train/memory_plan.h) counts it.
+inline constexpr size_t kCublasLtWorkspaceBytes = size_t{32} << 20;
 
 // x[M,K], w[N,K] -> y[M,N] = x W^T (overwritten, or added to with Write::accumulate), plus bias[N] on every
 // row when a bias is given (y's type, or f32 beside bf16 y; its gradient is ops::bias_backward's).

@@ -21,12 +21,13 @@
 #include "ops/cuda/check.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/stream.h"
+#include "ops/linear.h"
 
 namespace pt::ops::cuda {
 
 namespace {
 
-constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // what cuBLAS suggests for Hopper
+constexpr size_t kWorkspaceBytes = kCublasLtWorkspaceBytes;
 
 void check_cublas(cublasStatus_t status, const char* what) {
   if (status != CUBLAS_STATUS_SUCCESS)
