@@ -1,4 +1,5 @@
-// `packtrain tokenizer train|encode|decode`: learn a byte-level BPE tokenizer.json, and apply one.
+// `packtrain tokenizer train|encode|decode`: learn a byte-level BPE tokenizer.json, and apply one (BPE or
+// WordPiece).
 #include "data/tokenizer/tokenizer.h"
 #include "cli/commands.h"
 #include "core/error.h"
@@ -66,14 +67,19 @@ void register_tokenizer_encode(CLI::App& parent) {
   struct Args {
     std::string tokenizer;
     std::optional<std::string> text;
+    bool add_special_tokens = false;
   };
   auto args = std::make_shared<Args>();
   auto* cmd = parent.add_subcommand("encode", "Print the token ids of --text, or of stdin");
   cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json")->required();
   cmd->add_option("--text", args->text, "Text to encode (default: all of stdin)");
+  cmd->add_flag("--add-special-tokens", args->add_special_tokens,
+                "Add the post-processor's special tokens around the text ([CLS] ... [SEP] for BERT), as HF "
+                "encode() does by default");
   cmd->callback([args] {
     auto tokenizer = Tokenizer::from_file(args->tokenizer);
-    auto ids = tokenizer.encode(args->text ? *args->text : read_stdin());
+    std::string text = args->text ? *args->text : read_stdin();
+    auto ids = args->add_special_tokens ? tokenizer.encode_with_special_tokens(text) : tokenizer.encode(text);
     fmt::print("{}\n", fmt::join(ids, " "));
   });
 }
@@ -112,7 +118,8 @@ void register_tokenizer_decode(CLI::App& parent) {
 }  // namespace
 
 void register_tokenizer(CLI::App& app) {
-  auto* cmd = app.add_subcommand("tokenizer", "Train, or apply, a byte-level BPE tokenizer");
+  auto* cmd =
+      app.add_subcommand("tokenizer", "Train a byte-level BPE tokenizer, or apply a BPE or WordPiece one");
   cmd->require_subcommand(1);
   register_tokenizer_train(*cmd);
   register_tokenizer_encode(*cmd);

@@ -104,6 +104,16 @@ std::string strip(std::string_view token, std::string_view c, size_t start, size
   return std::string(token.substr(begin, end - begin));
 }
 
+// HF's cleanup of WordPiece output, one replacement after another.
+std::string cleanup(std::string token) {
+  static constexpr std::pair<std::string_view, std::string_view> kReplacements[] = {
+      {" .", "."},   {" ?", "?"},           {" !", "!"},   {" ,", ","},     {" ' ", "'"},    {" n't", "n't"},
+      {" 'm", "'m"}, {" do not", " don't"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"},
+  };
+  for (auto [from, to] : kReplacements) token = replace_all(token, from, to);
+  return token;
+}
+
 }  // namespace
 
 void Decoder::add_byte_level() { steps_.push_back({Kind::ByteLevel, {}, {}, {}}); }
@@ -132,6 +142,12 @@ void Decoder::add_strip(std::string character, size_t start, size_t stop) {
 void Decoder::add_metaspace(std::string replacement, bool drop_first) {
   Step step{Kind::Metaspace, std::move(replacement), {}, {}};
   step.drop_first = drop_first;
+  steps_.push_back(std::move(step));
+}
+
+void Decoder::add_wordpiece(std::string prefix, bool cleanup) {
+  Step step{Kind::WordPiece, std::move(prefix), {}, {}};
+  step.cleanup = cleanup;
   steps_.push_back(std::move(step));
 }
 
@@ -167,6 +183,19 @@ std::string Decoder::decode(std::vector<std::string> tokens) const {
       case Kind::Metaspace:
         for (size_t i = 0; i < tokens.size(); ++i)
           tokens[i] = replace_all(tokens[i], step.text, i == 0 && step.drop_first ? "" : " ");
+        break;
+      case Kind::WordPiece:
+        for (size_t i = 0; i < tokens.size(); ++i) {
+          std::string& token = tokens[i];
+          if (i > 0) {
+            if (token.starts_with(step.text)) {
+              token.erase(0, step.text.size());
+            } else {
+              token.insert(0, 1, ' ');
+            }
+          }
+          if (step.cleanup) token = cleanup(std::move(token));
+        }
         break;
     }
   }

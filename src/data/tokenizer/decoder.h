@@ -9,6 +9,9 @@
 //   Strip         up to `start` leading and `stop` trailing copies of a character from each token
 //   Metaspace     the replacement character to a space, dropped in the first token when the
 //                 pre-tokenizer prepends it
+//   WordPiece     every token after the first loses its "##" prefix, or else gets a space in front;
+//                 with cleanup, spaces before punctuation and in contractions go (" ." -> ".",
+//                 " n't" -> "n't", " do not" -> " don't", ...), token by token as HF does
 // No decoder at all (null in tokenizer.json) joins the tokens with spaces, as HF does.
 #pragma once
 
@@ -33,20 +36,22 @@ class Decoder {
   void add_fuse();
   void add_strip(std::string character, size_t start, size_t stop);  // character: one UTF-8 character
   void add_metaspace(std::string replacement, bool drop_first);
+  void add_wordpiece(std::string prefix, bool cleanup);
 
   std::string decode(std::vector<std::string> tokens) const;
 
  private:
   explicit Decoder(bool join_with_spaces) : join_with_spaces_(join_with_spaces) {}
 
-  enum class Kind { ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace };
+  enum class Kind { ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, WordPiece };
   struct Step {
     Kind kind;
-    std::string text;                    // Replace: the literal; Strip: the character; Metaspace: replacement
+    std::string text;                    // Replace: literal; Strip, Metaspace: character; WordPiece: prefix
     std::shared_ptr<const Regex> regex;  // Replace by regex
     std::string content;                 // Replace: the replacement
     size_t start = 0, stop = 0;          // Strip
     bool drop_first = false;             // Metaspace
+    bool cleanup = false;                // WordPiece
   };
   std::vector<Step> steps_;
   bool join_with_spaces_ = false;

@@ -76,7 +76,9 @@ void normalize_valid(std::string_view valid, NormalForm form, std::string& out) 
   std::free(result);
 }
 
-std::string normalize(std::string_view text, NormalForm form) {
+}  // namespace
+
+std::string normalize_unicode(std::string_view text, NormalForm form) {
   std::string out;
   out.reserve(text.size());
   size_t run_start = 0, i = 0;
@@ -97,6 +99,8 @@ std::string normalize(std::string_view text, NormalForm form) {
   normalize_valid(text.substr(run_start), form, out);
   return out;
 }
+
+namespace {
 
 // Replaces each [begin, end) of `matches` (in order, disjoint) by `content`. `lead` (in and out) is the
 // length of the text's prefix that comes from the input's first character, as HF's alignments have it:
@@ -148,6 +152,12 @@ void Normalizer::add_replace(std::shared_ptr<const Regex> regex, std::string con
   steps_.push_back({Kind::Replace, {}, {}, std::move(regex), std::move(content)});
 }
 
+void Normalizer::add_bert(const BertNormalizerOptions& options) {
+  Step step{Kind::Bert, {}, {}, {}, {}};
+  step.bert = options;
+  steps_.push_back(std::move(step));
+}
+
 std::string Normalizer::apply(std::string_view text, bool* at_start, bool prepend) const {
   std::string s(text);
   // Bytes at the front that come from the input's first character (HF: whose original offset is 0).
@@ -157,17 +167,31 @@ std::string Normalizer::apply(std::string_view text, bool* at_start, bool prepen
   for (const Step& step : steps_) {
     switch (step.kind) {
       case Kind::NormalForm: {
-        std::string normal = normalize(s, step.form);
+        std::string normal = normalize_unicode(s, step.form);
         if (lead > 0) {
           // What the leading part becomes on its own, as far as the whole text still starts with it
           // (a mark reordered in front comes from later); a character composed from the first one
           // still starts at offset 0.
-          std::string alone = normalize(std::string_view(s).substr(0, lead), step.form);
+          std::string alone = normalize_unicode(std::string_view(s).substr(0, lead), step.form);
           auto diff = std::mismatch(alone.begin(), alone.end(), normal.begin(), normal.end());
           lead = static_cast<size_t>(diff.first - alone.begin());
           while (lead > 0 && lead < normal.size() && (static_cast<uint8_t>(normal[lead]) & 0xC0) == 0x80)
             --lead;
           if (lead == 0 && !normal.empty()) lead = char_length(normal, 0);
+        }
+        s = std::move(normal);
+        break;
+      }
+      case Kind::Bert: {
+        std::string normal = bert_normalize(s, step.bert);
+        if (lead > 0) {
+          // As far as the text still starts with what the first character becomes on its own; nothing
+          // when clean_text deleted it.
+          std::string alone = bert_normalize(std::string_view(s).substr(0, lead), step.bert);
+          auto diff = std::mismatch(alone.begin(), alone.end(), normal.begin(), normal.end());
+          lead = static_cast<size_t>(diff.first - alone.begin());
+          while (lead > 0 && lead < normal.size() && (static_cast<uint8_t>(normal[lead]) & 0xC0) == 0x80)
+            --lead;
         }
         s = std::move(normal);
         break;

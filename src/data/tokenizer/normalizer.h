@@ -1,10 +1,11 @@
 // The normalizer of tokenizer.json as a list of steps run in order (a "Sequence" flattened): Unicode
 // normal forms ("NFC", "NFD", "NFKC", "NFKD", via utf8proc), "Prepend" (a prefix on non-empty text, as
-// Llama-2's "▁") and "Replace" (every non-overlapping match of a literal or a regex, left to right, by
-// a fixed string). Runs of invalid UTF-8 (which HF cannot be given) pass through the normal forms
-// unchanged so every byte string can still be encoded.
+// Llama-2's "▁"), "Replace" (every non-overlapping match of a literal or a regex, left to right, by
+// a fixed string) and "BertNormalizer" (bert_normalizer.h). Runs of invalid UTF-8 (which HF cannot be given)
+// pass through the normal forms unchanged so every byte string can still be encoded.
 #pragma once
 
+#include "data/tokenizer/bert_normalizer.h"
 #include "data/tokenizer/regex.h"
 
 #include <memory>
@@ -16,6 +17,9 @@ namespace pt {
 
 enum class NormalForm { NFC, NFD, NFKC, NFKD };
 
+// `text` in a Unicode normal form as HF's tables give it (characters they do not know stay as they are).
+std::string normalize_unicode(std::string_view text, NormalForm form);
+
 class Normalizer {
  public:
   Normalizer() = default;
@@ -25,6 +29,7 @@ class Normalizer {
   void add_prepend(std::string prefix);
   void add_replace(std::string literal, std::string content);  // literal must not be empty
   void add_replace(std::shared_ptr<const Regex> regex, std::string content);
+  void add_bert(const BertNormalizerOptions& options);
 
   bool empty() const { return steps_.empty(); }
   // With `at_start` (in: `text` begins the input; out: the result's first character still comes from
@@ -34,13 +39,14 @@ class Normalizer {
   std::string apply(std::string_view text, bool* at_start = nullptr, bool prepend = true) const;
 
  private:
-  enum class Kind { NormalForm, Prepend, Replace };
+  enum class Kind { NormalForm, Prepend, Replace, Bert };
   struct Step {
     Kind kind;
     NormalForm form = NormalForm::NFC;
     std::string text;                    // Prepend: the prefix; Replace: the literal, when not a regex
     std::shared_ptr<const Regex> regex;  // Replace by regex
     std::string content;                 // Replace: the replacement
+    BertNormalizerOptions bert{};
   };
   std::vector<Step> steps_;
 };

@@ -1,5 +1,8 @@
 #include "data/tokenizer/pretokenizer.h"
 
+#include "data/tokenizer/bert_chars.h"
+#include "data/tokenizer/utf8.h"
+
 namespace pt {
 
 void PreTokenizer::add_split(std::shared_ptr<const Regex> regex, SplitBehavior behavior, bool invert) {
@@ -26,6 +29,12 @@ void PreTokenizer::add_metaspace(std::string replacement, PrependScheme scheme, 
   step.replacement = std::move(replacement);
   step.scheme = scheme;
   step.split = split;
+  steps_.push_back(std::move(step));
+}
+
+void PreTokenizer::add_bert() {
+  Step step;
+  step.kind = Kind::Bert;
   steps_.push_back(std::move(step));
 }
 
@@ -77,6 +86,27 @@ void PreTokenizer::apply_metaspace(const Step& step, std::string_view piece, boo
   out.push_back(view.substr(begin));
 }
 
+bool PreTokenizer::apply_bert(std::string_view piece, std::vector<std::string_view>& out) {
+  size_t word_begin = 0, first_begin = std::string_view::npos;
+  auto emit = [&](size_t begin, size_t end) {
+    if (end <= begin) return;
+    if (first_begin == std::string_view::npos) first_begin = begin;
+    out.push_back(piece.substr(begin, end - begin));
+  };
+  for (size_t pos = 0; pos < piece.size();) {
+    Utf8Char c = next_utf8_char(piece, pos);
+    size_t end = pos + c.length;
+    if (c.valid && (bert_whitespace(c.code_point) || bert_punctuation(c.code_point))) {
+      emit(word_begin, pos);
+      if (!bert_whitespace(c.code_point)) emit(pos, end);
+      word_begin = end;
+    }
+    pos = end;
+  }
+  emit(word_begin, piece.size());
+  return first_begin == 0;
+}
+
 bool PreTokenizer::apply(const Step& step, std::string_view piece, bool at_start, bool prefix, Pieces& pieces,
                          std::vector<std::string_view>& out) const {
   if (step.kind == Kind::Metaspace) {
@@ -85,6 +115,7 @@ bool PreTokenizer::apply(const Step& step, std::string_view piece, bool at_start
     apply_metaspace(step, piece, prefix, pieces, out);
     return true;  // a prepended character stands at the piece's start
   }
+  if (step.kind == Kind::Bert) return apply_bert(piece, out);
   if (step.add_prefix_space && prefix && piece.front() != ' ') {
     std::string& prefixed = pieces.owned.emplace_back();
     prefixed.reserve(piece.size() + 1);

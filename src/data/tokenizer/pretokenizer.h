@@ -1,7 +1,7 @@
 // Pre-tokenisation as HF `tokenizers` does it: a sequence of Split(regex or literal, behaviour, invert),
-// ByteLevel(add_prefix_space, use_regex) and Metaspace(replacement, prepend_scheme, split) steps, each
-// applied to every piece the previous step produced. Pieces stay raw bytes: the byte-level spelling is
-// the BPE model's business.
+// ByteLevel(add_prefix_space, use_regex), Metaspace(replacement, prepend_scheme, split) and
+// BertPreTokenizer steps, each applied to every piece the previous step produced. Pieces stay raw bytes: the
+// byte-level spelling is the BPE model's business.
 #pragma once
 
 #include "data/tokenizer/regex.h"
@@ -48,6 +48,9 @@ class PreTokenizer {
   // Spaces become `replacement` (one character's UTF-8), then the prefix per `scheme`; with `split`, a
   // new piece starts at every replacement character.
   void add_metaspace(std::string replacement, PrependScheme scheme, bool split);
+  // BertPreTokenizer: split on whitespace (dropped), then every punctuation character (bert_chars.h) is
+  // a piece of its own.
+  void add_bert();
   bool has_byte_level() const { return has_byte_level_; }
 
   // Replaces out.list with the pre-tokens of `text`, in order; empty pieces are dropped. `at_start`:
@@ -57,7 +60,7 @@ class PreTokenizer {
   void split(std::string_view text, Pieces& out, bool at_start = true, bool continuation = false) const;
 
  private:
-  enum class Kind { Split, ByteLevel, Metaspace };
+  enum class Kind { Split, ByteLevel, Metaspace, Bert };
   struct Step {
     Kind kind = Kind::Split;
     std::shared_ptr<const Regex> regex;  // null: no splitting (ByteLevel without use_regex)
@@ -76,6 +79,8 @@ class PreTokenizer {
   // `prepend`: the replacement goes in front unless the piece already starts with a space or one.
   static void apply_metaspace(const Step& step, std::string_view piece, bool prepend, Pieces& pieces,
                               std::vector<std::string_view>& out);
+  // Returns whether the first piece begins where `piece` begins.
+  static bool apply_bert(std::string_view piece, std::vector<std::string_view>& out);
 
   std::vector<Step> steps_;
   bool has_byte_level_ = false;

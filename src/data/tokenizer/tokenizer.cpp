@@ -42,7 +42,11 @@ void Tokenizer::encode_impl(std::string_view text, bool continuation, std::vecto
   // follows: it directly continues earlier text (no prefix at all).
   auto encode_plain = [&](std::string_view plain, bool at_start, bool follows) {
     t.pretokenizer.split(plain, pieces, at_start, follows);
-    for (std::string_view piece : pieces.list) t.bpe.encode_word(piece, out);
+    std::visit(
+        [&](const auto& model) {
+          for (std::string_view piece : pieces.list) model.encode_word(piece, out);
+        },
+        t.model);
   };
   if (t.raw_added.empty()) {
     raw_segments.push_back({text, -1});
@@ -75,6 +79,14 @@ void Tokenizer::encode_impl(std::string_view text, bool continuation, std::vecto
       }
     }
   }
+}
+
+std::vector<int32_t> Tokenizer::encode_with_special_tokens(std::string_view text) const {
+  const PostProcessor& post = impl_->post_processor;
+  std::vector<int32_t> ids(post.prefix);
+  encode_append(text, ids);
+  ids.insert(ids.end(), post.suffix.begin(), post.suffix.end());
+  return ids;
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids) const {
@@ -110,14 +122,22 @@ std::optional<int32_t> first_of(const Tokenizer& t, std::initializer_list<std::s
     if (auto id = t.token_to_id(name)) return id;
   return std::nullopt;
 }
+
+// The post-processor's single token before or after a sequence ([CLS], [SEP]), when there is exactly one.
+std::optional<int32_t> only(const std::vector<int32_t>& ids) {
+  if (ids.size() != 1) return std::nullopt;
+  return ids.front();
+}
 }  // namespace
 
 std::optional<int32_t> Tokenizer::eos_id() const {
-  return first_of(*this, {"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|eos|>", "[EOS]"});
+  auto named = first_of(*this, {"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|eos|>", "[EOS]"});
+  return named ? named : only(impl_->post_processor.suffix);
 }
 
 std::optional<int32_t> Tokenizer::bos_id() const {
-  return first_of(*this, {"<|begin_of_text|>", "<|startoftext|>", "<s>", "<bos>", "<|bos|>", "[BOS]"});
+  auto named = first_of(*this, {"<|begin_of_text|>", "<|startoftext|>", "<s>", "<bos>", "<|bos|>", "[BOS]"});
+  return named ? named : only(impl_->post_processor.prefix);
 }
 
 std::optional<int32_t> Tokenizer::pad_id() const {

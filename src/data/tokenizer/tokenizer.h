@@ -1,12 +1,14 @@
-// BPE tokenizer that reads Hugging Face tokenizer.json files and gives exactly the ids and decoded text
-// HF `tokenizers` gives, for the two families of BPE that models ship:
+// Tokenizer that reads Hugging Face tokenizer.json files and gives exactly the ids and decoded text
+// HF `tokenizers` gives, for the two families of BPE that models ship and for WordPiece:
 //  - byte-level BPE (a ByteLevel pre-tokenizer, optionally behind Split/regex pre-tokenizers and a
 //    Unicode normaliser, as in GPT-2, Llama-3 and Qwen2);
 //  - SentencePiece-style BPE (tokens spelled in text with "▁" for spaces, put there by Prepend/Replace
 //    normalizers or a Metaspace pre-tokenizer; byte_fallback to <0xNN> tokens or an unk token, as in
-//    Llama-2, Mistral, Gemma and TinyLlama).
-// Anything else that would change ids (other models, normalizers, pre-tokenizers, BPE options) is
-// refused by name. encode() adds no post-processor tokens (BOS/EOS): callers add those explicitly.
+//    Llama-2, Mistral, Gemma and TinyLlama);
+//  - WordPiece as BERT's (BertNormalizer, BertPreTokenizer, the WordPiece model and decoder).
+// Anything else that would change ids (other models, normalizers, pre-tokenizers, model options) is
+// refused by name. encode() adds no post-processor tokens (BOS/EOS, [CLS]/[SEP]): callers add those
+// explicitly, or call encode_with_special_tokens.
 // Thread-safe after construction.
 #pragma once
 
@@ -42,6 +44,9 @@ class Tokenizer {
   // inside `text` HF's rules apply again. Tokens still never merge across the boundary. The same as
   // encode_append for tokenizers that prefix nothing (GPT-2, Llama-3, Qwen2).
   void encode_continuation_append(std::string_view text, std::vector<int32_t>& out) const;
+  // HF encode(text, add_special_tokens=True) of one sequence: encode(text) inside the post-processor's
+  // special tokens ([CLS] ... [SEP] for BERT, <s> ... for Llama-2).
+  std::vector<int32_t> encode_with_special_tokens(std::string_view text) const;
   // HF decode(ids, skip_special_tokens=False) through the file's decoder, except that a byte-level
   // decoder keeps invalid UTF-8 bytes instead of showing U+FFFD.
   std::string decode(std::span<const int32_t> ids) const;
@@ -51,7 +56,9 @@ class Tokenizer {
   int32_t vocab_size() const;  // one past the largest id, added tokens included
   // xxh64 of the canonical tokenizer.json bytes: prepared datasets record it to catch a tokenizer swap.
   uint64_t hash() const;
-  // Common specials, looked up by name across conventions (<|endoftext|>, </s>, <|end_of_text|>, ...).
+  // Common specials, looked up by name across conventions (<|endoftext|>, </s>, <|end_of_text|>, ...);
+  // failing that, the one token the post-processor puts before (BOS) or after (EOS) a sequence, as
+  // BERT's [CLS] and [SEP].
   std::optional<int32_t> eos_id() const;
   std::optional<int32_t> bos_id() const;
   std::optional<int32_t> pad_id() const;

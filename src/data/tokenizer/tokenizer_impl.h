@@ -6,13 +6,16 @@
 #include "data/tokenizer/bpe.h"
 #include "data/tokenizer/decoder.h"
 #include "data/tokenizer/normalizer.h"
+#include "data/tokenizer/post_processor.h"
 #include "data/tokenizer/pretokenizer.h"
 #include "data/tokenizer/string_map.h"
 #include "data/tokenizer/tokenizer.h"
+#include "data/tokenizer/wordpiece.h"
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 namespace pt {
@@ -24,7 +27,8 @@ struct Tokenizer::Impl {
   Normalizer normalizer;
   AddedTokenMatcher normalized_added;  // added tokens with normalized=true, matched after normalising
   PreTokenizer pretokenizer;
-  BpeModel bpe;
+  std::variant<BpeModel, WordPieceModel> model;
+  PostProcessor post_processor;
   Decoder decoder;
 
   std::vector<std::string> spelling;  // id -> token as written in tokenizer.json ("" for unused ids)

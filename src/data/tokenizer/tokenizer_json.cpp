@@ -64,6 +64,14 @@ class Reader {
     return string(field(obj, path, "type"), path + "/type");
   }
 
+  // An optional string field, `fallback` when missing or null.
+  std::string string_or(const json& obj, const std::string& path, const char* key,
+                        const std::string& fallback) const {
+    auto it = obj.find(key);
+    if (it == obj.end() || it->is_null()) return fallback;
+    return string(*it, path + "/" + key);
+  }
+
   const std::string& origin() const { return origin_; }
 
  private:
@@ -158,9 +166,16 @@ void read_normalizer(const Reader& r, const json& node, const std::string& path,
     } else {
       out.add_replace(std::move(spec.literal), std::move(spec.content));
     }
+  } else if (type == "BertNormalizer") {
+    BertNormalizerOptions options;  // missing fields take HF's defaults
+    options.clean_text = r.flag(node, path, "clean_text", true);
+    options.handle_chinese_chars = r.flag(node, path, "handle_chinese_chars", true);
+    options.lowercase = r.flag(node, path, "lowercase", true);
+    options.strip_accents = r.flag(node, path, "strip_accents", options.lowercase);
+    out.add_bert(options);
   } else {
     r.error(path + "/type", fmt::format("is \"{}\"; supported normalizers: NFC, NFD, NFKC, NFKD, Prepend, "
-                                        "Replace and a Sequence of them (or null)",
+                                        "Replace, BertNormalizer and a Sequence of them (or null)",
                                         type));
   }
 }
@@ -207,10 +222,12 @@ void read_pretokenizer(const Reader& r, const json& node, const std::string& pat
         split_behavior(r, r.string(r.field(node, path, "behavior"), path + "/behavior"), path + "/behavior");
     out.add_split(std::make_shared<const Regex>(regex, r.origin() + ": " + path + "/pattern"), behavior,
                   r.flag(node, path, "invert", false));
+  } else if (type == "BertPreTokenizer") {
+    out.add_bert();
   } else {
     r.error(path + "/type",
-            fmt::format("is \"{}\"; supported pre-tokenizers: ByteLevel, Metaspace, Split and "
-                        "a Sequence of them (or null)",
+            fmt::format("is \"{}\"; supported pre-tokenizers: ByteLevel, Metaspace, Split, BertPreTokenizer "
+                        "and a Sequence of them (or null)",
                         type));
   }
 }
@@ -241,18 +258,17 @@ void read_decoder(const Reader& r, const json& node, const std::string& path, De
   } else if (type == "Metaspace") {
     out.add_metaspace(read_char(r, node, path, "replacement"),
                       read_prepend_scheme(r, node, path) != PrependScheme::Never);
+  } else if (type == "WordPiece") {
+    out.add_wordpiece(r.string_or(node, path, "prefix", "##"), r.flag(node, path, "cleanup", true));
   } else {
     r.error(path + "/type", fmt::format("is \"{}\"; supported decoders: ByteLevel, Replace, ByteFallback, "
-                                        "Fuse, Strip, Metaspace and a Sequence of them (or null)",
+                                        "Fuse, Strip, Metaspace, WordPiece and a Sequence of them (or null)",
                                         type));
   }
 }
 
-// Model fields whose non-default values change results in ways packtrain does not reproduce.
-void reject_unsupported_model_options(const Reader& r, const json& model) {
-  std::string type = r.type(model, "/model");
-  if (type != "BPE")
-    r.error("/model/type", fmt::format("is \"{}\"; packtrain supports only \"BPE\" models", type));
+// BPE fields whose non-default values change results in ways packtrain does not reproduce.
+void reject_unsupported_bpe_options(const Reader& r, const json& model) {
   if (model.contains("dropout") && !model["dropout"].is_null() &&
       !(model["dropout"].is_number() && model["dropout"].get<double>() == 0.0))
     r.error("/model/dropout",
@@ -264,61 +280,99 @@ void reject_unsupported_model_options(const Reader& r, const json& model) {
   }
 }
 
-}  // namespace
+// A [token, id] pair of BertProcessing and RobertaProcessing ("cls", "sep").
+int32_t read_token_pair(const Reader& r, const json& node, const std::string& path, const char* key) {
+  const json& pair = r.field(node, path, key);
+  if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string() || !pair[1].is_number_integer())
+    r.error(path + "/" + key, "must be a pair [token, id]");
+  return pair[1].get<int32_t>();
+}
 
-Tokenizer::Impl::Impl(std::string_view text, const std::string& origin) {
-  Reader r(origin);
-  json root = r.parse(text);
-  if (!root.is_object()) r.error("(the document)", "must be a JSON object");
-  std::string canonical = root.dump();  // sorted keys, no whitespace
-  hash = XXH64(canonical.data(), canonical.size(), 0);
+// A piece of a template must leave the type id at 0: packtrain gives no token type ids.
+void require_type_zero(const Reader& r, const json& piece, const std::string& path) {
+  auto it = piece.find("type_id");
+  if (it != piece.end() && !(it->is_number_unsigned() && it->get<uint64_t>() == 0))
+    r.error(path + "/type_id",
+            fmt::format("is {}; packtrain gives no token type ids, so only 0 is supported", it->dump()));
+}
 
-  const json& model = r.field(root, "", "model");
-  reject_unsupported_model_options(r, model);
+// TemplateProcessing's "single" template; its "pair" template is not used.
+void read_template(const Reader& r, const json& node, const std::string& path, PostProcessor& out) {
+  const json& single = r.field(node, path, "single");
+  const json& specials = r.field(node, path, "special_tokens");
+  if (!single.is_array()) r.error(path + "/single", "must be an array");
+  if (!specials.is_object()) r.error(path + "/special_tokens", "must be an object");
+  std::vector<int32_t> before, after;
+  bool seen_sequence = false;
+  for (size_t i = 0; i < single.size(); ++i) {
+    std::string piece_path = fmt::format("{}/single/{}", path, i);
+    const json& piece = single[i];
+    if (piece.is_object() && piece.contains("Sequence")) {
+      const json& sequence = piece["Sequence"];
+      std::string id =
+          r.string(r.field(sequence, piece_path + "/Sequence", "id"), piece_path + "/Sequence/id");
+      if (id != "A")
+        r.error(piece_path + "/Sequence/id",
+                fmt::format("is \"{}\"; a single-sequence template holds only $A", id));
+      if (seen_sequence) r.error(piece_path, "is a second $A; a single-sequence template holds $A once");
+      require_type_zero(r, sequence, piece_path + "/Sequence");
+      seen_sequence = true;
+    } else if (piece.is_object() && piece.contains("SpecialToken")) {
+      const json& special = piece["SpecialToken"];
+      std::string name =
+          r.string(r.field(special, piece_path + "/SpecialToken", "id"), piece_path + "/SpecialToken/id");
+      require_type_zero(r, special, piece_path + "/SpecialToken");
+      std::string token_path = path + "/special_tokens/" + name;
+      if (!specials.contains(name)) r.error(token_path, "is missing; the template names it");
+      const json& ids = r.field(specials[name], token_path, "ids");
+      if (!ids.is_array()) r.error(token_path + "/ids", "must be an array of token ids");
+      for (const json& id : ids) {
+        if (!id.is_number_integer()) r.error(token_path + "/ids", "must be an array of token ids");
+        (seen_sequence ? after : before).push_back(id.get<int32_t>());
+      }
+    } else {
+      r.error(piece_path, "must be {\"Sequence\": ...} or {\"SpecialToken\": ...}");
+    }
+  }
+  if (!seen_sequence) r.error(path + "/single", "has no $A; the template would drop the text");
+  out.prefix = std::move(before);
+  out.suffix = std::move(after);
+}
 
-  if (root.contains("normalizer")) read_normalizer(r, root["normalizer"], "/normalizer", normalizer);
-  const json& pre = r.field(root, "", "pre_tokenizer");
-  if (!pre.is_null()) read_pretokenizer(r, pre, "/pre_tokenizer", pretokenizer);
-  // With a ByteLevel step the vocabulary is spelled in GPT-2's byte alphabet and BPE runs on bytes;
-  // without one (SentencePiece-style) tokens are plain text and BPE starts from characters.
-  bool byte_level = pretokenizer.has_byte_level();
-  if (root.contains("decoder") && !root["decoder"].is_null()) {
-    read_decoder(r, root["decoder"], "/decoder", decoder);
+void read_post_processor(const Reader& r, const json& node, const std::string& path, PostProcessor& out) {
+  std::string type = r.type(node, path);
+  if (type == "Sequence") {
+    const json& list = r.field(node, path, "processors");
+    if (!list.is_array()) r.error(path + "/processors", "must be an array");
+    for (size_t i = 0; i < list.size(); ++i)
+      read_post_processor(r, list[i], fmt::format("{}/processors/{}", path, i), out);
+    return;
+  }
+  if (type == "ByteLevel") return;  // it only trims offsets
+  if (type != "BertProcessing" && type != "RobertaProcessing" && type != "TemplateProcessing")
+    r.error(path + "/type", fmt::format("is \"{}\"; supported post-processors: BertProcessing, "
+                                        "RobertaProcessing, TemplateProcessing, ByteLevel and a Sequence of "
+                                        "them (or null)",
+                                        type));
+  // HF hands a later step each piece of an earlier step's output as a sequence of its own.
+  if (out.adds_tokens)
+    r.error(path, fmt::format("is a {} after another post-processor that adds tokens; packtrain supports one "
+                              "such step in a Sequence",
+                              type));
+  out.adds_tokens = true;
+  if (type == "TemplateProcessing") {
+    read_template(r, node, path, out);
   } else {
-    decoder = Decoder::none();
+    out.prefix = {read_token_pair(r, node, path, "cls")};
+    out.suffix = {read_token_pair(r, node, path, "sep")};
   }
+}
 
-  const json& vocab = r.field(model, "/model", "vocab");
-  if (!vocab.is_object()) r.error("/model/vocab", "must be an object of token -> id");
-  // Ids index dense tables (and a model's embedding rows), so one far past the number of tokens is refused
-  // rather than allocated for (2^31 - 1 asked for 64 GB): below twice the tokens given, plus 1024.
-  const json* added = root.contains("added_tokens") ? &root["added_tokens"] : nullptr;
-  const size_t listed = vocab.size() + (added && added->is_array() ? added->size() : 0);
-  const int64_t id_limit = std::min<int64_t>(static_cast<int64_t>(2 * listed + 1024), INT32_MAX);
-  auto assign = [&](int32_t id, const std::string& token) {
-    auto n = static_cast<size_t>(id) + 1;
-    if (spelling.size() < n) {
-      spelling.resize(n);
-      used.resize(n);
-    }
-    spelling[static_cast<size_t>(id)] = token;
-    used[static_cast<size_t>(id)] = true;
-    ids[token] = id;
-  };
-  StringMap<int32_t> bpe_vocab;
-  for (const auto& [token, value] : vocab.items()) {
-    if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() >= id_limit)
-      r.error(fmt::format("/model/vocab (token \"{}\")", token),
-              fmt::format("must map to a non-negative integer id below {}", id_limit));
-    auto id = value.get<int32_t>();
-    if (!byte_level) {
-      bpe_vocab.emplace(token, id);
-    } else if (auto raw = byte_level_decode(token)) {
-      bpe_vocab.emplace(*raw, id);  // tokens outside the byte alphabet cannot come out of byte-level BPE
-    }
-    assign(id, token);
-  }
-
+// The BPE model from its vocabulary (raw bytes for byte-level models) and the merges and options of
+// /model.
+BpeModel read_bpe(const Reader& r, const json& model, StringMap<int32_t> vocab, bool byte_level) {
+  reject_unsupported_bpe_options(r, model);
+  const json& vocab_node = model["vocab"];
   const json& merges_node = r.field(model, "/model", "merges");
   if (!merges_node.is_array()) r.error("/model/merges", "must be an array");
   std::vector<BpeMerge> merges;
@@ -341,8 +395,8 @@ Tokenizer::Impl::Impl(std::string_view text, const std::string& origin) {
       r.error(path, "must be a string \"a b\" or a pair [\"a\", \"b\"]");
     }
     auto lookup = [&](const std::string& token, const char* what) {
-      auto it = vocab.find(token);
-      if (it == vocab.end())
+      auto it = vocab_node.find(token);
+      if (it == vocab_node.end())
         r.error(path, fmt::format("(merge #{} \"{} {}\"): {} \"{}\" is not in /model/vocab", i + 1, left,
                                   right, what, token));
       return it->get<int32_t>();
@@ -361,7 +415,7 @@ Tokenizer::Impl::Impl(std::string_view text, const std::string& origin) {
     // Harmless when every byte has its token (byte fallback never triggers); otherwise HF would look
     // up <0xNN> for the bytes of the byte-level spelling, which packtrain does not reproduce.
     for (const std::string& c : byte_level_chars())
-      if (!vocab.contains(c))
+      if (!vocab_node.contains(c))
         r.error("/model/byte_fallback",
                 "is true with a ByteLevel pre-tokenizer and a vocabulary missing some bytes; only "
                 "SentencePiece-style (non-ByteLevel) models may use byte fallback");
@@ -369,11 +423,95 @@ Tokenizer::Impl::Impl(std::string_view text, const std::string& origin) {
   }
   if (model.contains("unk_token") && !model["unk_token"].is_null()) {
     std::string unk = r.string(model["unk_token"], "/model/unk_token");
-    auto it = vocab.find(unk);
-    if (it == vocab.end()) r.error("/model/unk_token", fmt::format("\"{}\" is not in /model/vocab", unk));
+    auto it = vocab_node.find(unk);
+    if (it == vocab_node.end())
+      r.error("/model/unk_token", fmt::format("\"{}\" is not in /model/vocab", unk));
     options.unk_id = it->get<int32_t>();
   }
-  bpe = BpeModel(std::move(bpe_vocab), merges, options);
+  return BpeModel(std::move(vocab), merges, options);
+}
+
+WordPieceModel read_wordpiece(const Reader& r, const json& model, StringMap<int32_t> vocab) {
+  WordPieceOptions options;
+  // HF fails at the first unknown word when unk_token is not a token; packtrain refuses the file.
+  std::string unk = r.string_or(model, "/model", "unk_token", "[UNK]");
+  auto it = vocab.find(unk);
+  if (it == vocab.end())
+    r.error("/model/unk_token",
+            fmt::format("\"{}\" is not in /model/vocab; WordPiece needs its unknown token", unk));
+  options.unk_id = it->second;
+  options.continuing_subword_prefix = r.string_or(model, "/model", "continuing_subword_prefix", "##");
+  if (model.contains("max_input_chars_per_word"))
+    options.max_input_chars_per_word = read_count(r, model, "/model", "max_input_chars_per_word");
+  return WordPieceModel(std::move(vocab), std::move(options));
+}
+
+}  // namespace
+
+Tokenizer::Impl::Impl(std::string_view text, const std::string& origin) {
+  Reader r(origin);
+  json root = r.parse(text);
+  if (!root.is_object()) r.error("(the document)", "must be a JSON object");
+  std::string canonical = root.dump();  // sorted keys, no whitespace
+  hash = XXH64(canonical.data(), canonical.size(), 0);
+
+  const json& model_node = r.field(root, "", "model");
+  std::string model_type = r.type(model_node, "/model");
+  if (model_type != "BPE" && model_type != "WordPiece")
+    r.error("/model/type", fmt::format("is \"{}\"; packtrain supports BPE and WordPiece models", model_type));
+
+  if (root.contains("normalizer")) read_normalizer(r, root["normalizer"], "/normalizer", normalizer);
+  const json& pre = r.field(root, "", "pre_tokenizer");
+  if (!pre.is_null()) read_pretokenizer(r, pre, "/pre_tokenizer", pretokenizer);
+  // With a ByteLevel step the vocabulary is spelled in GPT-2's byte alphabet and BPE runs on bytes;
+  // without one (SentencePiece-style) tokens are plain text and BPE starts from characters.
+  bool byte_level = pretokenizer.has_byte_level();
+  if (byte_level && model_type == "WordPiece")
+    r.error("/pre_tokenizer",
+            "has a ByteLevel step before a WordPiece model; packtrain runs WordPiece on "
+            "plain text only (as BERT's BertPreTokenizer gives it)");
+  if (root.contains("decoder") && !root["decoder"].is_null()) {
+    read_decoder(r, root["decoder"], "/decoder", decoder);
+  } else {
+    decoder = Decoder::none();
+  }
+
+  const json& vocab = r.field(model_node, "/model", "vocab");
+  if (!vocab.is_object()) r.error("/model/vocab", "must be an object of token -> id");
+  // Ids index dense tables (and a model's embedding rows), so one far past the number of tokens is refused
+  // rather than allocated for (2^31 - 1 asked for 64 GB): below twice the tokens given, plus 1024.
+  const json* added = root.contains("added_tokens") ? &root["added_tokens"] : nullptr;
+  const size_t listed = vocab.size() + (added && added->is_array() ? added->size() : 0);
+  const int64_t id_limit = std::min<int64_t>(static_cast<int64_t>(2 * listed + 1024), INT32_MAX);
+  auto assign = [&](int32_t id, const std::string& token) {
+    auto n = static_cast<size_t>(id) + 1;
+    if (spelling.size() < n) {
+      spelling.resize(n);
+      used.resize(n);
+    }
+    spelling[static_cast<size_t>(id)] = token;
+    used[static_cast<size_t>(id)] = true;
+    ids[token] = id;
+  };
+  StringMap<int32_t> model_vocab;
+  for (const auto& [token, value] : vocab.items()) {
+    if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() >= id_limit)
+      r.error(fmt::format("/model/vocab (token \"{}\")", token),
+              fmt::format("must map to a non-negative integer id below {}", id_limit));
+    auto id = value.get<int32_t>();
+    if (!byte_level) {
+      model_vocab.emplace(token, id);
+    } else if (auto raw = byte_level_decode(token)) {
+      model_vocab.emplace(*raw, id);  // tokens outside the byte alphabet cannot come out of byte-level BPE
+    }
+    assign(id, token);
+  }
+
+  if (model_type == "BPE") {
+    model = read_bpe(r, model_node, std::move(model_vocab), byte_level);
+  } else {
+    model = read_wordpiece(r, model_node, std::move(model_vocab));
+  }
 
   std::vector<AddedToken> raw_tokens, normalized_tokens;
   std::vector<std::string> raw_patterns, normalized_patterns;
@@ -406,6 +544,14 @@ Tokenizer::Impl::Impl(std::string_view text, const std::string& origin) {
   }
   raw_added = AddedTokenMatcher(std::move(raw_tokens), raw_patterns);
   normalized_added = AddedTokenMatcher(std::move(normalized_tokens), normalized_patterns);
+
+  if (root.contains("post_processor") && !root["post_processor"].is_null()) {
+    read_post_processor(r, root["post_processor"], "/post_processor", post_processor);
+    for (const auto* list : {&post_processor.prefix, &post_processor.suffix})
+      for (int32_t id : *list)
+        if (id < 0 || id >= static_cast<int64_t>(used.size()) || !used[static_cast<size_t>(id)])
+          r.error("/post_processor", fmt::format("adds token id {}, which is no token of the tokenizer", id));
+  }
 }
 
 }  // namespace pt
