@@ -53,7 +53,7 @@ int64_t moment_bytes(MomentFormat format, int64_t numel);
 struct AdamWTensor {
   Tensor param, grad, m, v;
   bool decay = true;
-  Tensor m_absmax, v_absmax;
+  Tensor m_absmax{}, v_absmax{};
 };
 
 // Updates every tensor in place; all of them hold their moments in one format. step is the 1-based count
@@ -64,9 +64,9 @@ void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config,
 // so): values for f32 and bf16 (every bf16 one exactly a float), codes and absmax for q8.
 struct HostMoment {
   MomentFormat format = MomentFormat::f32;
-  std::vector<float> values;
-  std::vector<uint8_t> codes;
-  std::vector<float> absmax;
+  std::vector<float> values{};
+  std::vector<uint8_t> codes{};
+  std::vector<float> absmax{};
   bool operator==(const HostMoment&) const = default;
 };
 

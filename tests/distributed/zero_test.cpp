@@ -63,7 +63,7 @@ TEST(ShardLayout, AdamWPiecesCutTensorsAtShardEdgesWithTheirDecayFlags) {
   for (int r = 0; r < 3; ++r) {
     const int64_t b = s.begin(r), e = b + s.real_count(r);
     const auto pieces = adamw_range(layout.params(), b, e, Tensor::of(params.data() + b, {s.shard}), G,
-                                    Tensor::of(m.data(), {s.shard}), Tensor::of(v.data(), {s.shard}));
+                                    {Tensor::of(m.data(), {s.shard}), Tensor::of(v.data(), {s.shard})});
     int64_t at = b;
     for (const auto& piece : pieces) {
       const int64_t offset = piece.param.ptr<float>() - params.data();
@@ -81,8 +81,8 @@ TEST(ShardLayout, AdamWPiecesCutTensorsAtShardEdgesWithTheirDecayFlags) {
     covered += e - b;
   }
   EXPECT_EQ(covered, layout.total());
-  EXPECT_THROW(adamw_range(layout.params(), 0, layout.total(), P, G, Tensor::of(m.data(), {s.shard}),
-                           Tensor::of(v.data(), {s.shard})),
+  EXPECT_THROW(adamw_range(layout.params(), 0, layout.total(), P, G,
+                           {Tensor::of(m.data(), {s.shard}), Tensor::of(v.data(), {s.shard})}),
                Error);  // moments too small for the range
 }
 
