@@ -45,7 +45,7 @@ ShardLayout make_shard_layout(int64_t total, int world_size);
 // The AdamW moments of a flat range: m and v of its elements (f32, bf16 or u8), and with u8 codes the
 // absmax of each quantization block (range_quant_blocks of them, in flat order).
 struct RangeMoments {
-  Tensor m, v, m_absmax, v_absmax;
+  Tensor m, v, m_absmax{}, v_absmax{};
 };
 
 // Quantization blocks of the flat range [begin, end) (begin on the grid): the grid cells each tensor
