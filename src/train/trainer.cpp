@@ -372,7 +372,7 @@ TrainResult train(const TrainConfig& tc) {
           tc.dist.zero1 ? "ZeRO-1 (masters and moments sharded)" : "replicated optimizer",
           dp.reducer().buckets().size(), tc.dist.bucket_mb, tc.dist.timeout_s);
     // Every rank's shard has the same size, so rank 0's figure is every rank's.
-    log_info("optimizer state: {:.2f} MiB of fp32 masters and {} AdamW moments per rank{}",
+    log_info("optimizer state: {:.2f} MiB of fp32 masters and AdamW moments per rank, moments in {}{}",
              mib(dp.state_bytes()), ops::moment_format_name(tc.optimizer_state),
              tc.dist.zero1 ? fmt::format(" ({:.2f} MiB replicated)",
                                          mib(total * int64_t{sizeof(float)} +
