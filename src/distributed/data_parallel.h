@@ -6,7 +6,8 @@
 // masters with full moments; the replicas stay identical because every rank gets the same sums, and the
 // model takes its weights from the masters (DecoderModel::load_weights). ZeRO-1: gradients are
 // reduce-scattered, and each rank keeps the fp32 masters and the AdamW moments of its shard only (zero.h):
-// 12 bytes a parameter of optimizer state become 12 / world_size. After AdamW a rank casts its shard of
+// 12 bytes a parameter of optimizer state (8 with bf16 moments, about 6 with 8-bit ones:
+// DataParallelOptions::moments) become 12 / world_size. After AdamW a rank casts its shard of
 // the masters to the model's compute dtype (masking the 2:4 sparse FFN weights while masks are set, as
 // load_weights would) into a padded working copy, which is all-gathered (bf16 on a GPU: half the bytes of
 // an fp32 all-gather) and read in place by the model (DecoderModel::use_working_weights). What needs the full
