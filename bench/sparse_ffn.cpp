@@ -290,8 +290,8 @@ void bench_block(const Dims& d, int64_t M, const std::string& no_mvue,
       down.backward(dy, a, da, Write::overwrite, dw_d, Write::accumulate, mvue_d ? dy_p : Tensor(), seed);
       mark("down bwd");
       // As the model: the SwiGLU backward prunes and packs dh for a sparse MVUE dW where it can.
-      const bool packed =
-          mvue_gu ? gate_up.swiglu_backward(da, h, dh, seed, f32) : (swiglu_backward(da, h, dh), false);
+      const bool packed = mvue_gu ? gate_up.activation_backward(Activation::swiglu, da, h, dh, seed, f32)
+                                  : (swiglu_backward(da, h, dh), false);
       mark("swiglu bwd");
       gate_up.backward(dh, x, dx, Write::overwrite, dw_gu, Write::accumulate, mvue_gu ? dh : Tensor(), seed,
                        packed);

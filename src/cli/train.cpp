@@ -82,6 +82,10 @@ void register_train(CLI::App& app) {
                   "Stop, with a checkpoint of the last good weights, after N steps in a row whose loss or "
                   "gradient norm is not finite (each skips its optimizer update); 0: never")
       ->capture_default_str();
+  cmd->add_flag("--dry-run", tc->dry_run,
+                "Print the memory plan (weights, masters, moments, gradients, activations, workspaces per "
+                "rank) and whether it fits this device, listing settings that would if not; then stop, "
+                "allocating and writing nothing (exit status 1 when it does not fit)");
   cmd->add_flag("--recompute{norms}", *recompute,
                 "Recompute activations in the backward instead of keeping them: norms (--recompute: the "
                 "RMSNorm and SwiGLU outputs, about 29% less activation memory for a few percent more step "

@@ -70,6 +70,12 @@ double cuda_memory_used_gib() {
   return static_cast<double>(total - free) / (1024.0 * 1024.0 * 1024.0);
 }
 
+int64_t cuda_free_memory_bytes() {
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
+  return static_cast<int64_t>(free);
+}
+
 double cuda_peak_bf16_flops() {
   const std::string name = cuda_device_name(0);
   if (name.find("H100") != std::string::npos || name.find("H200") != std::string::npos) return 989e12;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace pt {
@@ -23,6 +24,8 @@ void zero_bytes(void* dst, bool on_gpu, size_t bytes);
 // For the training log: GPU memory in use (the arenas are allocated once, so this is also the peak), and
 // the dense bf16 tensor-core peak of GPU 0 by model name (H100/H200, A100), 0 when unknown.
 double cuda_memory_used_gib();
+// What the current GPU has free for allocations (cudaMemGetInfo), 0 without one.
+int64_t cuda_free_memory_bytes();
 double cuda_peak_bf16_flops();
 
 }  // namespace pt

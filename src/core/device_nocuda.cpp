@@ -25,6 +25,7 @@ void zero_bytes(void* dst, bool on_gpu, size_t bytes) {
 }
 
 double cuda_memory_used_gib() { return 0; }
+int64_t cuda_free_memory_bytes() { return 0; }
 double cuda_peak_bf16_flops() { return 0; }
 
 }  // namespace pt

@@ -15,6 +15,13 @@ double peak_host_memory_gib() {
   return static_cast<double>(usage.ru_maxrss) / (1024.0 * 1024.0);  // ru_maxrss is in KiB on Linux
 }
 
+int64_t available_host_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);)
+    if (line.rfind("MemAvailable:", 0) == 0) return std::stoll(line.substr(line.find(':') + 1)) * 1024;  // kB
+  return 0;
+}
+
 double cpu_peak_flops_estimate() {
   std::ifstream cpuinfo("/proc/cpuinfo");
   double mhz = 0;

@@ -102,6 +102,8 @@ class DataParallelOptimizer {
   // This rank's optimizer state on its device: the fp32 masters and the two AdamW moments (with 8-bit
   // moments, their codes and block absmax values).
   int64_t state_bytes() const { return state_.bytes(); }
+  // ZeRO-1's gathered working copy of the weights (0 when replicated).
+  int64_t working_bytes() const { return working_.bytes(); }
 
   // Sets the parameters from a full host buffer of layout.total() elements, the same on every rank (each
   // keeps what it owns); the moments are left as they are.

@@ -50,6 +50,7 @@ class BatchInputs {
   View acquire(const Ticket& ticket);
   // Every pass that reads the ticket's slot is queued; the slot may be staged again after them.
   void release(const Ticket& ticket);
+  int64_t bytes() const { return arena_.bytes(); }  // on the device: every slot
 
  private:
   static constexpr int kAheadSlots = 2, kNowSlot = 2;

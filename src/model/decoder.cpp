@@ -56,7 +56,7 @@ Recompute parse_recompute(const std::string& name) {
 }
 
 DecoderModel::DecoderModel(const ModelConfig& config, int64_t max_tokens, Device device, DType dtype,
-                       const SparsityConfig& sparsity, Recompute recompute)
+                           const SparsityConfig& sparsity, Recompute recompute)
     : config_(checked(config, device, dtype)),
       layout_(config),
       max_tokens_(max_tokens),
@@ -279,7 +279,8 @@ void DecoderModel::begin_pass(const StagedBatch& batch) {
     fail("the model has no weights: call load_weights(master_params) or use_working_weights before a pass");
   in_ = inputs_.acquire(batch);
   if (config_.positions == Positions::rope)
-    rope_ = rope_frequencies(config_.rope, config_.head_dim, config_.max_position_embeddings, in_.max_position);
+    rope_ =
+        rope_frequencies(config_.rope, config_.head_dim, config_.max_position_embeddings, in_.max_position);
 }
 
 ops::AttentionParams DecoderModel::attention_params(size_t l, int64_t T) const {
@@ -321,8 +322,8 @@ void DecoderModel::norm_backward(const Tensor& dy, const NormActs& n, int64_t w,
     ops::rmsnorm_backward(dy, n.x, weight(w, {C}), n.rstd, dx, param(grads, w, {C}), Write::accumulate);
 }
 
-void DecoderModel::add_bias(const Tensor& y, int64_t b) const {
-  if (b >= 0) ops::bias_add(y, weight(b, {y.size(1)}));
+Tensor DecoderModel::bias(int64_t b, int64_t n, int64_t skip) const {
+  return b < 0 ? Tensor() : weight(b + skip, {n});
 }
 
 void DecoderModel::bias_grad(const Tensor& dy, int64_t b, const Tensor& grads) const {
@@ -342,7 +343,8 @@ void DecoderModel::run_forward(int64_t T) {
     ops::add(pos, first_in);
   }
   for (size_t l = 0; l < layers_.size(); ++l) layer_forward(l, T, /*add_to_next=*/true);
-  norm_forward(norm_acts(final_in_, xn_f_, mean_f_, rstd_f_, T), layout_.final_norm(), layout_.final_norm_bias());
+  norm_forward(norm_acts(final_in_, xn_f_, mean_f_, rstd_f_, T), layout_.final_norm(),
+               layout_.final_norm_bias());
 }
 
 void DecoderModel::layer_forward(size_t l, int64_t T, bool add_to_next) {
@@ -358,14 +360,11 @@ void DecoderModel::layer_forward(size_t l, int64_t T, bool add_to_next) {
   const Tensor q_lin = arena_.view(c.qk_norm ? a.q_pre : a.q, {T, H * D});
   const Tensor k_lin = arena_.view(c.qk_norm ? a.k_pre : a.k, {T, Hkv * D});
   const Tensor v_lin = arena_.view(a.v, {T, Hkv * D});
-  ops::linear_forward(n1.y, weight(w.wq, {H * D, C}), q_lin);
-  ops::linear_forward(n1.y, weight(w.wk, {Hkv * D, C}), k_lin);
-  ops::linear_forward(n1.y, weight(w.wv, {Hkv * D, C}), v_lin);
-  if (c.qkv_bias) {
-    add_bias(q_lin, w.bqkv);
-    add_bias(k_lin, w.bqkv + H * D);
-    add_bias(v_lin, w.bqkv + (H + Hkv) * D);
-  }
+  ops::linear_forward(n1.y, weight(w.wq, {H * D, C}), q_lin, Write::overwrite, bias(w.bqkv, H * D));
+  ops::linear_forward(n1.y, weight(w.wk, {Hkv * D, C}), k_lin, Write::overwrite,
+                      bias(w.bqkv, Hkv * D, H * D));
+  ops::linear_forward(n1.y, weight(w.wv, {Hkv * D, C}), v_lin, Write::overwrite,
+                      bias(w.bqkv, Hkv * D, (H + Hkv) * D));
   if (c.qk_norm) {
     ops::rmsnorm_forward(arena_.view(a.q_pre, {T * H, D}), weight(w.q_norm, {D}), c.norm_eps,
                          arena_.view(a.q, {T * H, D}), arena_.view(a.rstd_q, {T * H}));
@@ -376,27 +375,29 @@ void DecoderModel::layer_forward(size_t l, int64_t T, bool add_to_next) {
   ops::attention_forward(attention_params(l, T));
   const Tensor x = n1.x, mid = arena_.view(a.mid, {T, C});
   ops::copy(x, mid);
-  ops::linear_forward(arena_.view(a.attn, {T, H * D}), weight(w.wo, {C, H * D}), mid, Write::accumulate);
-  add_bias(mid, w.bo);
+  ops::linear_forward(arena_.view(a.attn, {T, H * D}), weight(w.wo, {C, H * D}), mid, Write::accumulate,
+                      bias(w.bo, C));
   // The MLP.
   const NormActs n2 = norm_acts(a.mid, a.xn2, a.mean2, a.rstd2, T);
   norm_forward(n2, w.ffn_norm, w.ffn_norm_bias);
   const Tensor h = arena_.view(a.h, {T, U}), act = arena_.view(a.act, {T, F});
-  if (const ops::SparseLinear* s = sparse(l, FfnLinear::gate_up))
+  if (const ops::SparseLinear* s = sparse(l, FfnLinear::gate_up)) {
     s->forward(n2.y, h, Write::overwrite);
-  else
-    ops::linear_forward(n2.y, weight(w.w_up, {U, C}), h);
-  add_bias(h, w.b_up);
+    if (w.b_up >= 0) ops::bias_add(h, bias(w.b_up, U));
+  } else {
+    ops::linear_forward(n2.y, weight(w.w_up, {U, C}), h, Write::overwrite, bias(w.b_up, U));
+  }
   activation_forward(h, act);
   if (!add_to_next) return;
   Tensor next =
       l + 1 < layers_.size() ? arena_.view(layers_[l + 1].resid_in, {T, C}) : arena_.view(final_in_, {T, C});
   ops::copy(mid, next);
-  if (const ops::SparseLinear* s = sparse(l, FfnLinear::down))
+  if (const ops::SparseLinear* s = sparse(l, FfnLinear::down)) {
     s->forward(act, next, Write::accumulate);
-  else
-    ops::linear_forward(act, weight(w.w_down, {C, F}), next, Write::accumulate);
-  add_bias(next, w.b_down);
+    if (w.b_down >= 0) ops::bias_add(next, bias(w.b_down, C));
+  } else {
+    ops::linear_forward(act, weight(w.w_down, {C, F}), next, Write::accumulate, bias(w.b_down, C));
+  }
 }
 
 void DecoderModel::activation_forward(const Tensor& h, const Tensor& act) const {
@@ -412,7 +413,7 @@ LossSum DecoderModel::forward(const Batch& batch, const Tensor& params) {
 }
 
 LossSum DecoderModel::forward_backward(const Batch& batch, const Tensor& params, const Tensor& grads,
-                                     double grad_scale) {
+                                       double grad_scale) {
   load_weights(params);
   return forward_backward(batch, grads, grad_scale);
 }
@@ -509,11 +510,13 @@ void DecoderModel::forward_backward(const StagedBatch& batch, const Tensor& grad
       ops::linear_backward(dx, act, weight(w.w_down, {C, F}), dact, Write::overwrite, dw_down,
                            Write::accumulate);
     if (const ops::SparseLinear* s = sparse(l, FfnLinear::gate_up)) {
-      // With MVUE dW, the SwiGLU backward also prunes and packs dh for the sparse dW GEMM where it can.
+      // With MVUE dW, the activation's backward also prunes and packs dh for the sparse dW GEMM where it can.
       const bool mvue = mvue_dw(*s, dw_up, T);
       const uint64_t seed = mvue_seed_.at(static_cast<int>(l), FfnLinear::gate_up);
-      const bool packed = mvue && c.mlp == Mlp::swiglu ? s->swiglu_backward(dact, h, dh, seed, dw_up.dtype)
-                                                       : (activation_backward(dact, h, dh), false);
+      const ops::Activation activation =
+          c.mlp == Mlp::swiglu ? ops::Activation::swiglu : ops::Activation::gelu_tanh;
+      const bool packed = mvue ? s->activation_backward(activation, dact, h, dh, seed, dw_up.dtype)
+                               : (activation_backward(dact, h, dh), false);
       bias_grad(dh, w.b_up, grads);
       s->backward(dh, n2.y, dxn, Write::overwrite, dw_up, Write::accumulate, mvue ? dh : Tensor(), seed,
                   packed);
@@ -540,12 +543,13 @@ void DecoderModel::forward_backward(const StagedBatch& batch, const Tensor& grad
     if (c.qk_norm) {
       dq_lin = arena_.view(dattn_, {T, H * D});
       dk_lin = arena_.view(dk_pre_, {T, Hkv * D});
-      ops::rmsnorm_backward(arena_.view(dq_, {T * H, D}), arena_.view(a.q_pre, {T * H, D}), weight(w.q_norm, {D}),
-                            arena_.view(a.rstd_q, {T * H}), arena_.view(dattn_, {T * H, D}),
-                            param(grads, w.q_norm, {D}), Write::accumulate);
+      ops::rmsnorm_backward(arena_.view(dq_, {T * H, D}), arena_.view(a.q_pre, {T * H, D}),
+                            weight(w.q_norm, {D}), arena_.view(a.rstd_q, {T * H}),
+                            arena_.view(dattn_, {T * H, D}), param(grads, w.q_norm, {D}), Write::accumulate);
       ops::rmsnorm_backward(arena_.view(dk_, {T * Hkv, D}), arena_.view(a.k_pre, {T * Hkv, D}),
                             weight(w.k_norm, {D}), arena_.view(a.rstd_k, {T * Hkv}),
-                            arena_.view(dk_pre_, {T * Hkv, D}), param(grads, w.k_norm, {D}), Write::accumulate);
+                            arena_.view(dk_pre_, {T * Hkv, D}), param(grads, w.k_norm, {D}),
+                            Write::accumulate);
     }
     if (c.qkv_bias) {
       bias_grad(dq_lin, w.bqkv, grads);
@@ -566,7 +570,8 @@ void DecoderModel::forward_backward(const StagedBatch& batch, const Tensor& grad
   ops::embedding_backward(in_.ids, dx, param(grads, layout_.embedding(), {V, C}), Write::accumulate,
                           /*ids_checked=*/true);
   if (c.positions == Positions::learned)
-    ops::embedding_backward(in_.positions, dx, param(grads, layout_.positions(), {c.max_position_embeddings, C}),
+    ops::embedding_backward(in_.positions, dx,
+                            param(grads, layout_.positions(), {c.max_position_embeddings, C}),
                             Write::accumulate, /*ids_checked=*/true);
   inputs_.release(batch);
   report(0);

@@ -69,6 +69,14 @@ class DecoderModel {
   DType dtype() const { return dtype_; }
   DType master_dtype() const { return dtype_ == DType::bf16 ? DType::f32 : dtype_; }
   int64_t activation_bytes() const { return arena_.bytes(); }
+  // The bytes of every buffer the model allocated on its device, for the memory plan's checks
+  // (train/memory_plan.h). The working copy is allocated by the first load_weights.
+  struct Memory {
+    int64_t activations, working_copy, sparse_copies, batch_inputs;
+  };
+  Memory memory() const {
+    return {arena_.bytes(), weight_copy_.bytes(), sparse_copy_.bytes(), inputs_.bytes()};
+  }
 
   // The weights of the following passes, from the flat master params (layout order). A model computing in
   // the master dtype reads them in place (keep them alive and at this address); a bf16 model casts them
@@ -174,8 +182,9 @@ class DecoderModel {
   void norm_backward(const Tensor& dy, const NormActs& n, int64_t w, int64_t b, const Tensor& dx,
                      const Tensor& grads) const;
   NormActs norm_acts(int x, int y, int mean, int rstd, int64_t T) const;
-  // y += bias at offset b (none when b < 0) on every row; and its gradient, the column sums of dy.
-  void add_bias(const Tensor& y, int64_t b) const;
+  // The n bias values from skip past weight offset b (an empty Tensor when b < 0: no bias), which
+  // ops::linear_forward adds to every row; and a bias's gradient, the column sums of dy.
+  Tensor bias(int64_t b, int64_t n, int64_t skip = 0) const;
   void bias_grad(const Tensor& dy, int64_t b, const Tensor& grads) const;
   void run_forward(int64_t T);
   // Layer l's forward from its input; with add_to_next, also its output (the next layer's input).

@@ -110,6 +110,7 @@ class FfnMasks {
   FfnMasks(const ModelConfig& model, const SparsityConfig& config, Device device);
 
   const std::vector<Linear>& linears() const { return linears_; }
+  int64_t bytes() const { return arena_.bytes(); }  // on the device: every mask and the scratch one
   // The mask of one linear; nullptr when it is dense.
   const Tensor* find(int layer, FfnLinear which) const;
   // False before the first computation and after drop() (dense fine-tuning).

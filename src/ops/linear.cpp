@@ -8,16 +8,19 @@
 
 namespace pt::ops {
 
-void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode) {
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode, const Tensor& bias) {
   ArgCheck a("linear_forward");
   a.real("x", x, {-1, -1});
   a.real("w", w, {-1, x.size(1)}).real("y", y, {x.size(0), w.size(0)});
+  if (!bias.empty()) a.real_or_f32("bias", bias, {w.size(0)});
   switch (a.device()) {
     case Device::cpu:
-      return cpu::linear_forward(x, w, y, mode);
+      cpu::linear_forward(x, w, y, mode);
+      if (!bias.empty()) cpu::bias_add(y, bias);
+      return;
     case Device::cuda:
 #ifdef PACKTRAIN_CUDA
-      return cuda::linear_forward(x, w, y, mode);
+      return cuda::linear_forward(x, w, y, mode, bias);
 #else
       break;
 #endif

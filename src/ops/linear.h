@@ -1,14 +1,23 @@
-// Bias-free linear layer y = x W^T with W stored [out, in] as in PyTorch and Hugging Face checkpoints.
-// The CPU backend calls CBLAS (cblas_sgemm / cblas_dgemm).
+// Linear layer y = x W^T (+ b) with W stored [out, in] as in PyTorch and Hugging Face checkpoints.
+// The CPU backend calls CBLAS (cblas_sgemm / cblas_dgemm); CUDA cuBLASLt, which adds the bias in the GEMM's
+// epilogue (no second pass over y).
 #pragma once
 
 #include "core/tensor.h"
 #include "ops/write_mode.h"
 
+#include <cstddef>
+
 namespace pt::ops {
 
-// x[M,K], w[N,K] -> y[M,N] (overwritten, or added to with Write::accumulate).
-void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode = Write::overwrite);
+// The cuBLASLt workspace the CUDA backend allocates once for every GEMM (what cuBLAS suggests for Hopper);
+// here so that the memory plan (train/memory_plan.h) counts it.
+inline constexpr size_t kCublasLtWorkspaceBytes = size_t{32} << 20;
+
+// x[M,K], w[N,K] -> y[M,N] = x W^T (overwritten, or added to with Write::accumulate), plus bias[N] on every
+// row when a bias is given (y's type, or f32 beside bf16 y; its gradient is ops::bias_backward's).
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode = Write::overwrite,
+                    const Tensor& bias = Tensor());
 
 // dy[M,N] -> dx[M,K] = dy W and dw[N,K] = dy^T x, each overwritten or added to. Either output may be an
 // empty Tensor() to skip it (no dx for a layer whose input needs no gradient).

@@ -1,6 +1,7 @@
 #include "ops/sparse_linear.h"
 
 #include "ops/arg_check.h"
+#include "ops/gelu.h"
 #include "ops/linear.h"
 #include "ops/sparse24.h"
 #include "ops/swiglu.h"
@@ -82,29 +83,31 @@ void SparseLinear::forward(const Tensor& x, const Tensor& y, Write mode) const {
   linear_forward(x, w_, y, mode);
 }
 
-bool SparseLinear::swiglu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed,
-                                   DType dw_dtype) const {
-  ArgCheck a("SparseLinear::swiglu_backward");
+bool SparseLinear::activation_backward(Activation activation, const Tensor& dout, const Tensor& h,
+                                       const Tensor& dh, uint64_t seed, DType dw_dtype) const {
+  const bool swiglu = activation == Activation::swiglu;
+  ArgCheck a("SparseLinear::activation_backward");
   a.real("dh", dh, {-1, w_.size(0)})
       .real("h", h, {dh.size(0), w_.size(0)})
-      .real("dout", dout, {dh.size(0), w_.size(0) / 2});
+      .real("dout", dout, {dh.size(0), swiglu ? w_.size(0) / 2 : w_.size(0)});
   check_tokens(name_, "dh", dh.size(0), max_tokens_);
+  const auto plain = [&] { swiglu ? ops::swiglu_backward(dout, h, dh) : ops::gelu_backward(dout, h, dh); };
 #ifdef PACKTRAIN_CUDA
   if (accel_ && w_.dtype == DType::bf16) {
     const int64_t M = dh.size(0), N = w_.size(0), K = w_.size(1);
     const auto fused = [&](void* packed, int64_t rows) {
-      return cuda::swiglu_backward_mvue_packed(dout, h, dh, seed, rows, packed);
+      return swiglu ? cuda::swiglu_backward_mvue_packed(dout, h, dh, seed, rows, packed)
+                    : cuda::gelu_backward_mvue_packed(dout, h, dh, seed, rows, packed);
     };
     // Before the autotuner's first decision on this weight gradient: what packing adds to this pass.
-    cuda::sparse_weight_grad_note_producer(
-        M, N, K, dw_dtype, [&] { ops::swiglu_backward(dout, h, dh); }, fused);
+    cuda::sparse_weight_grad_note_producer(M, N, K, dw_dtype, plain, fused);
     if (const cuda::PackedGrad packed = cuda::sparse_weight_grad_packed_operand(M, N, K, dw_dtype);
         packed.rows > 0)
       return fused(packed.data, packed.rows);
   }
 #endif
   (void)seed, (void)dw_dtype;
-  ops::swiglu_backward(dout, h, dh);
+  plain();
   return false;
 }
 

@@ -24,6 +24,9 @@ namespace pt::ops {
 // ops/cuda/sparse_gemm.h). Only then does pruning the output gradient by MVUE pay.
 bool sparse_weight_grad_gemm(Device device);
 
+// The FFN activations whose backward can prune and pack its gradient for the up projection's weight gradient.
+enum class Activation { swiglu, gelu_tanh };
+
 class SparseLinear {
  public:
   // w: the masked working weight [N,K] (already multiplied by its transposable mask) on the model's
@@ -45,18 +48,18 @@ class SparseLinear {
   // space for the pruned dy: afterwards its contents are unspecified (on cuda the sparse kernel's packing
   // prunes on the fly and writes only what dense GEMMs read there); with an empty dy_pruned, dw = dy^T x.
   // dw may be f32 beside bf16 activations, as in linear_backward.
-  // dy_packed: dy came from this layer's swiglu_backward, which returned true for this dy and seed.
+  // dy_packed: dy came from this layer's activation_backward, which returned true for this dy and seed.
   void backward(const Tensor& dy, const Tensor& x, const Tensor& dx, Write dx_mode, const Tensor& dw,
                 Write dw_mode, const Tensor& dy_pruned, uint64_t seed, bool dy_packed = false) const;
 
-  // For the gate_up projection of a SwiGLU FFN, whose output gradient is the activation's input gradient:
-  // dh[M,2F] = swiglu_backward(dout, h), where this layer's backward will prune dh by MVUE with `seed`
-  // into a dw of dtype dw_dtype. Where that weight gradient runs on sparse tensor cores from an operand
-  // packtrain packs, the same pass prunes and packs dh for it (the SwiGLU backward fused with MVUE, as in
-  // Hu et al.) and this returns true: pass dy_packed to the backward() that follows. False: a plain
-  // swiglu_backward ran.
-  bool swiglu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed,
-                       DType dw_dtype) const;
+  // For the up projection of an FFN (SwiGLU's gate_up, GELU's fc), whose output gradient is the activation's
+  // input gradient: dh = the activation's backward of dout [M,F] at its input h (SwiGLU: h, dh [M,2F]; GELU:
+  // [M,F]), where this layer's backward will prune dh by MVUE with `seed` into a dw of dtype dw_dtype. Where
+  // that weight gradient runs on sparse tensor cores from an operand packtrain packs, the same pass prunes
+  // and packs dh for it (the activation's backward fused with MVUE, as in Hu et al.) and this returns true:
+  // pass dy_packed to the backward() that follows. False: the plain activation backward ran.
+  bool activation_backward(Activation activation, const Tensor& dout, const Tensor& h, const Tensor& dh,
+                           uint64_t seed, DType dw_dtype) const;
 
   // Whether dw of an M-token backward into a dw of dtype dw_dtype runs on sparse tensor cores, the only
   // case where pruning dy by MVUE buys speed: on cuda the autotuner's choice for the shape (true until the

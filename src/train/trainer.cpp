@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "data/batch_stream.h"
 #include "distributed/data_parallel.h"
+#include "distributed/launch.h"
 #include "distributed/step_data.h"
 #include "model/decoder.h"
 #include "model/families.h"
@@ -17,12 +18,15 @@
 #include "model/init.h"
 #include "model/presets.h"
 #include "train/evaluate.h"
+#include "train/memory_fit.h"
+#include "train/memory_plan.h"
 #include "train/metrics.h"
 #include "train/stop_signals.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -57,10 +61,11 @@ struct Gradients {
 
 double mib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
-Device resolve_device(const std::string& name) {
+// The device of the run. A plan alone (--dry-run) can be made for cuda where no GPU is visible.
+Device resolve_device(const std::string& name, bool plan_only = false) {
   if (name == "cpu") return Device::cpu;
   if (name == "cuda") {
-    if (cuda_device_count() == 0)
+    if (cuda_device_count() == 0 && !plan_only)
       fail("--device cuda: {}", built_with_cuda()
                                     ? "no GPU is visible to this process"
                                     : "this build has no CUDA (rebuild where nvcc is installed)");
@@ -180,6 +185,16 @@ ModelConfig resolve_config(const TrainConfig& tc, const PreparedDataset& data) {
   return c;
 }
 
+// The model of the run, checked against the run's sparsity settings and the dataset's tokenizer.
+ModelConfig model_config(const TrainConfig& tc, const PreparedDataset& data) {
+  const ModelConfig config = resolve_config(tc, data);
+  tc.sparsity.validate(config, tc.steps);
+  if (config.vocab_size < data.vocab_size())
+    fail("the model's vocab_size ({}) is smaller than the dataset's tokenizer ({}); use a matching config",
+         config.vocab_size, data.vocab_size());
+  return config;
+}
+
 int64_t longest_example(const DatasetSplit& split) {
   int64_t longest = 0;
   for (int64_t i = 0; i < split.size(); ++i) longest = std::max(longest, split.length(i));
@@ -203,12 +218,17 @@ void check_positions(const ModelConfig& config, const PackingOptions& packing, c
         packing.strategy == Strategy::kConcat ? " or use rows no longer than that (--row-len)" : "");
 }
 
+// A data-parallel rank of the run's data: which share of each global step it takes.
+struct DataRank {
+  int rank, world_size;
+};
+
 // The largest micro-batch of this rank's remaining steps. Packing is deterministic, so replaying the
 // batches (a fraction of a second per million examples) sizes the activation arena exactly, once; a bound
 // over any epoch (the N longest examples together) would cost several times the memory on long-tailed data.
 // The single-process stream replays from the run's start, as it always has.
 int64_t largest_batch_tokens(const TrainConfig& tc, const PackingOptions& p, const DatasetSplit& split,
-                             const TrainerState& state, const dist::Communicator* data_parallel) {
+                             const TrainerState& state, const DataRank* data_parallel) {
   int64_t largest = 0;
   if (!data_parallel) {
     BatchStream replay(split, p);
@@ -216,7 +236,7 @@ int64_t largest_batch_tokens(const TrainConfig& tc, const PackingOptions& p, con
       largest = std::max(largest, replay.next().num_tokens());
     return largest;
   }
-  dist::RankStepStream replay(split, p, tc.grad_accum, data_parallel->rank(), data_parallel->size(),
+  dist::RankStepStream replay(split, p, tc.grad_accum, data_parallel->rank, data_parallel->world_size,
                               state.epoch, state.position.value_or(0));
   for (int64_t i = state.step; i < tc.steps; ++i)
     for (const Batch& b : replay.next().micro) largest = std::max(largest, b.num_tokens());
@@ -276,10 +296,77 @@ bool listed(const std::vector<int64_t>& steps, int64_t step) {
   return std::find(steps.begin(), steps.end(), step) != steps.end();
 }
 
+// The memory plan's settings for one rank of this run; the optimizer state and gradients are f32.
+PlanSettings plan_settings(const TrainConfig& tc, const ModelConfig& config, Device device, int64_t tokens,
+                           int world_size) {
+  PlanSettings s;
+  s.model = config;
+  s.device = device;
+  s.tokens = tokens;
+  s.recompute = tc.recompute;
+  s.sparsity = tc.sparsity;
+  s.world_size = world_size;
+  s.zero1 = tc.dist.zero1;
+  return s;
+}
+
+// What the run's device can give it: the GPU's free memory, or the host's available memory (0: unknown).
+int64_t available_memory(Device device) {
+  return device == Device::cuda ? cuda_free_memory_bytes() : available_host_memory_bytes();
+}
+
+// Before anything large is allocated: every rank's plan fits its device (collective). A rank that cannot
+// fit fails with the settings that would, the others naming how many ranks cannot.
+void check_memory(const MemoryPlan& plan, int64_t available, int64_t min_tokens, dist::Communicator& comm) {
+  const std::string refusal = available > 0 ? fit_refusal(plan, available, min_tokens) : std::string();
+  const double mine = refusal.empty() ? 0 : 1;
+  const double refused = comm.sum_host(std::span<const double>(&mine, 1))[0];
+  if (!refusal.empty()) fail("{}", refusal);
+  if (refused > 0)
+    fail("the memory plan does not fit on {} other rank(s), whose errors list settings that would", refused);
+}
+
+// --dry-run: the plan of a fresh run of this launch, for its rank with the largest micro-batch, on stdout,
+// and whether it fits this device (where there is one to ask). No communicator, lock, checkpoint or device
+// buffer.
+TrainResult dry_run(const TrainConfig& tc) {
+  const Device device = resolve_device(tc.device, /*plan_only=*/true);
+  const dist::LaunchInfo launch = dist::detect_launch();
+  auto data = PreparedDataset::open(tc.data_dir);
+  const ModelConfig config = model_config(tc, data);
+  PackingOptions packing = tc.packing;
+  packing.seed = tc.seed;
+  check_positions(config, packing, data);
+  const bool data_parallel = launch.world_size > 1 || tc.dist.backend == dist::Backend::kMpi ||
+                             tc.dist.backend == dist::Backend::kNccl;
+  const int64_t longest = std::max(longest_example(data.train()), longest_example(data.val()));
+  int64_t capacity = longest_example(data.val());
+  for (int r = 0; r < (data_parallel ? launch.world_size : 1); ++r) {
+    const DataRank rank{r, launch.world_size};
+    capacity = std::max(capacity, largest_batch_tokens(tc, packing, data.train(), TrainerState{},
+                                                       data_parallel ? &rank : nullptr));
+  }
+  TrainResult result;
+  result.end = TrainEnd::dry_run;
+  result.memory_plan = plan_memory(plan_settings(tc, config, device, capacity, launch.world_size));
+  const bool can_ask = device == Device::cpu || cuda_device_count() > 0;
+  const int64_t available = can_ask ? available_memory(device) : 0;
+  if (launch.rank == 0) {
+    fmt::print("{}\n", format_plan(result.memory_plan, available));
+    if (!can_ask) fmt::print("no GPU is visible: the plan is not checked against one\n");
+    std::fflush(stdout);
+  }
+  if (const std::string refusal = available > 0 ? fit_refusal(result.memory_plan, available, longest) : "";
+      !refusal.empty())
+    fail("{}", refusal);
+  return result;
+}
+
 }  // namespace
 
 TrainResult train(const TrainConfig& tc) {
   check_train_config(tc);
+  if (tc.dry_run) return dry_run(tc);
   // The communicator first: NCCL picks this rank's GPU before anything is allocated on it.
   const Device device = resolve_device(tc.device);
   const auto comm = dist::make_communicator({tc.dist.backend, device, tc.dist.timeout_s});
@@ -287,11 +374,7 @@ TrainResult train(const TrainConfig& tc) {
   const StopSignals signals;            // from here on a stop signal ends the run after a step
   const auto lock = lock_run_directory(tc.out_dir, *comm);
   auto data = PreparedDataset::open(tc.data_dir);
-  const ModelConfig config = resolve_config(tc, data);
-  tc.sparsity.validate(config, tc.steps);
-  if (config.vocab_size < data.vocab_size())
-    fail("the model's vocab_size ({}) is smaller than the dataset's tokenizer ({}); use a matching config",
-         config.vocab_size, data.vocab_size());
+  const ModelConfig config = model_config(tc, data);
   const std::string tokenizer_json = read_file((fs::path(tc.data_dir) / "tokenizer.json").string());
   const fs::path ckpt_root = fs::path(tc.out_dir) / "checkpoints";
   if (lead) fs::create_directories(ckpt_root);
@@ -325,8 +408,15 @@ TrainResult train(const TrainConfig& tc) {
 
   check_positions(config, packing, data);
   // Validation packs whole examples into one flattened batch, so the arena also fits the longest of them.
-  const int64_t capacity =
-      std::max(largest_batch_tokens(tc, packing, data.train(), state, dp_data), longest_example(data.val()));
+  const int64_t longest_val = longest_example(data.val());
+  const DataRank rank{comm->rank(), comm->size()};
+  const int64_t capacity = std::max(
+      largest_batch_tokens(tc, packing, data.train(), state, data_parallel ? &rank : nullptr), longest_val);
+  // The memory plan, checked before the model, the gradients and the optimizer state are allocated.
+  const MemoryPlan plan = plan_memory(plan_settings(tc, config, device, capacity, comm->size()));
+  const int64_t available = available_memory(device);
+  if (lead) log_info("{}", format_plan(plan, available));
+  check_memory(plan, available, std::max(longest_example(data.train()), longest_val), *comm);
   // The CPU trains in fp32; a GPU computes in bf16 from fp32 master weights.
   DecoderModel model(config, capacity, device, device == Device::cuda ? DType::bf16 : DType::f32, tc.sparsity,
                      tc.recompute);
@@ -400,6 +490,7 @@ TrainResult train(const TrainConfig& tc) {
                             : device == Device::cuda ? cuda_peak_bf16_flops()
                                                      : cpu_peak_flops_estimate();
   TrainResult result;
+  result.memory_plan = plan;
   // The weights the model computes with: loaded from the replicated masters, or (ZeRO-1, collective) the
   // working copy gathered from every rank's masters with the model's masks. Stale after every optimizer
   // step and mask change.
@@ -604,6 +695,17 @@ TrainResult train(const TrainConfig& tc) {
       break;
     }
   }
+  const DecoderModel::Memory held = model.memory();
+  result.memory_held = {.working_weights = held.working_copy + dp.working_bytes(),
+                        .optimizer_state = dp.state_bytes(),
+                        .gradients = grads.arena.bytes(),
+                        .activations = held.activations,
+                        .batch_inputs = held.batch_inputs,
+                        .sparse_masks = masks ? masks->bytes() : 0,
+                        .sparse_weights = held.sparse_copies,
+                        .workspaces = step_stats.bytes()};
+  if (const std::string off = plan_mismatches(plan, result.memory_held); lead && !off.empty())
+    log_warn("the memory plan differs from what the run allocated:\n{}", off);
   result.last_step = state.step;
   result.skipped_steps = bad.total;
   result.stop_signal = signals.received();

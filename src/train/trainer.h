@@ -25,6 +25,7 @@
 #include "model/decoder.h"
 #include "model/sparsity.h"
 #include "ops/adamw.h"
+#include "train/memory_plan.h"
 #include "train/schedule.h"
 
 #include <cstdint>
@@ -73,6 +74,9 @@ struct TrainConfig {
   SparsityConfig sparsity;    // 2:4 sparse FFN training; off by default
   Recompute recompute = Recompute::none;  // activations the backward recomputes (less memory, slower)
   DistConfig dist;
+  // Print the memory plan of a fresh run and whether it fits, then stop: nothing is allocated on the device
+  // and nothing written (train/memory_plan.h).
+  bool dry_run = false;
   FaultInjection faults;
 };
 
@@ -83,6 +87,7 @@ enum class TrainEnd {
   stop_after,  // --stop-after's steps are done, with a checkpoint
   signal,      // a stop signal (stop_signal names it), with a checkpoint
   non_finite,  // max_bad_steps non-finite steps in a row, with a checkpoint of the last good weights
+  dry_run,     // the memory plan printed, and it fits (or there was no GPU to check it on)
 };
 
 // Validation losses of this invocation (0 when it ran no validation): the first is at step 0 unless the
@@ -95,6 +100,8 @@ struct TrainResult {
   int stop_signal = 0;        // the stop signal this process received (0: none, or only another rank)
   int64_t last_step = 0;      // the step the invocation ended at
   int64_t skipped_steps = 0;  // non-finite steps of this invocation
+  MemoryPlan memory_plan;     // this rank's
+  HeldMemory memory_held;     // by this rank's buffers at the end (zero after a dry run)
 };
 
 // Throws pt::Error naming the setting for invalid settings, and on unusable data or checkpoints.

@@ -27,6 +27,22 @@ TEST(Linear, ForwardIsXTimesWTransposedAndAccumulates) {
   for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(twice[i], 2 * y[i], 1e-14);
 }
 
+// With a bias, every row of the output gets it after the product, in either write mode.
+TEST(Linear, BiasIsAddedToEveryRowInBothModes) {
+  const int64_t M = 3, N = 4, K = 5;
+  std::vector<double> x = random_values(M * K, 1), w = random_values(N * K, 2), b = random_values(N, 3);
+  for (Write mode : {Write::overwrite, Write::accumulate}) {
+    std::vector<double> plain = random_values(M * N, 4), with_bias = plain;
+    linear_forward(view(x, {M, K}), view(w, {N, K}), view(plain, {M, N}), mode);
+    linear_forward(view(x, {M, K}), view(w, {N, K}), view(with_bias, {M, N}), mode, view(b, {N}));
+    for (int64_t i = 0; i < M * N; ++i) EXPECT_DOUBLE_EQ(with_bias[i], plain[i] + b[i % N]);
+  }
+  std::vector<double> y(M * N), short_bias(N - 1);
+  EXPECT_THROW(linear_forward(view(x, {M, K}), view(w, {N, K}), view(y, {M, N}), Write::overwrite,
+                              view(short_bias, {N - 1})),
+               Error);
+}
+
 TEST(Linear, BackwardMatchesFiniteDifferences) {
   for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {4, 3, 6}, {7, 9, 2}}) {
     std::vector<double> x = random_values(M * K, 3), w = random_values(N * K, 4);

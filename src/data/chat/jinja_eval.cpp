@@ -167,10 +167,12 @@ Evaluator::Flow Evaluator::exec(const Stmt& s) {
   switch (s.kind) {
     case StmtKind::Text:
       out_->append(static_cast<const TextStmt&>(s).text);
+      check_built_size(out_->size(), "the rendered text");
       return Flow::Normal;
     case StmtKind::Print: {
       Value v = eval(*static_cast<const PrintStmt&>(s).expr);
       append_str(*out_, v);
+      check_built_size(out_->size(), "the rendered text");
       return Flow::Normal;
     }
     case StmtKind::If: {

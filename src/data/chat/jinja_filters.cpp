@@ -203,10 +203,13 @@ Value filter_round(const Value& v, const Value* precision_value, const Value* me
 
 std::string indent(const Value& v, const Value* width_value, bool first, bool blank) {
   std::string indention;
-  if (width_value && width_value->is_string())
+  if (width_value && width_value->is_string()) {
     indention = std::string(width_value->str());
-  else
-    indention.assign(static_cast<size_t>(std::max<int64_t>(0, int_arg(width_value, 4, "indent"))), ' ');
+  } else {
+    const int64_t width = std::max<int64_t>(0, int_arg(width_value, 4, "indent"));
+    check_built_size(static_cast<uint64_t>(width), "indent()'s width");
+    indention.assign(static_cast<size_t>(width), ' ');
+  }
   std::string s = to_str(v) + "\n";  // jinja2's quirk for splitlines
   auto lines = unicode::splitlines(s, false);
   std::string out;
@@ -216,6 +219,7 @@ std::string indent(const Value& v, const Value* width_value, bool first, bool bl
       if (blank || !lines[i].empty()) out += indention;
     }
     out += lines[i];
+    check_built_size(out.size(), "indent()'s result");
   }
   if (first) out = indention + out;
   return out;
@@ -243,6 +247,7 @@ std::string center(std::string_view s, int64_t width) {
   auto len = static_cast<int64_t>(unicode::length(s));
   int64_t marg = width - len;
   if (marg <= 0) return std::string(s);
+  check_built_size(static_cast<uint64_t>(width), "center()'s result");
   int64_t left = marg / 2 + (marg & width & 1);
   return std::string(static_cast<size_t>(left), ' ') + std::string(s) +
          std::string(static_cast<size_t>(marg - left), ' ');

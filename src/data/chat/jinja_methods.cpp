@@ -145,6 +145,7 @@ Value replace(std::string_view s, CallArgs& args) {
       if (count < 0 || done < count) {
         out += rep;
         ++done;
+        check_built_size(out.size(), "replace()'s result");
       }
       size_t start = i;
       unicode::decode(s, i);
@@ -159,6 +160,7 @@ Value replace(std::string_view s, CallArgs& args) {
     if (at == std::string_view::npos) break;
     out.append(s, start, at - start);
     out += rep;
+    check_built_size(out.size(), "replace()'s result");
     start = at + old.size();
     ++done;
   }
@@ -179,6 +181,7 @@ Value join(std::string_view sep, CallArgs& args) {
                     " found");
     if (i) out += sep;
     out += items[i].str();
+    check_built_size(out.size(), "join()'s result");
   }
   return Value::string(std::move(out));
 }
@@ -190,6 +193,7 @@ Value justify(std::string_view s, CallArgs& args, MethodId id) {
   int64_t width = int_arg(a[0], 0, method_name(id));
   std::string fill(str_arg(a[1], " ", method_name(id)));
   if (unicode::length(fill) != 1) raise_failure("The fill character must be exactly one character long");
+  check_built_size(static_cast<uint64_t>(std::max<int64_t>(0, width)), "the justified string");
   auto len = static_cast<int64_t>(unicode::length(s));
   int64_t marg = width - len;
   if (marg <= 0) return Value::string(std::string(s));

@@ -36,12 +36,11 @@ const char* op_symbol(BinaryOp op) {
 [[noreturn]] void overflow() { raise_failure("integer result too large (packtrain's integers are 64-bit)"); }
 
 // Python's seq * n. An empty result comes at once (n rounds of nothing hung on '' * 10**18), and one past
-// 2^24 bytes or items (16M, far past any chat template) is refused as too large for memory.
+// kMaxBuilt is refused as too large for memory.
 Value repeat(const Value& seq, int64_t n) {
   const uint64_t size = seq.is_string() ? seq.str().size() : seq.items().size();
   uint64_t total = 0;
-  if (n > 0 &&
-      (__builtin_mul_overflow(size, static_cast<uint64_t>(n), &total) || total > (uint64_t{1} << 24)))
+  if (n > 0 && (__builtin_mul_overflow(size, static_cast<uint64_t>(n), &total) || total > kMaxBuilt))
     raise_failure("MemoryError: a sequence of length " + std::to_string(size) + " repeated " +
                   std::to_string(n) + " times is too large");
   if (total == 0) n = 0;

@@ -598,4 +598,10 @@ void fail_undefined(const Value& v) { throw Failure(undefined_message(v)); }
 
 void raise_failure(const std::string& message) { throw Failure(message); }
 
+void check_built_size(uint64_t size, const char* what) {
+  if (size > kMaxBuilt)
+    raise_failure("MemoryError: " + std::string(what) + " of " + std::to_string(size) +
+                  " bytes or items is too large (packtrain's limit: " + std::to_string(kMaxBuilt) + ")");
+}
+
 }  // namespace pt::jinja

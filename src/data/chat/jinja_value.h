@@ -187,4 +187,10 @@ std::string undefined_message(const Value& v);
 [[noreturn]] void fail_undefined(const Value& v);
 [[noreturn]] void raise_failure(const std::string& message);
 
+// A string or sequence a template builds holds at most kMaxBuilt bytes or items (16M, far past any chat
+// template; the rendered text too): past it, Python's MemoryError, instead of an allocation that takes the
+// machine's memory. `what` names it in the error.
+constexpr uint64_t kMaxBuilt = uint64_t{1} << 24;
+void check_built_size(uint64_t size, const char* what);
+
 }  // namespace pt::jinja

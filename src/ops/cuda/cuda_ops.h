@@ -53,8 +53,14 @@ void gelu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh);
 // otherwise only the plain backward runs and it returns false.
 bool swiglu_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed,
                                  int64_t rows, void* packed);
+// The same for gelu_backward, whose dh [T, F] feeds the fc projection's weight gradient: A = mvue24(dh[:rows])^T
+// [F, rows], under the same conditions (F and rows multiples of 64, bf16, 16-byte aligned).
+bool gelu_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed,
+                               int64_t rows, void* packed);
 // cuBLASLt GEMMs with fp32 accumulation (no TF32); dw may be f32 beside bf16 inputs.
-void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode);
+// With a bias, cuBLASLt's bias epilogue adds it when it lies 16-byte aligned in y's type (as the weights'
+// flat buffer usually places it); otherwise bias_add runs after the GEMM.
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode, const Tensor& bias);
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, Write dx_mode,
                      const Tensor& dw, Write dw_mode);
 // bias and dbias are f32 or y's type; dbias is reduced over rows in a fixed order (two passes, no atomics).

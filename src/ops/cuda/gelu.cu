@@ -1,6 +1,8 @@
 #include "ops/cuda/check.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/cuda/cusparselt_pack.h"
 #include "ops/cuda/elements.cuh"
+#include "ops/cuda/mvue_pack.cuh"
 #include "ops/cuda/stream.h"
 #include "ops/cuda/vector.cuh"
 
@@ -65,6 +67,37 @@ __global__ void backward_kernel(const T* dout, const T* h, T* dh, int64_t n, boo
   for (int64_t i = body + first; i < n; i += stride) store(dh + i, load(dout + i) * gelu_grad(load(h + i)));
 }
 
+// backward_kernel (bf16) for rows [0, C) that also prunes dh by MVUE24 and packs it as the fc weight
+// gradient's A = mvue24(dh)^T [F, C] (ops/cuda/mvue_pack.cuh): a CTA takes 64 tokens and 64 features and
+// packs their tile of A from the bf16 values it stores in dh, so the packed values are those of dh.
+__global__ void __launch_bounds__(mvue_pack::kThreads, 4)
+    backward_mvue_pack_kernel(const __nv_bfloat16* __restrict__ dout, const __nv_bfloat16* __restrict__ h,
+                              __nv_bfloat16* __restrict__ dh, int64_t F, int64_t C, uint32_t seed_hash,
+                              uint4* __restrict__ values, uint32_t* __restrict__ meta) {
+  using mvue_pack::kTile;
+  __shared__ mvue_pack::Tile tile;
+  const int64_t token0 = int64_t{blockIdx.x} * kTile, j0 = int64_t{blockIdx.y} * kTile;
+  const int quad = mvue_pack::quad(), group = mvue_pack::group();
+  float g[4][4];  // [feature 4 quad + k][token 4 group + i], as stored in dh (bf16)
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t at = (token0 + 4 * group + i) * F + j0 + 4 * quad;
+    const Pack<__nv_bfloat16, 4> x = load_pack<4>(h + at), d = load_pack<4>(dout + at);
+    Pack<__nv_bfloat16, 4> out;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      store(&out.v[k], load(&d.v[k]) * gelu_grad(load(&x.v[k])));
+      g[k][i] = load(&out.v[k]);
+    }
+    store_pack(dh + at, out);
+  }
+  const uint32_t group_hash = sparse24::mvue_group_hash(seed_hash, token0 / 4 + group);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) mvue_pack::keep(tile, g[k], group_hash, 4 * quad + k, j0 + 4 * quad + k);
+  __syncthreads();
+  mvue_pack::store(tile, j0, token0, C, values, meta);
+}
+
 // Blocks for n elements taken kVec at a time (the vector body) or one at a time.
 template <class T>
 unsigned blocks_for_elements(int64_t n, bool vector) {
@@ -95,6 +128,28 @@ void gelu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh) {
         data<E>(dout), data<E>(h), data<E>(dh), n, vector);
     PT_CUDA_CHECK_LAUNCH();
   });
+}
+
+bool gelu_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed,
+                               int64_t rows, void* packed) {
+  const int64_t T = h.shape[0], F = h.shape[1];
+  const bool fits = rows > 0 && rows <= T && cusparselt_pack_fits(F, rows) && F % mvue_pack::kTile == 0 &&
+                    h.dtype == DType::bf16 && dout.dtype == DType::bf16 && dh.dtype == DType::bf16 &&
+                    aligned16({dout.data, h.data, dh.data, packed});
+  if (!fits) {
+    gelu_backward(dout, h, dh);
+    return false;
+  }
+  auto* values = static_cast<uint4*>(packed);
+  auto* meta = reinterpret_cast<uint32_t*>(static_cast<char*>(packed) + F * rows);
+  const dim3 grid(static_cast<unsigned>(rows / mvue_pack::kTile),
+                  static_cast<unsigned>(F / mvue_pack::kTile));
+  backward_mvue_pack_kernel<<<grid, mvue_pack::kThreads, 0, current_stream()>>>(
+      data<__nv_bfloat16>(dout), data<__nv_bfloat16>(h), data<__nv_bfloat16>(dh), F, rows,
+      sparse24::mvue_seed_hash(seed), values, meta);
+  PT_CUDA_CHECK_LAUNCH();
+  if (rows < T) gelu_backward(dout.rows(rows, T), h.rows(rows, T), dh.rows(rows, T));  // unpruned
+  return true;
 }
 
 }  // namespace pt::ops::cuda

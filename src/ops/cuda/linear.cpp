@@ -6,8 +6,9 @@
 // Accumulation is fp32 (CUBLAS_COMPUTE_32F: no TF32), inputs are f32 or bf16, and beta = 1 adds to the
 // output. With packing the token count (n of forward and dx, k of dw) changes every step, so the
 // heuristic's algorithm is cached per bucket of n and k (8 per power of two) with transposes, m, leading
-// dimensions, types and pointer alignments exact; each exact shape gets its own descriptors and reuses its
-// bucket's algorithm once cublasLtMatmulAlgoCheck accepts it there (else it runs the heuristic itself).
+// dimensions, types, pointer alignments and the bias epilogue exact; each exact shape gets its own
+// descriptors and reuses its bucket's algorithm once cublasLtMatmulAlgoCheck accepts it there (else it runs
+// the heuristic itself).
 #include <cublasLt.h>
 
 #include <algorithm>
@@ -20,12 +21,13 @@
 #include "ops/cuda/check.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/stream.h"
+#include "ops/linear.h"
 
 namespace pt::ops::cuda {
 
 namespace {
 
-constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // what cuBLAS suggests for Hopper
+constexpr size_t kWorkspaceBytes = kCublasLtWorkspaceBytes;
 
 void check_cublas(cublasStatus_t status, const char* what) {
   if (status != CUBLAS_STATUS_SUCCESS)
@@ -63,14 +65,27 @@ struct Gemm {
   int64_t ldc;
   DType ab_type, c_type;
   bool accumulate;
+  const void* bias = nullptr;  // [m] of c_type, added to every column of C in the epilogue
 };
 
 using PlanKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, DType, DType,
-                           uint32_t, uint32_t, uint32_t>;
+                           uint32_t, uint32_t, uint32_t, bool>;
 
 PlanKey key_of(const Gemm& g) {
-  return {g.trans_a,      g.trans_b,      g.m,           g.n, g.k, g.lda, g.ldb, g.ldc, g.ab_type, g.c_type,
-          alignment(g.a), alignment(g.b), alignment(g.c)};
+  return {g.trans_a,
+          g.trans_b,
+          g.m,
+          g.n,
+          g.k,
+          g.lda,
+          g.ldb,
+          g.ldc,
+          g.ab_type,
+          g.c_type,
+          alignment(g.a),
+          alignment(g.b),
+          alignment(g.c),
+          g.bias != nullptr};
 }
 
 // x rounded up to a multiple of 2^(floor(log2 x) - 3), at least 16: 8 buckets per power of two.
@@ -115,6 +130,10 @@ class Lt {
   void run(const Gemm& g) {
     const std::lock_guard lock(mutex_);
     const Plan& plan = plan_for(g);
+    if (g.bias)  // the descriptor is read when the matmul is queued, so its bias may change per call
+      check_cublas(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
+                                                  sizeof g.bias),
+                   "setting the bias");
     const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
     check_cublas(cublasLtMatmul(handle_, plan.desc, &alpha, g.a, plan.a, g.b, plan.b, &beta, g.c, plan.c, g.c,
                                 plan.c, &plan.algo, workspace_, kWorkspaceBytes, current_stream()),
@@ -163,6 +182,19 @@ class Lt {
                  "setting TRANSA");
     check_cublas(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
                  "setting TRANSB");
+    if (g.bias) {
+      const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+      const cudaDataType_t bias_type = cuda_type(g.c_type);
+      check_cublas(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                                  sizeof epilogue),
+                   "setting the bias epilogue");
+      check_cublas(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                  sizeof bias_type),
+                   "setting the bias type");
+      check_cublas(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
+                                                  sizeof g.bias),
+                   "setting the bias");
+    }
     plan.a = g.trans_a ? layout(g.ab_type, g.k, g.m, g.lda) : layout(g.ab_type, g.m, g.k, g.lda);
     plan.b = g.trans_b ? layout(g.ab_type, g.n, g.k, g.ldb) : layout(g.ab_type, g.k, g.n, g.ldb);
     plan.c = layout(g.c_type, g.m, g.n, g.ldc);
@@ -241,9 +273,12 @@ void gemm(const Gemm& g) {
 
 }  // namespace
 
-void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode) {
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode, const Tensor& bias) {
   const int64_t M = x.shape[0], K = x.shape[1], N = w.shape[0];
-  gemm({true, false, N, M, K, w.data, K, x.data, K, y.data, N, x.dtype, y.dtype, mode == Write::accumulate});
+  const bool epilogue = !bias.empty() && bias.dtype == y.dtype && alignment(bias.data) >= 16 && K > 0;
+  gemm({true, false, N, M, K, w.data, K, x.data, K, y.data, N, x.dtype, y.dtype, mode == Write::accumulate,
+        epilogue ? bias.data : nullptr});
+  if (!bias.empty() && !epilogue) bias_add(y, bias);
 }
 
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, Write dx_mode,

@@ -1,11 +1,11 @@
-// MVUE24 pruning straight into cuSPARSELt's packed layout (cusparselt_pack.h), for kernels that hold a
-// weight gradient's output gradient g [tokens, features] in registers: the packer that reads g
-// (cusparselt_pack.cu) and the SwiGLU backward that computes it (swiglu.cu). A CTA of kThreads owns 64
-// features x 64 tokens of g, the tile [64 rows, 64 columns] of A = mvue24(g)^T; thread (quad, group) holds
-// tokens 4 group .. 4 group + 3 of features 4 quad .. 4 quad + 3 (loads of 8 bytes per token row, coalesced
-// along the features), prunes those 4 groups into shared memory, and the CTA then stores 64 rows of 16 value
-// words (64 bytes each) and its four 128-byte metadata tiles, which lie consecutively in the layout (the two
-// 32-row halves of a 64-row band for each of two 32-column tiles).
+// MVUE24 pruning straight into cuSPARSELt's packed layout (cusparselt_pack.h), for kernels that hold a weight
+// gradient's output gradient g [tokens, features] in registers: the packer that reads g (cusparselt_pack.cu)
+// and the activation backwards that compute it (swiglu.cu, gelu.cu). A CTA of kThreads owns 64 features x 64
+// tokens of g, the tile [64 rows, 64 columns] of A = mvue24(g)^T; thread (quad, group) holds tokens 4 group
+// .. 4 group + 3 of features 4 quad .. 4 quad + 3 (loads of 8 bytes per token row, coalesced along the
+// features), prunes those 4 groups into shared memory, and the CTA then stores 64 rows of 16 value words (64
+// bytes each) and its four 128-byte metadata tiles, which lie consecutively in the layout (the two 32-row
+// halves of a 64-row band for each of two 32-column tiles).
 #pragma once
 
 #include <cuda_bf16.h>

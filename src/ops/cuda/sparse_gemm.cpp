@@ -109,7 +109,7 @@ struct Call {
 void dense(const Call& c, int64_t r0, int64_t r1, const Tensor& out, Write mode) {
   switch (c.kind) {
     case SparseGemmKind::forward:
-      return linear_forward(c.act.rows(r0, r1), c.weight->dense(), out, mode);
+      return linear_forward(c.act.rows(r0, r1), c.weight->dense(), out, mode, Tensor());
     case SparseGemmKind::input_grad:  // linear_backward takes its [M,K] shape and dtype from x: out has both
       return linear_backward(c.act.rows(r0, r1), out, c.weight->dense(), out, mode, Tensor(), mode);
     case SparseGemmKind::weight_grad:  // ... and N from w, which it reads only for dx: out is [N,K]

@@ -16,6 +16,22 @@ TEST(JinjaFuzzFindings, RepeatingIsBoundedByItsResult) {
   EXPECT_THROW(render("{{ [1, 2] * 4611686018427387904 }}"), TemplateError);  // 2 * 2^62 overflows
 }
 
+// center(2 * 10**12) allocated its padding, and a loop could grow the output, until memory ran out. Every
+// string a template builds (padding, replace, join, indent, the rendered text) stops at kMaxBuilt with
+// Python's MemoryError as a TemplateError; results under it are unchanged.
+TEST(JinjaFuzzFindings, BuiltStringsAreBoundedInsteadOfExhaustingMemory) {
+  EXPECT_THROW(render("{{ 'a' | center(2000000000000) }}"), TemplateError);
+  EXPECT_THROW(render("{{ 'a'.rjust(2000000000000) }}"), TemplateError);
+  EXPECT_THROW(render("{{ 'a' | indent(2000000000000) }}"), TemplateError);
+  EXPECT_THROW(render("{{ ('a' * 10000000).replace('a', 'bb') }}"), TemplateError);
+  EXPECT_THROW(render("{{ ('a' * 10000000).replace('', 'b') }}"), TemplateError);
+  EXPECT_THROW(render("{{ ['a' * 10000000, 'b' * 10000000] | join }}"), TemplateError);
+  EXPECT_THROW(render("{% for i in range(3) %}{{ 'x' * 10000000 }}{% endfor %}"), TemplateError);
+  EXPECT_EQ(render("[{{ 'a' | center(5) }}] [{{ 'a'.rjust(3, '-') }}] {{ 'ab'.replace('', '.') }}"),
+            "[  a  ] [--a] .a.b.");
+  EXPECT_EQ(render("{{ ('x' * 8000000).replace('x', 'yy') | length }}"), "16000000");
+}
+
 // Number formatting: '%200d' read its text past a 128-byte stack buffer; '*' took a negative width as
 // 2^64 - 5 (padding without end); indexes and sizes of twenty digits threw std::out_of_range past the
 // template's error handling; %c wrote bytes that are not UTF-8 for code points outside Unicode.

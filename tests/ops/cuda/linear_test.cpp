@@ -104,6 +104,36 @@ TEST(CudaLinear, UnalignedViewsMatchCpu) {
   EXPECT_CLOSE(y_off, y, tolerance(DType::bf16, true));
 }
 
+// The bias in cuBLASLt's epilogue (y's type, 16-byte aligned) and the fallbacks (an f32 bias beside bf16 y,
+// a bias view at an odd element, no inner dimension): each equals the cpu's product plus bias, in both
+// write modes, the accumulated output's old values kept.
+TEST(CudaLinear, BiasInTheEpilogueOrAfterMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& [dtype, bias_type] :
+       {std::pair{DType::bf16, DType::bf16}, {DType::f32, DType::f32}, {DType::bf16, DType::f32}})
+    for (const Case& s : {Case{1, 768, 64}, Case{37, 61, 129}, Case{257, 2048, 768}, Case{5, 8, 0}})
+      for (Write mode : {Write::overwrite, Write::accumulate})
+        for (int64_t offset : {0, 1}) {
+          const auto [M, N, K] = s;
+          SCOPED_TRACE(fmt::format("{} bias {} M={} N={} K={} {} offset {}", dtype_name(dtype),
+                                   dtype_name(bias_type), M, N, K,
+                                   mode == Write::accumulate ? "accumulate" : "overwrite", offset));
+          std::vector<double> x = rounded(random_values(M * K, 1), dtype),
+                              w = rounded(random_values(N * K, 2), dtype),
+                              b = rounded(random_values(N + 1, 3), bias_type);
+          const std::vector<double> y0 = rounded(random_values(M * N, 4), dtype);
+          std::vector<double> y = y0, b_view(b.begin() + offset, b.begin() + offset + N);
+          linear_forward(view(x, {M, K}), view(w, {N, K}), view(y, {M, N}), mode, view(b_view, {N}));
+          DeviceTensor d_x = upload(x, dtype, {M, K}), d_w = upload(w, dtype, {N, K}),
+                       d_b = upload(b, bias_type, {N + 1});
+          DeviceTensor d_y = mode == Write::accumulate ? upload(y0, dtype, {M, N}) : poisoned(dtype, {M, N});
+          const Tensor bias(static_cast<char*>(d_b.t.data) + offset * dtype_size(bias_type), bias_type, {N},
+                            Device::cuda);
+          linear_forward(d_x.t, d_w.t, d_y.t, mode, bias);
+          EXPECT_CLOSE(d_y.t, y, tolerance(dtype, true));
+        }
+}
+
 TEST(CudaLinear, EmptyInnerDimensionZeroesOrKeepsTheOutput) {
   SKIP_WITHOUT_GPU();
   const int64_t M = 4, N = 3;

@@ -16,6 +16,7 @@
 
 #include "cuda_test_util.h"
 #include "ops/cuda/cuda_ops.h"
+#include "ops/gelu.h"
 #include "ops/linear.h"
 #include "ops/sparse24.h"
 #include "ops/sparse_linear.h"
@@ -259,87 +260,110 @@ TEST(SparseGemm, FusedMvuePackingEqualsPruningThenPacking) {
   }
 }
 
-// The SwiGLU backward fused with MVUE24 and the packing writes the dh of the plain backward and, for its
-// first `rows` tokens, the bytes that packing mvue24(dh)^T writes; where it cannot fuse (F not a multiple
-// of 64) it runs the plain backward alone and says so. Gradients with exact zeros (pruned groups of 0..4
-// nonzeros). Needs no cuSPARSELt.
-TEST(SparseGemm, SwigluBackwardFusedWithMvuePacksWhatPruningItsOutputPacks) {
-  SKIP_WITHOUT_GPU();
-  for (const auto& [T, F, rows] : {std::tuple<int64_t, int64_t, int64_t>{64, 64, 64},
-                                   {200, 128, 192},
-                                   {1100, 192, 1088},
-                                   {128, 96, 64}}) {
-    SCOPED_TRACE(fmt::format("T={} F={} rows={}", T, F, rows));
-    const std::vector<double> h =
-        rounded(random_values(T * 2 * F, static_cast<uint64_t>(T + F), -4, 4), DType::bf16);
-    std::vector<double> dout =
-        rounded(random_values(T * F, static_cast<uint64_t>(3 * T + F), -1, 1), DType::bf16);
-    std::mt19937 rng(static_cast<uint32_t>(T * F));
-    for (double& v : dout)
-      if (rng() % 3 == 0) v = 0;
-    const DeviceTensor d_h = upload(h, DType::bf16, {T, 2 * F}), d_dout = upload(dout, DType::bf16, {T, F});
-    DeviceTensor plain = poisoned(DType::bf16, {T, 2 * F}), fused = poisoned(DType::bf16, {T, 2 * F});
-    const int64_t bytes = cuda::cusparselt_pack_bytes(2 * F, rows);
-    DeviceTensor want = poisoned(DType::u8, {bytes}), got = poisoned(DType::u8, {bytes});
-    const uint64_t seed = 0x5eed + static_cast<uint64_t>(T);
-    swiglu_backward(d_dout.t, d_h.t, plain.t);
-    const bool packed = cuda::swiglu_backward_mvue_packed(d_dout.t, d_h.t, fused.t, seed, rows, got.t.data);
-    EXPECT_EQ(download_bytes(fused.t), download_bytes(plain.t));
-    EXPECT_EQ(packed, F % 64 == 0);
-    if (!packed) continue;
-    cuda::cusparselt_pack24_mvue(plain.t.data, 2 * F, 2 * F, rows, seed, want.t.data);
-    EXPECT_EQ(download_bytes(got.t), download_bytes(want.t));
+// One FFN activation's plain backward, and its backward fused with MVUE24 and the packing, as SparseLinear
+// runs them; U is the width of its input h and gradient dh (2F for SwiGLU's gate|up, F for GELU).
+struct ActivationCase {
+  Activation activation;
+  const char* name;
+  int64_t U(int64_t F) const { return activation == Activation::swiglu ? 2 * F : F; }
+  void plain(const Tensor& dout, const Tensor& h, const Tensor& dh) const {
+    activation == Activation::swiglu ? swiglu_backward(dout, h, dh) : gelu_backward(dout, h, dh);
   }
+  bool fused(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed, int64_t rows,
+             void* packed) const {
+    return activation == Activation::swiglu
+               ? cuda::swiglu_backward_mvue_packed(dout, h, dh, seed, rows, packed)
+               : cuda::gelu_backward_mvue_packed(dout, h, dh, seed, rows, packed);
+  }
+};
+constexpr ActivationCase kActivations[] = {{Activation::swiglu, "swiglu"}, {Activation::gelu_tanh, "gelu"}};
+
+// The activation backward fused with MVUE24 and the packing writes the dh of the plain backward and, for
+// its first `rows` tokens, the bytes that packing mvue24(dh)^T writes; where it cannot fuse (F not a
+// multiple of 64) it runs the plain backward alone and says so. Gradients with exact zeros (pruned groups
+// of 0..4 nonzeros). Needs no cuSPARSELt.
+TEST(SparseGemm, ActivationBackwardFusedWithMvuePacksWhatPruningItsOutputPacks) {
+  SKIP_WITHOUT_GPU();
+  for (const ActivationCase& act : kActivations)
+    for (const auto& [T, F, rows] : {std::tuple<int64_t, int64_t, int64_t>{64, 64, 64},
+                                     {200, 128, 192},
+                                     {1100, 192, 1088},
+                                     {128, 96, 64}}) {
+      SCOPED_TRACE(fmt::format("{} T={} F={} rows={}", act.name, T, F, rows));
+      const int64_t U = act.U(F);
+      const std::vector<double> h =
+          rounded(random_values(T * U, static_cast<uint64_t>(T + F), -4, 4), DType::bf16);
+      std::vector<double> dout =
+          rounded(random_values(T * F, static_cast<uint64_t>(3 * T + F), -1, 1), DType::bf16);
+      std::mt19937 rng(static_cast<uint32_t>(T * F));
+      for (double& v : dout)
+        if (rng() % 3 == 0) v = 0;
+      const DeviceTensor d_h = upload(h, DType::bf16, {T, U}), d_dout = upload(dout, DType::bf16, {T, F});
+      DeviceTensor plain = poisoned(DType::bf16, {T, U}), fused = poisoned(DType::bf16, {T, U});
+      const int64_t bytes = cuda::cusparselt_pack_bytes(U, rows);
+      DeviceTensor want = poisoned(DType::u8, {bytes}), got = poisoned(DType::u8, {bytes});
+      const uint64_t seed = 0x5eed + static_cast<uint64_t>(T);
+      act.plain(d_dout.t, d_h.t, plain.t);
+      const bool packed = act.fused(d_dout.t, d_h.t, fused.t, seed, rows, got.t.data);
+      EXPECT_EQ(download_bytes(fused.t), download_bytes(plain.t));
+      EXPECT_EQ(packed, F % 64 == 0);
+      if (!packed) continue;
+      cuda::cusparselt_pack24_mvue(plain.t.data, U, U, rows, seed, want.t.data);
+      EXPECT_EQ(download_bytes(got.t), download_bytes(want.t));
+    }
 }
 
-// SparseLinear::swiglu_backward on a gate_up layer with MVUE dW, with and without rows past the plan's grid.
-// With cuSPARSELt forced (sparse-a), once the first call has made the plan it packs dh itself, and the
-// backward that takes that operand gives the dx and dw of the unfused path bit for bit. In automatic mode
-// (where it also times itself for the autotuner's first decision) dw is the cpu's mvue24 of the same dh
-// times x, whichever path the autotuner takes.
-TEST(SparseGemm, SwigluBackwardPackingFeedsTheSparseWeightGradient) {
+// SparseLinear::activation_backward on an up projection with MVUE dW, with and without rows past the plan's
+// grid. With cuSPARSELt forced (sparse-a), once the first call has made the plan it packs dh itself, and
+// the backward that takes that operand gives the dx and dw of the unfused path bit for bit. In automatic
+// mode (where it also times itself for the autotuner's first decision) dw is the cpu's mvue24 of the same
+// dh times x, whichever path the autotuner takes.
+TEST(SparseGemm, ActivationBackwardPackingFeedsTheSparseWeightGradient) {
   SKIP_WITHOUT_SPARSE_GEMM();
   const int64_t F = 256, C = 128;
   const uint64_t seed = 99;
-  for (SparseGemmMode mode : {SparseGemmMode::sparse_a, SparseGemmMode::automatic})
-    for (int64_t T : {1088, 1100}) {
-      SCOPED_TRACE(fmt::format("{} T={}", cuda::sparse_gemm_mode_name(mode), T));
-      const ModeGuard guard(mode);
-      std::vector<double> w = masked_weight(2 * F, C, 5), x = rounded(random_values(T * C, 6), DType::bf16);
-      const DeviceTensor d_w = upload(w, DType::bf16, {2 * F, C}), d_x = upload(x, DType::bf16, {T, C});
-      const DeviceTensor h =
-          upload(rounded(random_values(T * 2 * F, 7, -3, 3), DType::bf16), DType::bf16, {T, 2 * F});
-      const DeviceTensor dout = upload(rounded(random_values(T * F, 8), DType::bf16), DType::bf16, {T, F});
-      SparseLinear layer(d_w.t, T, "layers.0.mlp.gate_up_proj");
-      const auto step = [&](bool fuse) {
-        DeviceTensor dh = poisoned(DType::bf16, {T, 2 * F}), dx = poisoned(DType::bf16, {T, C});
-        DeviceTensor dw = poisoned(DType::f32, {2 * F, C});
-        const bool packed = fuse ? layer.swiglu_backward(dout.t, h.t, dh.t, seed, DType::f32)
-                                 : (swiglu_backward(dout.t, h.t, dh.t), false);
-        layer.backward(dh.t, d_x.t, dx.t, Write::overwrite, dw.t, Write::overwrite, dh.t, seed, packed);
-        return std::tuple(packed, download_bytes(dx.t), std::move(dw));
-      };
-      if (mode == SparseGemmMode::sparse_a) {
-        const auto [first_packed, dx_want, dw_want] = step(false);  // decides and makes the plan
-        const auto [packed, dx_got, dw_got] = step(true);
-        EXPECT_TRUE(packed);
-        EXPECT_EQ(dx_got, dx_want);
-        EXPECT_EQ(download_bytes(dw_got.t), download_bytes(dw_want.t));
-        continue;
+  for (const ActivationCase& act : kActivations)
+    for (SparseGemmMode mode : {SparseGemmMode::sparse_a, SparseGemmMode::automatic})
+      for (int64_t T : {1088, 1100}) {
+        SCOPED_TRACE(fmt::format("{} {} T={}", act.name, cuda::sparse_gemm_mode_name(mode), T));
+        const ModeGuard guard(mode);
+        const int64_t U = act.U(F);
+        std::vector<double> w = masked_weight(U, C, 5), x = rounded(random_values(T * C, 6), DType::bf16);
+        const DeviceTensor d_w = upload(w, DType::bf16, {U, C}), d_x = upload(x, DType::bf16, {T, C});
+        const DeviceTensor h =
+            upload(rounded(random_values(T * U, 7, -3, 3), DType::bf16), DType::bf16, {T, U});
+        const DeviceTensor dout = upload(rounded(random_values(T * F, 8), DType::bf16), DType::bf16, {T, F});
+        SparseLinear layer(d_w.t, T, fmt::format("layers.0.mlp.{}", act.name));
+        const auto step = [&](bool fuse) {
+          DeviceTensor dh = poisoned(DType::bf16, {T, U}), dx = poisoned(DType::bf16, {T, C});
+          DeviceTensor dw = poisoned(DType::f32, {U, C});
+          const bool packed =
+              fuse ? layer.activation_backward(act.activation, dout.t, h.t, dh.t, seed, DType::f32)
+                   : (act.plain(dout.t, h.t, dh.t), false);
+          layer.backward(dh.t, d_x.t, dx.t, Write::overwrite, dw.t, Write::overwrite, dh.t, seed, packed);
+          return std::tuple(packed, download_bytes(dx.t), std::move(dw));
+        };
+        if (mode == SparseGemmMode::sparse_a) {
+          const auto [first_packed, dx_want, dw_want] = step(false);  // decides and makes the plan
+          const auto [packed, dx_got, dw_got] = step(true);
+          EXPECT_TRUE(packed);
+          EXPECT_EQ(dx_got, dx_want);
+          EXPECT_EQ(download_bytes(dw_got.t), download_bytes(dw_want.t));
+          continue;
+        }
+        DeviceTensor dh = poisoned(DType::bf16, {T, U});
+        act.plain(dout.t, h.t, dh.t);
+        const std::vector<double> dh_host = download(dh.t);
+        std::vector<float> dh_f(dh_host.begin(), dh_host.end()), pruned_f(dh_f.size());
+        mvue24(Tensor::of(dh_f.data(), {T, U}), seed, Tensor::of(pruned_f.data(), {T, U}));
+        std::vector<double> pruned(pruned_f.begin(), pruned_f.end()), dw_want(U * C);
+        linear_backward(view(pruned, {T, U}), view(x, {T, C}), view(w, {U, C}), Tensor(), Write::overwrite,
+                        view(dw_want, {U, C}), Write::overwrite);
+        for (int call = 0; call < 2; ++call) {
+          const auto [packed, dx_bytes, dw] = step(true);
+          EXPECT_CLOSE(dw.t, dw_want, tolerance(DType::bf16, true));
+        }
       }
-      DeviceTensor dh = poisoned(DType::bf16, {T, 2 * F});
-      swiglu_backward(dout.t, h.t, dh.t);
-      const std::vector<double> dh_host = download(dh.t);
-      std::vector<float> dh_f(dh_host.begin(), dh_host.end()), pruned_f(dh_f.size());
-      mvue24(Tensor::of(dh_f.data(), {T, 2 * F}), seed, Tensor::of(pruned_f.data(), {T, 2 * F}));
-      std::vector<double> pruned(pruned_f.begin(), pruned_f.end()), dw_want(2 * F * C);
-      linear_backward(view(pruned, {T, 2 * F}), view(x, {T, C}), view(w, {2 * F, C}), Tensor(),
-                      Write::overwrite, view(dw_want, {2 * F, C}), Write::overwrite);
-      for (int call = 0; call < 2; ++call) {
-        const auto [packed, dx_bytes, dw] = step(true);
-        EXPECT_CLOSE(dw.t, dw_want, tolerance(DType::bf16, true));
-      }
-    }
 }
 
 // dw = mvue24(dy)^T x through sparse_linear_weight_grad_mvue against the cpu's mvue24 and f64 GEMM: token
