@@ -49,6 +49,31 @@ int64_t DataParallelOptimizer::flat_size(int64_t total, int world_size, bool zer
 namespace {
 
 // The caller's flat buffer, checked before anything (the reducer) is built on it.
+// Absmax values of the quantization blocks of rank r's owned range (every parameter when replicated).
+int64_t owned_blocks(const ParameterLayout& layout, const ShardLayout& shards, bool zero1, int rank) {
+  if (!zero1) return range_quant_blocks(layout.params(), 0, layout.total());
+  return range_quant_blocks(layout.params(), shards.begin(rank), shards.begin(rank) + shards.real_count(rank));
+}
+
+struct StateSlots {
+  int masters, m, v, m_absmax = -1, v_absmax = -1;
+};
+
+// The masters and moments of rank `rank`: the shard with ZeRO-1 (padding included), else everything.
+StateSlots reserve_state(Arena& arena, const ParameterLayout& layout, const ShardLayout& shards, bool zero1,
+                         int rank, ops::MomentFormat format) {
+  const int64_t owned = zero1 ? shards.shard : layout.total();
+  const DType moment = ops::moment_dtype(format);
+  StateSlots s{arena.reserve(DType::f32, {owned}), arena.reserve(moment, {owned}), arena.reserve(moment, {owned})};
+  if (format == ops::MomentFormat::q8) {
+    // At least one absmax element so that a rank owning nothing still has a buffer to gather from.
+    const int64_t blocks = std::max<int64_t>(1, owned_blocks(layout, shards, zero1, rank));
+    s.m_absmax = arena.reserve(DType::f32, {blocks});
+    s.v_absmax = arena.reserve(DType::f32, {blocks});
+  }
+  return s;
+}
+
 const Tensor& checked_grads(const Tensor& t, int64_t n, Device device) {
   if (t.dtype != DType::f32 || t.device != device || t.numel() != n || t.empty())
     fail("data-parallel optimizer: the gradients must be f32[{}] on {} (flat_size elements), got {}", n,
@@ -78,17 +103,10 @@ DataParallelOptimizer::DataParallelOptimizer(Communicator& comm, const Parameter
                shards_) {
   begin_ = zero1_ ? shards_.begin(comm.rank()) : 0;
   end_ = zero1_ ? begin_ + shards_.real_count(comm.rank()) : layout.total();
-  const int64_t owned = zero1_ ? shards_.shard : layout.total();
-  const DType moment = ops::moment_dtype(format_);
-  const int hp = state_.reserve(DType::f32, {owned}), hm = state_.reserve(moment, {owned}),
-            hv = state_.reserve(moment, {owned});
-  // At least one absmax element so that a rank owning nothing still has a buffer to gather from.
-  const int64_t blocks = format_ == ops::MomentFormat::q8 ? std::max<int64_t>(1, rank_blocks(comm.rank())) : 0;
-  const int hma = blocks ? state_.reserve(DType::f32, {blocks}) : -1,
-            hva = blocks ? state_.reserve(DType::f32, {blocks}) : -1;
+  const StateSlots slots = reserve_state(state_, layout, shards_, zero1_, comm.rank(), format_);
   state_.allocate();  // zero: a moment of zero codes and zero absmax decodes to 0 in every format
-  masters_ = state_.view(hp), m_ = state_.view(hm), v_ = state_.view(hv);
-  if (blocks) m_absmax_ = state_.view(hma), v_absmax_ = state_.view(hva);
+  masters_ = state_.view(slots.masters), m_ = state_.view(slots.m), v_ = state_.view(slots.v);
+  if (slots.m_absmax >= 0) m_absmax_ = state_.view(slots.m_absmax), v_absmax_ = state_.view(slots.v_absmax);
   if (zero1_) {
     if (options.compute_dtype != DType::f32 && options.compute_dtype != DType::bf16)
       fail("data-parallel optimizer: ZeRO-1 gathers the weights in f32 or bf16, not {}",
@@ -177,9 +195,13 @@ std::vector<float> DataParallelOptimizer::params_to_host() {
   return to_host(gather_masters(), layout_.total());
 }
 
-int64_t DataParallelOptimizer::rank_blocks(int rank) const {
-  if (!zero1_) return range_quant_blocks(layout_.params(), 0, layout_.total());
-  return range_quant_blocks(layout_.params(), shards_.begin(rank), shards_.begin(rank) + shards_.real_count(rank));
+int64_t DataParallelOptimizer::rank_blocks(int rank) const { return owned_blocks(layout_, shards_, zero1_, rank); }
+
+int64_t DataParallelOptimizer::state_bytes(const ParameterLayout& layout, int world_size, int rank, bool zero1,
+                                           ops::MomentFormat moments) {
+  Arena arena(Device::cpu);  // never allocated: its reservations are the figure
+  reserve_state(arena, layout, make_shard_layout(layout.total(), world_size), zero1, rank, moments);
+  return arena.bytes();
 }
 
 template <class CountOf>

@@ -102,6 +102,9 @@ class DataParallelOptimizer {
   // This rank's optimizer state on its device: the fp32 masters and the two AdamW moments (with 8-bit
   // moments, their codes and block absmax values).
   int64_t state_bytes() const { return state_.bytes(); }
+  // The state_bytes() of rank `rank` of such an optimizer, before allocating anything (the memory plan).
+  static int64_t state_bytes(const ParameterLayout& layout, int world_size, int rank, bool zero1,
+                             ops::MomentFormat moments);
   // ZeRO-1's gathered working copy of the weights (0 when replicated).
   int64_t working_bytes() const { return working_.bytes(); }
 

@@ -296,7 +296,7 @@ bool listed(const std::vector<int64_t>& steps, int64_t step) {
   return std::find(steps.begin(), steps.end(), step) != steps.end();
 }
 
-// The memory plan's settings for one rank of this run; the optimizer state and gradients are f32.
+// The memory plan's settings for one rank of this run; the gradients are f32.
 PlanSettings plan_settings(const TrainConfig& tc, const ModelConfig& config, Device device, int64_t tokens,
                            int world_size) {
   PlanSettings s;
@@ -307,6 +307,7 @@ PlanSettings plan_settings(const TrainConfig& tc, const ModelConfig& config, Dev
   s.sparsity = tc.sparsity;
   s.world_size = world_size;
   s.zero1 = tc.dist.zero1;
+  s.moments = tc.optimizer_state;
   return s;
 }
 
