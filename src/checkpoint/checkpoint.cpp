@@ -63,6 +63,51 @@ void read_named(const SafetensorsReader& r, const ParameterLayout& layout, std::
                flat.subspan(static_cast<size_t>(p.offset), static_cast<size_t>(p.numel)));
 }
 
+// A moment under `prefix` (exp_avg. or exp_avg_sq.) plus each parameter's name, in its format: F32, BF16
+// (the values are bf16 already: written exactly), or U8 codes beside one F32 tensor of every block's absmax
+// in flat order, named prefix without its dot + "_absmax".
+std::string absmax_name(const std::string& prefix) { return prefix.substr(0, prefix.size() - 1) + "_absmax"; }
+
+std::vector<StTensorToWrite> moment_tensors(const ParameterLayout& layout, const ops::HostMoment& moment,
+                                            const std::string& prefix, std::vector<std::vector<float>>& scratch) {
+  if (moment.format != ops::MomentFormat::q8) {
+    auto out = named_tensors(layout, moment.values, prefix, /*hf_layout=*/false, scratch);
+    if (moment.format == ops::MomentFormat::bf16)
+      for (auto& t : out) t.dtype = StDtype::kBF16;
+    return out;
+  }
+  std::vector<StTensorToWrite> out;
+  for (const auto& p : layout.params())
+    out.push_back({prefix + p.name, StDtype::kU8, p.flat_shape(), moment.codes.data() + p.offset});
+  out.push_back({absmax_name(prefix), StDtype::kF32, {std::ssize(moment.absmax)}, moment.absmax.data()});
+  return out;
+}
+
+ops::HostMoment read_moment(const SafetensorsReader& r, const ParameterLayout& layout, const std::string& prefix) {
+  ops::HostMoment m;
+  const std::string first = prefix + layout.params().front().name;
+  const StDtype dtype = r.contains(first) ? r.info(first).dtype : StDtype::kF32;  // missing: read_f32 names it
+  if (dtype != StDtype::kU8) {
+    m.format = dtype == StDtype::kBF16 ? ops::MomentFormat::bf16 : ops::MomentFormat::f32;
+    m.values.assign(static_cast<size_t>(layout.total()), 0.0f);
+    read_named(r, layout, m.values, prefix);
+    return m;
+  }
+  m.format = ops::MomentFormat::q8;
+  m.codes.resize(static_cast<size_t>(layout.total()));
+  std::vector<uint8_t> codes;
+  for (const auto& p : layout.params()) {
+    r.read_u8(prefix + p.name, p.flat_shape(), codes);
+    std::copy(codes.begin(), codes.end(), m.codes.begin() + p.offset);
+  }
+  const std::string absmax = absmax_name(prefix);
+  const std::vector<int64_t> shape = r.info(absmax).shape;
+  if (shape.size() != 1) fail("{}: {} must be one-dimensional", r.info(absmax).file, absmax);
+  m.absmax.resize(static_cast<size_t>(shape[0]));
+  r.read_f32(absmax, shape, m.absmax);
+  return m;
+}
+
 // The name a model file gives a parameter: its HF name, or that name without the family's base-model
 // prefix ("transformer.", "model."), as checkpoints saved from the base model class (GPT-2's original
 // release among them) spell it.
@@ -215,8 +260,8 @@ uint64_t checkpoint_bytes(size_t params, std::span<const MaskTensor> masks,
 
 // The save itself: NAME.tmp/ written and synced, renamed to NAME, then `latest` moved to it.
 void write_training_checkpoint(const fs::path& root, const std::string& name, const ModelConfig& config,
-                               std::span<const float> params, std::span<const float> adam_m,
-                               std::span<const float> adam_v, const TrainerState& state,
+                               std::span<const float> params, const ops::HostMoment& adam_m,
+                               const ops::HostMoment& adam_v, const TrainerState& state,
                                const std::string& tokenizer_json, std::span<const MaskTensor> masks) {
   const fs::path final_dir = root / name, tmp_dir = root / (name + ".tmp");
   fs::create_directories(root);
@@ -224,10 +269,11 @@ void write_training_checkpoint(const fs::path& root, const std::string& name, co
   save_model_dir(tmp_dir.string(), config, params, tokenizer_json);
   ParameterLayout layout(config);
   std::vector<std::vector<float>> scratch;
-  auto moments = named_tensors(layout, adam_m, "exp_avg.", /*hf_layout=*/false, scratch);
-  auto second = named_tensors(layout, adam_v, "exp_avg_sq.", /*hf_layout=*/false, scratch);
+  auto moments = moment_tensors(layout, adam_m, "exp_avg.", scratch);
+  auto second = moment_tensors(layout, adam_v, "exp_avg_sq.", scratch);
   moments.insert(moments.end(), second.begin(), second.end());
-  write_safetensors((tmp_dir / "optimizer.safetensors").string(), moments, {});
+  write_safetensors((tmp_dir / "optimizer.safetensors").string(), moments,
+                    {{"optimizer_state", std::string(ops::moment_format_name(adam_m.format))}});
   if (!masks.empty()) {
     std::vector<StTensorToWrite> m;
     for (const auto& mask : masks) m.push_back({mask.name, StDtype::kU8, mask.shape, mask.values.data()});
@@ -302,8 +348,8 @@ ModelWeights load_model_dir(const std::string& dir, bool allow_unused_tensors) {
 }
 
 std::string save_training_checkpoint(const std::string& root, const ModelConfig& config,
-                                     std::span<const float> params, std::span<const float> adam_m,
-                                     std::span<const float> adam_v, const TrainerState& state,
+                                     std::span<const float> params, const ops::HostMoment& adam_m,
+                                     const ops::HostMoment& adam_v, const TrainerState& state,
                                      const std::string& tokenizer_json, std::span<const MaskTensor> masks) {
   const auto name = fmt::format("step-{:08}", state.step);
   const fs::path final_dir = fs::path(root) / name, tmp_dir = fs::path(root) / (name + ".tmp");
@@ -334,12 +380,9 @@ TrainingCheckpoint load_training_checkpoint(const std::string& dir) {
   ck.dir = dir;
   ck.weights = load_model_dir(dir);
   ParameterLayout layout(ck.weights.config);
-  auto n = static_cast<size_t>(layout.total());
-  ck.adam_m.assign(n, 0.0f);
-  ck.adam_v.assign(n, 0.0f);
   auto opt = SafetensorsReader::open((fs::path(dir) / "optimizer.safetensors").string());
-  read_named(opt, layout, ck.adam_m, "exp_avg.");
-  read_named(opt, layout, ck.adam_v, "exp_avg_sq.");
+  ck.adam_m = read_moment(opt, layout, "exp_avg.");
+  ck.adam_v = read_moment(opt, layout, "exp_avg_sq.");
   if (const auto masks = fs::path(dir) / kMasksFile; fs::exists(masks)) {
     const auto reader = SafetensorsReader::open(masks.string());
     for (const auto& name : reader.names()) {

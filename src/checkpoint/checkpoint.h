@@ -1,7 +1,8 @@
 // Checkpoints. A model directory is what Hugging Face loads: config.json, model.safetensors (the family's HF
 // tensor names and layouts, fp32; a large model as shards plus model.safetensors.index.json, as
 // save_pretrained writes it) and tokenizer.json. A training checkpoint is a model directory plus
-// optimizer.safetensors (AdamW moments) and trainer_state.json (step, data position, seed), so a run resumes
+// optimizer.safetensors (AdamW moments, as the optimizer keeps them: f32, bf16, or 8-bit codes with their
+// block absmax values) and trainer_state.json (step, data position, seed), so a run resumes
 // bit for bit; a run training 2:4 sparse (model/sparsity.h) adds masks.safetensors, its masks as u8 per
 // HF weight (the weights themselves stay the dense masters).
 //
@@ -13,6 +14,7 @@
 #include "model/config.h"
 #include "model/parameters.h"
 #include "model/sparsity.h"
+#include "ops/adamw.h"
 
 #include <cstdint>
 #include <optional>
@@ -56,7 +58,7 @@ struct TrainerState {
 
 struct TrainingCheckpoint {
   ModelWeights weights;
-  std::vector<float> adam_m, adam_v;
+  ops::HostMoment adam_m, adam_v;  // in the format they were saved in
   TrainerState state;
   std::vector<MaskTensor> masks;  // empty when the run was dense at the save
   std::string dir;
@@ -66,8 +68,8 @@ struct TrainingCheckpoint {
 // written (a full disk, a quota, a file size limit) removes its partial directory and throws pt::Error
 // naming the file, the space the checkpoint needs and the previous checkpoint, which stays loadable.
 std::string save_training_checkpoint(const std::string& root, const ModelConfig& config,
-                                     std::span<const float> params, std::span<const float> adam_m,
-                                     std::span<const float> adam_v, const TrainerState& state,
+                                     std::span<const float> params, const ops::HostMoment& adam_m,
+                                     const ops::HostMoment& adam_v, const TrainerState& state,
                                      const std::string& tokenizer_json,
                                      std::span<const MaskTensor> masks = {});
 

@@ -34,6 +34,7 @@ void register_train(CLI::App& app) {
   auto sparse_layers = std::make_shared<std::string>(tc->sparsity.layers());
   auto sparse_dw = std::make_shared<std::string>(weight_grad_name(tc->sparsity.weight_grad));
   auto recompute = std::make_shared<std::string>("none");
+  auto optimizer_state = std::make_shared<std::string>("f32");
   cmd->add_option("--data", tc->data_dir, "Prepared dataset directory (packtrain prepare)")->required();
   cmd->add_option("--out", tc->out_dir, "Run directory: metrics.jsonl, checkpoints/, final/")->required();
   cmd->add_option("--model", tc->model, "Preset (" + preset_names() + ") or an HF config.json path")
@@ -91,6 +92,11 @@ void register_train(CLI::App& app) {
                 "time) or layers (--recompute=layers: every layer's, from its input; one layer's "
                 "activations held at a time, each layer's forward run twice)")
       ->check(CLI::IsMember({"none", "norms", "layers"}));
+  cmd->add_option("--optimizer-state", *optimizer_state,
+                  "How the AdamW moments are kept: f32 (8 bytes a parameter), bf16 (4) or 8bit (block-wise "
+                  "dynamic quantization, about 2.03); a checkpoint resumes only in its own mode")
+      ->check(CLI::IsMember({"f32", "bf16", "8bit"}))
+      ->capture_default_str();
   // 2:4 sparse FFN training (docs/sparse24.md).
   auto* sparse =
       cmd->add_flag("--sparse24", tc->sparsity.enabled,
@@ -139,6 +145,7 @@ void register_train(CLI::App& app) {
     parse_sparse_layers(*sparse_layers, c.sparsity);
     c.sparsity.weight_grad = parse_weight_grad(*sparse_dw);
     c.recompute = parse_recompute(*recompute);
+    c.optimizer_state = *ops::parse_moment_format(*optimizer_state);
     c.packing.strategy = parse_strategy(*strategy);
     if (c.packing.examples_per_batch == 0 && c.packing.tokens_per_batch == 0)
       c.packing.examples_per_batch = 16;

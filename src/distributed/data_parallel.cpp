@@ -2,6 +2,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/float16.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/elementwise.h"
 #include "ops/grad_norm.h"
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace pt::dist {
 namespace {
@@ -47,6 +49,31 @@ int64_t DataParallelOptimizer::flat_size(int64_t total, int world_size, bool zer
 namespace {
 
 // The caller's flat buffer, checked before anything (the reducer) is built on it.
+// Absmax values of the quantization blocks of rank r's owned range (every parameter when replicated).
+int64_t owned_blocks(const ParameterLayout& layout, const ShardLayout& shards, bool zero1, int rank) {
+  if (!zero1) return range_quant_blocks(layout.params(), 0, layout.total());
+  return range_quant_blocks(layout.params(), shards.begin(rank), shards.begin(rank) + shards.real_count(rank));
+}
+
+struct StateSlots {
+  int masters, m, v, m_absmax = -1, v_absmax = -1;
+};
+
+// The masters and moments of rank `rank`: the shard with ZeRO-1 (padding included), else everything.
+StateSlots reserve_state(Arena& arena, const ParameterLayout& layout, const ShardLayout& shards, bool zero1,
+                         int rank, ops::MomentFormat format) {
+  const int64_t owned = zero1 ? shards.shard : layout.total();
+  const DType moment = ops::moment_dtype(format);
+  StateSlots s{arena.reserve(DType::f32, {owned}), arena.reserve(moment, {owned}), arena.reserve(moment, {owned})};
+  if (format == ops::MomentFormat::q8) {
+    // At least one absmax element so that a rank owning nothing still has a buffer to gather from.
+    const int64_t blocks = std::max<int64_t>(1, owned_blocks(layout, shards, zero1, rank));
+    s.m_absmax = arena.reserve(DType::f32, {blocks});
+    s.v_absmax = arena.reserve(DType::f32, {blocks});
+  }
+  return s;
+}
+
 const Tensor& checked_grads(const Tensor& t, int64_t n, Device device) {
   if (t.dtype != DType::f32 || t.device != device || t.numel() != n || t.empty())
     fail("data-parallel optimizer: the gradients must be f32[{}] on {} (flat_size elements), got {}", n,
@@ -66,6 +93,7 @@ DataParallelOptimizer::DataParallelOptimizer(Communicator& comm, const Parameter
     : comm_(comm),
       layout_(layout),
       zero1_(options.zero1),
+      format_(options.moments),
       shards_(make_shard_layout(layout.total(), comm.size())),
       grads_(checked_grads(grads, flat_size(layout.total(), comm.size(), zero1_), comm.device())),
       state_(comm.device()),
@@ -75,11 +103,10 @@ DataParallelOptimizer::DataParallelOptimizer(Communicator& comm, const Parameter
                shards_) {
   begin_ = zero1_ ? shards_.begin(comm.rank()) : 0;
   end_ = zero1_ ? begin_ + shards_.real_count(comm.rank()) : layout.total();
-  const int64_t owned = zero1_ ? shards_.shard : layout.total();
-  const int hp = state_.reserve(DType::f32, {owned}), hm = state_.reserve(DType::f32, {owned}),
-            hv = state_.reserve(DType::f32, {owned});
-  state_.allocate();
-  masters_ = state_.view(hp), m_ = state_.view(hm), v_ = state_.view(hv);
+  const StateSlots slots = reserve_state(state_, layout, shards_, zero1_, comm.rank(), format_);
+  state_.allocate();  // zero: a moment of zero codes and zero absmax decodes to 0 in every format
+  masters_ = state_.view(slots.masters), m_ = state_.view(slots.m), v_ = state_.view(slots.v);
+  if (slots.m_absmax >= 0) m_absmax_ = state_.view(slots.m_absmax), v_absmax_ = state_.view(slots.v_absmax);
   if (zero1_) {
     if (options.compute_dtype != DType::f32 && options.compute_dtype != DType::bf16)
       fail("data-parallel optimizer: ZeRO-1 gathers the weights in f32 or bf16, not {}",
@@ -88,7 +115,7 @@ DataParallelOptimizer::DataParallelOptimizer(Communicator& comm, const Parameter
     working_.allocate();
     working_weights_ = working_.view(hw);
   }
-  adamw_ = adamw_range(layout.params(), begin_, end_, masters_, grads_, m_, v_);
+  adamw_ = adamw_range(layout.params(), begin_, end_, masters_, grads_, {m_, v_, m_absmax_, v_absmax_});
   for (const auto& a : adamw_) owned_grads_.push_back(a.grad);
 }
 
@@ -168,24 +195,124 @@ std::vector<float> DataParallelOptimizer::params_to_host() {
   return to_host(gather_masters(), layout_.total());
 }
 
+int64_t DataParallelOptimizer::rank_blocks(int rank) const { return owned_blocks(layout_, shards_, zero1_, rank); }
+
+int64_t DataParallelOptimizer::state_bytes(const ParameterLayout& layout, int world_size, int rank, bool zero1,
+                                           ops::MomentFormat moments) {
+  Arena arena(Device::cpu);  // never allocated: its reservations are the figure
+  reserve_state(arena, layout, make_shard_layout(layout.total(), world_size), zero1, rank, moments);
+  return arena.bytes();
+}
+
+template <class CountOf>
+std::vector<std::byte> DataParallelOptimizer::gather_bytes(const Tensor& mine, CountOf count) {
+  const size_t element = static_cast<size_t>(dtype_size(mine.dtype));
+  const bool gpu = comm_.device() == Device::cuda;
+  std::vector<std::byte> out;
+  if (!zero1_) {
+    out.resize(static_cast<size_t>(count(0)) * element);
+    copy_bytes(out.data(), false, mine.data, gpu, out.size());
+    return out;
+  }
+  // A rank's shard of the gradient buffer (4 bytes an element) holds any of its buffers: moments of at
+  // most 4 bytes an element, absmax values of at most one block an element.
+  PT_ASSERT(mine.bytes() <= grads_.bytes() / comm_.size());
+  copy_bytes(grads_.ptr<float>() + begin_, gpu, mine.data, gpu, static_cast<size_t>(mine.bytes()));
+  comm_.all_gather(grads_);
+  std::vector<std::byte> all(static_cast<size_t>(grads_.bytes()));
+  copy_bytes(all.data(), false, grads_.data, gpu, all.size());
+  for (int r = 0; r < comm_.size(); ++r) {
+    const auto first = all.begin() + shards_.begin(r) * int64_t{sizeof(float)};
+    out.insert(out.end(), first, first + count(r) * static_cast<int64_t>(element));
+  }
+  return out;
+}
+
+namespace {
+
+template <class T>
+std::vector<T> as_vector(const std::vector<std::byte>& bytes) {
+  std::vector<T> out(bytes.size() / sizeof(T));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
+  return out;
+}
+
+}  // namespace
+
+ops::HostMoment DataParallelOptimizer::gather_moment(const Tensor& values, const Tensor& absmax) {
+  ops::HostMoment out{.format = format_};
+  const auto elements = [&](int r) { return zero1_ ? shards_.real_count(r) : layout_.total(); };
+  const std::vector<std::byte> bytes = gather_bytes(values, elements);
+  switch (format_) {
+    case ops::MomentFormat::f32:
+      out.values = as_vector<float>(bytes);
+      break;
+    case ops::MomentFormat::bf16:
+      for (const uint16_t x : as_vector<uint16_t>(bytes)) out.values.push_back(bf16_to_float(x));
+      break;
+    case ops::MomentFormat::q8:
+      out.codes = as_vector<uint8_t>(bytes);
+      out.absmax = as_vector<float>(gather_bytes(absmax, [&](int r) { return rank_blocks(r); }));
+      break;
+  }
+  return out;
+}
+
 FullState DataParallelOptimizer::gather_state() {
   FullState s;
   s.params = params_to_host();
-  for (auto [moment, out] : {std::pair{&m_, &s.m}, {&v_, &s.v}})
-    *out = to_host(zero1_ ? gather_through_grads(*moment) : *moment, layout_.total());
+  s.m = gather_moment(m_, m_absmax_);
+  s.v = gather_moment(v_, v_absmax_);
   return s;
 }
 
-void DataParallelOptimizer::load_state(std::span<const float> params, std::span<const float> m,
-                                       std::span<const float> v) {
-  const int64_t total = layout_.total();
-  for (auto [what, x] : {std::pair{"parameters", params}, {"first moments", m}, {"second moments", v}})
-    if (std::ssize(x) != total)
-      fail("checkpoint {} have {} elements but the model has {} parameters; it belongs to another model",
-           what, x.size(), total);
+void DataParallelOptimizer::load_moment(const ops::HostMoment& full, const char* what, const Tensor& values,
+                                        const Tensor& absmax) {
+  const auto name = [](ops::MomentFormat f) { return ops::moment_format_name(f); };
+  if (full.format != format_)
+    fail(
+        "the checkpoint holds AdamW moments in {} but this run keeps them in {}; resume with "
+        "--optimizer-state {} (a checkpoint's moments are not converted), or start afresh with --no-resume",
+        name(full.format), name(format_), name(full.format));
+  const int64_t total = layout_.total(), n = end_ - begin_;
+  const size_t have = format_ == ops::MomentFormat::q8 ? full.codes.size() : full.values.size();
+  if (static_cast<int64_t>(have) != total)
+    fail("checkpoint {} have {} elements but the model has {} parameters; it belongs to another model", what,
+         have, total);
+  const bool gpu = values.device == Device::cuda;
+  const auto first = static_cast<size_t>(begin_), count = static_cast<size_t>(n);
+  switch (format_) {
+    case ops::MomentFormat::f32:
+      copy_bytes(values.data, gpu, full.values.data() + first, false, count * sizeof(float));
+      break;
+    case ops::MomentFormat::bf16: {
+      std::vector<uint16_t> bits(count);
+      for (size_t i = 0; i < count; ++i) bits[i] = float_to_bf16(full.values[first + i]);
+      copy_bytes(values.data, gpu, bits.data(), false, count * sizeof(uint16_t));
+      break;
+    }
+    case ops::MomentFormat::q8: {
+      const int64_t blocks = range_quant_blocks(layout_.params(), 0, total);
+      if (std::ssize(full.absmax) != blocks)
+        fail("checkpoint {} have {} block absmax values, the model's 8-bit moments {}; it belongs to another model",
+             what, full.absmax.size(), blocks);
+      copy_bytes(values.data, gpu, full.codes.data() + first, false, count);
+      const auto block = static_cast<size_t>(range_quant_blocks(layout_.params(), 0, begin_));
+      copy_bytes(absmax.data, gpu, full.absmax.data() + block, false,
+                 static_cast<size_t>(rank_blocks(comm_.rank())) * sizeof(float));
+      break;
+    }
+  }
+}
+
+void DataParallelOptimizer::load_state(std::span<const float> params, const ops::HostMoment& m,
+                                       const ops::HostMoment& v) {
+  if (std::ssize(params) != layout_.total())
+    fail("checkpoint parameters have {} elements but the model has {} parameters; it belongs to another model",
+         params.size(), layout_.total());
+  load_moment(m, "first moments", m_, m_absmax_);
+  load_moment(v, "second moments", v_, v_absmax_);
   set_params(params);
-  from_host(m_, zero1_ ? std::span<const float>(slice_shard(m, shards_, comm_.rank())) : m);
-  from_host(v_, zero1_ ? std::span<const float>(slice_shard(v, shards_, comm_.rank())) : v);
 }
 
 StepStats gather_step_stats(Communicator& comm, int64_t rank_real_tokens, double step_s, double wait_s) {

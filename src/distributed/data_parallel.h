@@ -6,7 +6,8 @@
 // masters with full moments; the replicas stay identical because every rank gets the same sums, and the
 // model takes its weights from the masters (DecoderModel::load_weights). ZeRO-1: gradients are
 // reduce-scattered, and each rank keeps the fp32 masters and the AdamW moments of its shard only (zero.h):
-// 12 bytes a parameter of optimizer state become 12 / world_size. After AdamW a rank casts its shard of
+// 12 bytes a parameter of optimizer state (8 with bf16 moments, about 6 with 8-bit ones:
+// DataParallelOptions::moments) become 12 / world_size. After AdamW a rank casts its shard of
 // the masters to the model's compute dtype (masking the 2:4 sparse FFN weights while masks are set, as
 // load_weights would) into a padded working copy, which is all-gathered (bf16 on a GPU: half the bytes of
 // an fp32 all-gather) and read in place by the model (DecoderModel::use_working_weights). What needs the full
@@ -68,10 +69,12 @@ struct DataParallelOptions {
   bool zero1 = false;
   int64_t bucket_bytes = int64_t{25} << 20;  // gradient bucket size, as torch DDP
   DType compute_dtype = DType::f32;          // ZeRO-1: of the gathered working weights (the model's dtype)
+  ops::MomentFormat moments = ops::MomentFormat::f32;  // how the AdamW moments are stored (ops/adamw.h)
 };
 
 struct FullState {  // host copies of unpadded flat buffers (layout.total() elements), as checkpoints hold
-  std::vector<float> params, m, v;
+  std::vector<float> params;
+  ops::HostMoment m, v;
 };
 
 class DataParallelOptimizer {
@@ -95,8 +98,13 @@ class DataParallelOptimizer {
   // (layout.total() elements, what load_weights takes); ZeRO-1, its shard (shards().shard elements, zero
   // past owned_end()).
   const Tensor& masters() const { return masters_; }
-  // This rank's optimizer state on its device: the fp32 masters and the two AdamW moments.
+  ops::MomentFormat moment_format() const { return format_; }
+  // This rank's optimizer state on its device: the fp32 masters and the two AdamW moments (with 8-bit
+  // moments, their codes and block absmax values).
   int64_t state_bytes() const { return state_.bytes(); }
+  // The state_bytes() of rank `rank` of such an optimizer, before allocating anything (the memory plan).
+  static int64_t state_bytes(const ParameterLayout& layout, int world_size, int rank, bool zero1,
+                             ops::MomentFormat moments);
   // ZeRO-1's gathered working copy of the weights (0 when replicated).
   int64_t working_bytes() const { return working_.bytes(); }
 
@@ -135,8 +143,9 @@ class DataParallelOptimizer {
   // parameters, and everything a checkpoint holds.
   std::vector<float> params_to_host();
   FullState gather_state();
-  // Restores from full buffers of layout.total() elements (a checkpoint of any rank count).
-  void load_state(std::span<const float> params, std::span<const float> m, std::span<const float> v);
+  // Restores from full buffers of layout.total() elements (a checkpoint of any rank count). Moments of
+  // another format than this optimizer's are refused, naming both (no silent conversion).
+  void load_state(std::span<const float> params, const ops::HostMoment& m, const ops::HostMoment& v);
 
  private:
   std::vector<float> to_host(const Tensor& t, int64_t n) const;
@@ -144,15 +153,26 @@ class DataParallelOptimizer {
   // ZeRO-1: every rank's `mine` (shard elements) gathered into the gradient buffer; its first
   // layout.total() elements.
   Tensor gather_through_grads(const Tensor& mine);
+  // The bytes of a per-rank buffer of every rank, joined in rank order on the host: rank r contributes
+  // the first count(r) elements of its `mine` (collective with ZeRO-1, through the gradient buffer).
+  template <class CountOf>
+  std::vector<std::byte> gather_bytes(const Tensor& mine, CountOf count);
+  // The full moment (codes and absmax too) and this rank's part of one, in the optimizer's format.
+  ops::HostMoment gather_moment(const Tensor& values, const Tensor& absmax);
+  void load_moment(const ops::HostMoment& full, const char* what, const Tensor& values, const Tensor& absmax);
+  // Absmax values of the quantization blocks of rank r's range (the flat range this rank owns: rank 0 of
+  // one when replicated).
+  int64_t rank_blocks(int rank) const;
 
   Communicator& comm_;
   const ParameterLayout& layout_;
   bool zero1_;
+  ops::MomentFormat format_;
   ShardLayout shards_;
   Tensor grads_;
   int64_t begin_ = 0, end_ = 0;
   Arena state_;  // the owned range's masters and moments
-  Tensor masters_, m_, v_;
+  Tensor masters_, m_, v_, m_absmax_, v_absmax_;
   Arena working_;  // ZeRO-1: the working copy of every weight, flat_size elements
   Tensor working_weights_;
   std::vector<ops::AdamWTensor> adamw_;

@@ -24,24 +24,66 @@ ShardLayout make_shard_layout(int64_t total, int world_size) {
           std::max<int64_t>(kShardAlign, (per_rank + kShardAlign - 1) / kShardAlign * kShardAlign)};
 }
 
-std::vector<ops::AdamWTensor> adamw_range(std::span<const ParamInfo> params, int64_t begin, int64_t end,
-                                          const Tensor& masters, const Tensor& flat_grads, const Tensor& m,
-                                          const Tensor& v) {
-  if (masters.numel() < end - begin || m.numel() < end - begin || v.numel() < end - begin)
-    fail("adamw_range: masters and moments of {}, {} and {} elements cannot hold the range [{}, {})",
-         masters.numel(), m.numel(), v.numel(), begin, end);
-  auto at = [](const Tensor& t, int64_t offset, int64_t n) {
-    return Tensor(t.ptr<float>() + offset, DType::f32, {n}, t.device);
-  };
-  std::vector<ops::AdamWTensor> out;
+namespace {
+
+// Calls fn(param, b, e) for each piece [b, e) of a tensor inside [begin, end), in flat order; with
+// cut_at_grid, pieces are cut after the first quantization grid line inside them, so that each piece's
+// blocks (counted from its start) are grid cells.
+template <class Fn>
+void for_each_piece(std::span<const ParamInfo> params, int64_t begin, int64_t end, bool cut_at_grid, Fn&& fn) {
   for (const ParamInfo& p : params) {
-    const int64_t b = std::max(begin, p.offset), e = std::min(end, p.offset + p.numel);
+    int64_t b = std::max(begin, p.offset);
+    const int64_t e = std::min(end, p.offset + p.numel);
     if (b >= e) continue;
+    const int64_t grid = (b + ops::kQuantBlock - 1) / ops::kQuantBlock * ops::kQuantBlock;
+    if (cut_at_grid && b < grid && grid < e) {
+      fn(p, b, grid);
+      b = grid;
+    }
+    fn(p, b, e);
+  }
+}
+
+Tensor at(const Tensor& t, int64_t offset, int64_t n) {
+  return Tensor(static_cast<char*>(t.data) + offset * dtype_size(t.dtype), t.dtype, {n}, t.device);
+}
+
+}  // namespace
+
+int64_t range_quant_blocks(std::span<const ParamInfo> params, int64_t begin, int64_t end) {
+  int64_t blocks = 0;
+  for_each_piece(params, begin, end, true,
+                 [&](const ParamInfo&, int64_t b, int64_t e) { blocks += ops::quant_blocks(e - b); });
+  return blocks;
+}
+
+std::vector<ops::AdamWTensor> adamw_range(std::span<const ParamInfo> params, int64_t begin, int64_t end,
+                                          const Tensor& masters, const Tensor& flat_grads,
+                                          const RangeMoments& moments) {
+  if (masters.numel() < end - begin || moments.m.numel() < end - begin || moments.v.numel() < end - begin)
+    fail("adamw_range: masters and moments of {}, {} and {} elements cannot hold the range [{}, {})",
+         masters.numel(), moments.m.numel(), moments.v.numel(), begin, end);
+  const bool q8 = ops::moment_format_of(moments.m.dtype) == ops::MomentFormat::q8;
+  if (q8 && (begin % ops::kQuantBlock != 0 || moments.m_absmax.numel() < range_quant_blocks(params, begin, end) ||
+             moments.v_absmax.numel() < range_quant_blocks(params, begin, end)))
+    fail("adamw_range: 8-bit moments of the range [{}, {}) need it to start on the {}-element grid and {} "
+         "absmax values each",
+         begin, end, ops::kQuantBlock, range_quant_blocks(params, begin, end));
+  std::vector<ops::AdamWTensor> out;
+  int64_t block = 0;
+  for_each_piece(params, begin, end, q8, [&](const ParamInfo& p, int64_t b, int64_t e) {
     if (e > flat_grads.numel())
       fail("adamw_range: parameter {} ends at {}, past the flat gradients {}", p.name, e, flat_grads.str());
-    out.push_back({at(masters, b - begin, e - b), at(flat_grads, b, e - b), at(m, b - begin, e - b),
-                   at(v, b - begin, e - b), p.weight_decay()});
-  }
+    ops::AdamWTensor t{at(masters, b - begin, e - b), at(flat_grads, b, e - b), at(moments.m, b - begin, e - b),
+                       at(moments.v, b - begin, e - b), p.weight_decay()};
+    if (q8) {
+      const int64_t blocks = ops::quant_blocks(e - b);
+      t.m_absmax = at(moments.m_absmax, block, blocks);
+      t.v_absmax = at(moments.v_absmax, block, blocks);
+      block += blocks;
+    }
+    out.push_back(t);
+  });
   return out;
 }
 

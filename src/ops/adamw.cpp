@@ -10,6 +10,75 @@
 
 namespace pt::ops {
 
+std::string_view moment_format_name(MomentFormat format) {
+  switch (format) {
+    case MomentFormat::f32:
+      return "f32";
+    case MomentFormat::bf16:
+      return "bf16";
+    case MomentFormat::q8:
+      return "8bit";
+  }
+  return "?";
+}
+
+std::optional<MomentFormat> parse_moment_format(std::string_view name) {
+  for (MomentFormat f : {MomentFormat::f32, MomentFormat::bf16, MomentFormat::q8})
+    if (name == moment_format_name(f)) return f;
+  return std::nullopt;
+}
+
+MomentFormat moment_format_of(DType moment_dtype) {
+  switch (moment_dtype) {
+    case DType::bf16:
+      return MomentFormat::bf16;
+    case DType::u8:
+      return MomentFormat::q8;
+    default:
+      return MomentFormat::f32;
+  }
+}
+
+DType moment_dtype(MomentFormat format) {
+  switch (format) {
+    case MomentFormat::bf16:
+      return DType::bf16;
+    case MomentFormat::q8:
+      return DType::u8;
+    default:
+      return DType::f32;
+  }
+}
+
+int64_t moment_bytes(MomentFormat format, int64_t numel) {
+  const int64_t values = numel * dtype_size(moment_dtype(format));
+  return format == MomentFormat::q8 ? values + quant_blocks(numel) * 4 : values;
+}
+
+namespace {
+
+// The moments of tensor i: f32 ones as the parameters (ArgCheck::real), or f32 parameters with bf16 or
+// u8 moments, the latter with their absmax tensors.
+void check_moments(const AdamWTensor& t, size_t i, MomentFormat format) {
+  const int64_t n = t.param.numel();
+  const DType want = moment_dtype(format);
+  for (const auto& [name, x] : {std::pair{"m", &t.m}, {"v", &t.v}}) {
+    if (moment_format_of(x->dtype) != format)
+      fail("adamw_step: {} of tensor {} is {}, but the moments of every tensor must be {}", name, i,
+           dtype_name(x->dtype), moment_format_name(format));
+    if (format != MomentFormat::f32 && (x->dtype != want || t.param.dtype != DType::f32))
+      fail("adamw_step: {} moments go with f32 parameters, tensor {} has {} ones", moment_format_name(format),
+           i, dtype_name(t.param.dtype));
+  }
+  if (format != MomentFormat::q8) return;
+  for (const auto& [name, x] : {std::pair{"m_absmax", &t.m_absmax}, {"v_absmax", &t.v_absmax}})
+    if (x->dtype != DType::f32 || x->numel() != quant_blocks(n) || x->device != t.param.device)
+      fail("adamw_step: {} of tensor {} must be f32[{}] (a block of {} of its {} elements each) on {}, got {}",
+           name, i, quant_blocks(n), kQuantBlock, n, device_name(t.param.device), x->str());
+}
+
+}  // namespace
+
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step) {
   if (step < 1)
     fail("adamw_step: step counts from 1 (bias correction divides by 1 - beta^step), got {}", step);
@@ -17,6 +86,7 @@ void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config,
     fail("adamw_step: betas must lie in [0, 1), got ({}, {})", config.beta1, config.beta2);
   if (tensors.empty()) return;
   ArgCheck a("adamw_step");
+  const MomentFormat format = moment_format_of(tensors[0].m.dtype);
   for (size_t i = 0; i < tensors.size(); ++i) {
     const AdamWTensor& t = tensors[i];
     const int64_t n = t.param.numel();
@@ -25,8 +95,14 @@ void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config,
          {std::pair{"param", &t.param}, {"grad", &t.grad}, {"m", &t.m}, {"v", &t.v}}) {
       const std::string what = fmt::format("{} of tensor {}", name, i);
       if (x->numel() != n) fail("adamw_step: {} has {} elements, its param has {}", what, x->numel(), n);
-      a.real(what.c_str(), Tensor(x->data, x->dtype, {n}, x->device), {n});
+      const Tensor flat(x->data, x->dtype, {n}, x->device);
+      if (format == MomentFormat::f32 || x == &t.param || x == &t.grad)
+        a.real(what.c_str(), flat, {n});
+      else if (x->device != a.device())
+        fail("adamw_step: {} is on {}, the parameters on {}", what, device_name(x->device),
+             device_name(a.device()));
     }
+    check_moments(t, i, format);
   }
   switch (a.device()) {
     case Device::cpu:

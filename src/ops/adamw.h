@@ -1,10 +1,21 @@
 // AdamW as torch.optim.AdamW: decoupled weight decay (p -= lr * wd * p), bias-corrected moments.
+//
+// The two moments can be kept in three formats (MomentFormat), chosen by the moments' dtype:
+//   f32   as the parameters (f32 or f64): 4 bytes a moment element;
+//   bf16  rounded to nearest even after each update: 2 bytes;
+//   q8    8-bit block-wise dynamic quantization (ops/quantize8.h; Dettmers et al. 2022): a u8 code per
+//         element and an f32 absmax per block of kQuantBlock elements: 1 + 4 / 256 bytes.
+// In the bf16 and q8 formats the parameters are f32; each update decodes the moments, computes in f32 and
+// encodes them again, and the parameter step uses the updated moments before they are encoded.
 #pragma once
 
 #include "core/tensor.h"
 
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string_view>
+#include <vector>
 
 namespace pt::ops {
 
@@ -16,14 +27,47 @@ struct AdamWConfig {
   double weight_decay = 0.0;
 };
 
-// One parameter: master weights, gradient and both moments, all of one shape and dtype (f32 in training).
+enum class MomentFormat : uint8_t { f32, bf16, q8 };
+
+// "f32", "bf16", "8bit": the names of the train flag --optimizer-state and of checkpoints.
+std::string_view moment_format_name(MomentFormat format);
+std::optional<MomentFormat> parse_moment_format(std::string_view name);
+// The format of moments of this dtype: f32 and f64 are f32 (as the parameters), bf16, u8 is q8.
+MomentFormat moment_format_of(DType moment_dtype);
+// The dtype of moments of a format beside f32 parameters.
+DType moment_dtype(MomentFormat format);
+
+// Elements per quantization block of the q8 format. 256: an outlier coarsens only its own 256 neighbours'
+// codes (the paper's reason for small blocks; it used 2048), a CUDA block of 256 threads holds a block in
+// registers with one element a thread, and the absmax costs 4 / 256 bytes an element.
+inline constexpr int64_t kQuantBlock = 256;
+// Blocks of a tensor of numel elements (the last one partial): elements of its absmax tensor.
+inline int64_t quant_blocks(int64_t numel) { return (numel + kQuantBlock - 1) / kQuantBlock; }
+// Device bytes of one moment of a numel-element tensor in a format (the q8 absmax included).
+int64_t moment_bytes(MomentFormat format, int64_t numel);
+
+// One parameter: master weights, gradient and both moments, all of one element count. param and grad
+// share a dtype (f32 in training; the cpu backend takes f64 too); m and v share one that names the format.
+// q8 moments come with their absmax tensors, f32[quant_blocks(numel)]; blocks start at element 0.
 // The caller decides decay per tensor (Llama recipes leave norms and embeddings undecayed).
 struct AdamWTensor {
   Tensor param, grad, m, v;
   bool decay = true;
+  Tensor m_absmax{}, v_absmax{};
 };
 
-// Updates every tensor in place. step is the 1-based count of optimizer steps including this one.
+// Updates every tensor in place; all of them hold their moments in one format. step is the 1-based count
+// of optimizer steps including this one.
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);
+
+// One moment of a whole flat parameter range on the host, as the optimizer holds it (checkpoints store it
+// so): values for f32 and bf16 (every bf16 one exactly a float), codes and absmax for q8.
+struct HostMoment {
+  MomentFormat format = MomentFormat::f32;
+  std::vector<float> values{};
+  std::vector<uint8_t> codes{};
+  std::vector<float> absmax{};
+  bool operator==(const HostMoment&) const = default;
+};
 
 }  // namespace pt::ops

@@ -1,6 +1,7 @@
 #include "train/memory_plan.h"
 
 #include "core/error.h"
+#include "distributed/data_parallel.h"
 #include "distributed/zero.h"
 #include "model/parameters.h"
 #include "ops/linear.h"
@@ -118,30 +119,6 @@ constexpr int64_t kCudaLibraries = int64_t{512} << 20;
 
 }  // namespace
 
-std::string moment_format_name(MomentFormat format) {
-  switch (format) {
-    case MomentFormat::f32:
-      return "f32";
-    case MomentFormat::bf16:
-      return "bf16";
-    case MomentFormat::q8:
-      return "8bit";
-  }
-  return "?";
-}
-
-int64_t moment_bytes(MomentFormat format, int64_t elements) {
-  switch (format) {
-    case MomentFormat::f32:
-      return slot(4 * elements);
-    case MomentFormat::bf16:
-      return slot(2 * elements);
-    case MomentFormat::q8:
-      return slot(elements) + slot(4 * ceil_div(elements, kMomentQuantBlock));
-  }
-  return 0;
-}
-
 int64_t MemoryPlan::total() const {
   return working_weights + masters + moments + gradients + activations + lm_head_chunk + batch_inputs +
          sparse_masks + sparse_weights + workspaces + libraries;
@@ -158,14 +135,20 @@ MemoryPlan plan_memory(const PlanSettings& s) {
   p.settings = s;
   const bool gpu = s.device == Device::cuda;
   const DType compute = s.compute_dtype();
-  const int64_t total = ParameterLayout(s.model).total(), T = s.tokens;
+  const ParameterLayout layout(s.model);
+  const int64_t total = layout.total(), T = s.tokens;
   p.parameters = total;
   // ZeRO-1 (distributed/data_parallel.h): this rank's shard of masters and moments; the gradients and the
   // gathered working copy span every shard.
   const dist::ShardLayout shards = dist::make_shard_layout(total, s.world_size);
   const int64_t owned = s.zero1 ? shards.shard : total, flat = s.zero1 ? shards.padded_total() : total;
   p.masters = slot(4 * owned);
-  p.moments = 2 * moment_bytes(s.moments, owned);
+  // The optimizer's own reservations; 8-bit moments' absmax counts differ a little between ZeRO-1 ranks
+  // (blocks are cut at tensor boundaries), so the plan takes the largest rank's.
+  int64_t state = 0;
+  for (int rank = 0; rank < (s.zero1 ? s.world_size : 1); ++rank)
+    state = std::max(state, dist::DataParallelOptimizer::state_bytes(layout, s.world_size, rank, s.zero1, s.moments));
+  p.moments = state - p.masters;
   p.gradients = slot(flat * dtype_size(s.grad_dtype));
   // A model computing in the master dtype reads the masters in place; ZeRO-1 gathers a copy to read.
   if (s.zero1)

@@ -15,6 +15,7 @@
 #include "model/config.h"
 #include "model/decoder.h"
 #include "model/sparsity.h"
+#include "ops/adamw.h"
 
 #include <cstdint>
 #include <string>
@@ -22,13 +23,8 @@
 
 namespace pt {
 
-// How AdamW keeps each of its two moments: f32; bf16; or 8-bit block-wise quantized, one byte an element
-// plus an f32 absmax per block of kMomentQuantBlock elements (as bitsandbytes' AdamW8bit).
-enum class MomentFormat { f32, bf16, q8 };
-inline constexpr int64_t kMomentQuantBlock = 256;
-std::string moment_format_name(MomentFormat format);  // "f32", "bf16", "8bit"
-// Device bytes of one moment of `elements` parameters, each buffer aligned as an arena slot.
-int64_t moment_bytes(MomentFormat format, int64_t elements);
+// How AdamW keeps each of its two moments (ops/adamw.h: f32, bf16, or 8-bit block-wise quantized).
+using ops::MomentFormat;
 
 // What decides the memory of a run.
 struct PlanSettings {

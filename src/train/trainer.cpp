@@ -296,7 +296,7 @@ bool listed(const std::vector<int64_t>& steps, int64_t step) {
   return std::find(steps.begin(), steps.end(), step) != steps.end();
 }
 
-// The memory plan's settings for one rank of this run; the optimizer state and gradients are f32.
+// The memory plan's settings for one rank of this run; the gradients are f32.
 PlanSettings plan_settings(const TrainConfig& tc, const ModelConfig& config, Device device, int64_t tokens,
                            int world_size) {
   PlanSettings s;
@@ -307,6 +307,7 @@ PlanSettings plan_settings(const TrainConfig& tc, const ModelConfig& config, Dev
   s.sparsity = tc.sparsity;
   s.world_size = world_size;
   s.zero1 = tc.dist.zero1;
+  s.moments = tc.optimizer_state;
   return s;
 }
 
@@ -426,7 +427,8 @@ TrainResult train(const TrainConfig& tc) {
   dist::DataParallelOptimizer dp(*comm, model.layout(), grads.flat,
                                  {.zero1 = tc.dist.zero1,
                                   .bucket_bytes = static_cast<int64_t>(tc.dist.bucket_mb * (1 << 20)),
-                                  .compute_dtype = model.dtype()});
+                                  .compute_dtype = model.dtype(),
+                                  .moments = tc.optimizer_state});
   const bool overlap = data_parallel && comm->size() > 1;
   const SparsitySchedule schedule(tc.sparsity, tc.steps);
   std::optional<FfnMasks> masks;
@@ -461,9 +463,11 @@ TrainResult train(const TrainConfig& tc) {
           tc.dist.zero1 ? "ZeRO-1 (masters and moments sharded)" : "replicated optimizer",
           dp.reducer().buckets().size(), tc.dist.bucket_mb, tc.dist.timeout_s);
     // Every rank's shard has the same size, so rank 0's figure is every rank's.
-    log_info("optimizer state: {:.2f} MiB of fp32 masters and AdamW moments per rank{}",
-             mib(dp.state_bytes()),
-             tc.dist.zero1 ? fmt::format(" ({:.2f} MiB replicated)", mib(3 * total * int64_t{sizeof(float)}))
+    log_info("optimizer state: {:.2f} MiB of fp32 masters and AdamW moments per rank, moments in {}{}",
+             mib(dp.state_bytes()), ops::moment_format_name(tc.optimizer_state),
+             tc.dist.zero1 ? fmt::format(" ({:.2f} MiB replicated)",
+                                         mib(total * int64_t{sizeof(float)} +
+                                             2 * ops::moment_bytes(tc.optimizer_state, total)))
                            : std::string());
     if (masks) {
       const WeightGrad dw = tc.sparsity.weight_grad_on(device);

@@ -45,12 +45,13 @@ ModelConfig small_config(int32_t hidden, int32_t vocab, bool tied) {
 
 // Checkpoint contents derived from the step, so a loaded checkpoint can be checked exactly.
 struct StepValues {
-  std::vector<float> params, m, v;
-  StepValues(int64_t step, int64_t n) : params(static_cast<size_t>(n)), m(params.size()), v(params.size()) {
+  std::vector<float> params;
+  ops::HostMoment m, v;
+  StepValues(int64_t step, int64_t n) : params(static_cast<size_t>(n)) {
     for (size_t i = 0; i < params.size(); ++i) {
       params[i] = static_cast<float>(step * 100 + static_cast<int64_t>(i % 97));
-      m[i] = params[i] + 0.25f;
-      v[i] = params[i] + 0.5f;
+      m.values.push_back(params[i] + 0.25f);
+      v.values.push_back(params[i] + 0.5f);
     }
   }
 };
@@ -82,6 +83,32 @@ int64_t partial_saves(const fs::path& root) {
   int64_t n = 0;
   for (const auto& e : fs::directory_iterator(root)) n += e.path().extension() == ".tmp";
   return n;
+}
+
+// bf16 moments are written as BF16 (exactly: their values are bf16 already), 8-bit ones as their U8 codes
+// and F32 block absmax values: each loads back equal, in its format, from a smaller file.
+TEST(Checkpoint, MomentsKeepTheirFormat) {
+  const auto root = test::fresh_temp_dir() / "checkpoints";
+  const auto c = small_config(32, 64, false);
+  const int64_t n = ParameterLayout(c).total();
+  const StepValues s(4, n);
+  ops::HostMoment bf16{.format = ops::MomentFormat::bf16}, q8{.format = ops::MomentFormat::q8};
+  for (int64_t i = 0; i < n; ++i) {
+    bf16.values.push_back(bf16_to_float(float_to_bf16(0.001f * float(i % 1000) - 0.3f)));
+    q8.codes.push_back(static_cast<uint8_t>(i * 37 % 251));
+  }
+  for (int64_t b = 0; b < n / 200; ++b) q8.absmax.push_back(1e-6f * float(b + 1));
+  std::map<ops::MomentFormat, uintmax_t> bytes;
+  for (const ops::HostMoment& moment : {s.m, bf16, q8}) {
+    SCOPED_TRACE(std::string(ops::moment_format_name(moment.format)));
+    const auto dir = save_training_checkpoint(root.string(), c, s.params, moment, moment, state_at(4), "");
+    const auto ck = load_training_checkpoint(dir);
+    EXPECT_TRUE(ck.adam_m == moment);
+    EXPECT_TRUE(ck.adam_v == moment);
+    bytes[moment.format] = fs::file_size(fs::path(dir) / "optimizer.safetensors");
+  }
+  EXPECT_LT(bytes[ops::MomentFormat::bf16], bytes[ops::MomentFormat::f32] * 55 / 100);
+  EXPECT_LT(bytes[ops::MomentFormat::q8], bytes[ops::MomentFormat::f32] * 30 / 100);
 }
 
 TEST(Checkpoint, KillDuringSaveLeavesThePreviousCheckpointLoadable) {

@@ -118,8 +118,8 @@ TEST(DataParallelOptimizer, WorldOfOneIsThePlainStep) {
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(params[i], ref_params[i]) << i;
     }
     const FullState s = dp.gather_state();
-    EXPECT_EQ(s.m, m);
-    EXPECT_EQ(s.v, v);
+    EXPECT_EQ(s.m.values, m);
+    EXPECT_EQ(s.v.values, v);
     EXPECT_EQ(ref_params, s.params);
     if (zero1) {  // the working weights of a world of one: every master, cast (f32 here: copied)
       const Tensor w = dp.gather_weights(nullptr);

@@ -63,7 +63,7 @@ TEST(ShardLayout, AdamWPiecesCutTensorsAtShardEdgesWithTheirDecayFlags) {
   for (int r = 0; r < 3; ++r) {
     const int64_t b = s.begin(r), e = b + s.real_count(r);
     const auto pieces = adamw_range(layout.params(), b, e, Tensor::of(params.data() + b, {s.shard}), G,
-                                    Tensor::of(m.data(), {s.shard}), Tensor::of(v.data(), {s.shard}));
+                                    {Tensor::of(m.data(), {s.shard}), Tensor::of(v.data(), {s.shard})});
     int64_t at = b;
     for (const auto& piece : pieces) {
       const int64_t offset = piece.param.ptr<float>() - params.data();
@@ -81,8 +81,8 @@ TEST(ShardLayout, AdamWPiecesCutTensorsAtShardEdgesWithTheirDecayFlags) {
     covered += e - b;
   }
   EXPECT_EQ(covered, layout.total());
-  EXPECT_THROW(adamw_range(layout.params(), 0, layout.total(), P, G, Tensor::of(m.data(), {s.shard}),
-                           Tensor::of(v.data(), {s.shard})),
+  EXPECT_THROW(adamw_range(layout.params(), 0, layout.total(), P, G,
+                           {Tensor::of(m.data(), {s.shard}), Tensor::of(v.data(), {s.shard})}),
                Error);  // moments too small for the range
 }
 
@@ -314,6 +314,66 @@ TEST(ZeroOneState, EachOfNRanksHoldsAboutOneNthOfTheReplicatedMastersAndMoments)
       owned += dp.owned_end() - dp.owned_begin();
     }
     EXPECT_EQ(owned, n);
+  }
+}
+
+// The optimizer's parameters after `steps` AdamW steps with deterministic gradients over four decades,
+// on rank `rank` of a stub world (collectives are no-ops: each rank is given the full summed gradient, and
+// the clip, a sum over ranks, is left out). Its masters: the owned range's.
+std::vector<float> stub_rank_params(const ParameterLayout& layout, int rank, int world, ops::MomentFormat format,
+                                    int steps) {
+  const int64_t n = layout.total();
+  std::vector<float> init(static_cast<size_t>(n)), grads(size_t(DataParallelOptimizer::flat_size(n, world, world > 1)));
+  for (int64_t i = 0; i < n; ++i) init[size_t(i)] = 0.02f * std::sin(0.7f * float(i));
+  StubWorld w(rank, world);
+  DataParallelOptimizer dp(w, layout, Tensor::of(grads.data(), {std::ssize(grads)}),
+                           {.zero1 = world > 1, .moments = format});
+  dp.set_params(init);
+  for (int step = 1; step <= steps; ++step) {
+    for (int64_t i = 0; i < n; ++i)
+      grads[size_t(i)] = std::cos(0.37f * float(i) + float(step)) * std::pow(10.0f, -float(i % 4));
+    dp.step({1e-2, 0.9, 0.95, 1e-8, 0.1}, step);
+  }
+  const float* m = dp.masters().ptr<float>();
+  return std::vector<float>(m, m + (dp.owned_end() - dp.owned_begin()));
+}
+
+// 8-bit moments quantize blocks of a grid over the flat buffer cut at tensor boundaries, and shards hold
+// whole grid cells: a shard of any world trains to the bits of the same range of a world of one.
+TEST(ZeroOneState, EightBitMomentsGiveEveryRankCountTheSameParameters) {
+  const ParameterLayout layout(small_config());
+  const int64_t n = layout.total();
+  const std::vector<float> want = stub_rank_params(layout, 0, 1, ops::MomentFormat::q8, 4);
+  EXPECT_NE(want, stub_rank_params(layout, 0, 1, ops::MomentFormat::f32, 4)) << "the format is in use";
+  for (int world : {2, 3, 7}) {
+    const ShardLayout s = make_shard_layout(n, world);
+    int64_t blocks = 0;
+    for (int rank = 0; rank < world; ++rank) {
+      const std::vector<float> got = stub_rank_params(layout, rank, world, ops::MomentFormat::q8, 4);
+      ASSERT_EQ(std::ssize(got), s.real_count(rank));
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(got[i], want[size_t(s.begin(rank)) + i]) << "rank " << rank << " of " << world << ", element " << i;
+      blocks += range_quant_blocks(layout.params(), s.begin(rank), s.begin(rank) + s.real_count(rank));
+    }
+    EXPECT_EQ(blocks, range_quant_blocks(layout.params(), 0, n)) << "the ranks' blocks partition the model's";
+  }
+}
+
+TEST(ZeroOneState, StateBytesFollowTheMomentFormat) {
+  const ParameterLayout layout(small_config());
+  const int64_t n = layout.total();
+  std::vector<float> grads(static_cast<size_t>(n));
+  StubWorld one(0, 1);
+  const auto bytes = [&](ops::MomentFormat f) {
+    return DataParallelOptimizer(one, layout, Tensor::of(grads.data(), {n}), {.moments = f}).state_bytes();
+  };
+  const int64_t blocks = range_quant_blocks(layout.params(), 0, n);
+  EXPECT_LE(blocks, ops::quant_blocks(n) + std::ssize(layout.params())) << "at most one more block a tensor";
+  // Each buffer is aligned to 256 bytes.
+  for (const auto& [format, want] : {std::pair{ops::MomentFormat::f32, 12 * n}, {ops::MomentFormat::bf16, 8 * n},
+                                     {ops::MomentFormat::q8, 6 * n + 8 * blocks}}) {
+    EXPECT_GE(bytes(format), want) << ops::moment_format_name(format);
+    EXPECT_LE(bytes(format), want + 5 * 256) << ops::moment_format_name(format);
   }
 }
 

@@ -132,11 +132,34 @@ TEST(MemoryPlan, OptimizerStateGradientsAndWorkingCopyPerRankEqualTheOptimizersU
 }
 
 TEST(MemoryPlan, MomentFormatsTakeTheirBytesPerParameter) {
-  const int64_t n = 1024 * kMomentQuantBlock;
-  EXPECT_EQ(moment_bytes(MomentFormat::f32, n), 4 * n);
-  EXPECT_EQ(moment_bytes(MomentFormat::bf16, n), 2 * n);
-  EXPECT_EQ(moment_bytes(MomentFormat::q8, n), n + 4 * 1024);  // a byte each and an f32 absmax per block
-  EXPECT_EQ(moment_bytes(MomentFormat::q8, 1), 2 * 256);       // two arena slots
+  const int64_t n = 1024 * ops::kQuantBlock;
+  EXPECT_EQ(ops::moment_bytes(MomentFormat::f32, n), 4 * n);
+  EXPECT_EQ(ops::moment_bytes(MomentFormat::bf16, n), 2 * n);
+  EXPECT_EQ(ops::moment_bytes(MomentFormat::q8, n), n + 4 * 1024);  // a byte each and an f32 absmax per block
+  EXPECT_EQ(ops::moment_bytes(MomentFormat::q8, 1), 1 + 4);
+}
+
+// With every moment format, the plan's optimizer state is the largest rank's allocation (8-bit moments'
+// block absmax counts differ a little between ZeRO-1 ranks).
+TEST(MemoryPlan, OptimizerStateOfEveryMomentFormatIsTheLargestRanks) {
+  const ModelConfig c = testing::family_config("qwen3", 8);
+  const ParameterLayout layout(c);
+  for (const MomentFormat format : {MomentFormat::f32, MomentFormat::bf16, MomentFormat::q8})
+    for (int world : {1, 3, 8}) {
+      PlanSettings s = cpu_settings(c, 16);
+      s.world_size = world, s.zero1 = world > 1, s.moments = format;
+      const MemoryPlan plan = plan_memory(s);
+      const int64_t flat = dist::DataParallelOptimizer::flat_size(layout.total(), world, s.zero1);
+      std::vector<float> grads(static_cast<size_t>(flat));
+      int64_t largest = 0;
+      for (int rank = 0; rank < world; ++rank) {
+        StubWorld comm(rank, world);
+        const dist::DataParallelOptimizer dp(comm, layout, Tensor::of(grads.data(), {flat}),
+                                             {.zero1 = s.zero1, .moments = format});
+        largest = std::max(largest, dp.state_bytes());
+      }
+      EXPECT_EQ(plan.masters + plan.moments, largest) << moment_format_name(format) << " on " << world;
+    }
 }
 
 // --- The 8B preset on one H200 (139 GiB free), pure computation.

@@ -15,19 +15,20 @@ inline constexpr int kTableTensors = 64;            // keeps a table (kernel par
 inline constexpr int64_t kChunkElements = 1 << 16;  // elements per block
 inline constexpr int kChunkThreads = 256;
 
-// kPointers f32 arrays per tensor (e.g. param, grad, m, v), all of numel elements.
-template <int kPointers>
+// kPointers arrays per tensor (e.g. param, grad, m, v), all of numel elements: of T, or of types the
+// kernel knows when T is void (moments stored in another format than the parameters).
+template <int kPointers, class T = float>
 struct TensorTable {
   int count = 0;
   int first_block[kTableTensors + 1] = {};  // blocks of tensors [0, i); the last entry is the grid size
   int64_t numel[kTableTensors] = {};
-  float* ptr[kPointers][kTableTensors] = {};
+  T* ptr[kPointers][kTableTensors] = {};
   bool flag[kTableTensors] = {};  // a per-tensor switch (AdamW: weight decay)
 };
 
 // The tensor and element range of this block, found by binary search over first_block.
-template <int kPointers>
-__device__ __forceinline__ int table_entry(const TensorTable<kPointers>& table, int64_t& begin,
+template <int kPointers, class T>
+__device__ __forceinline__ int table_entry(const TensorTable<kPointers, T>& table, int64_t& begin,
                                            int64_t& end) {
   int lo = 0, hi = table.count - 1;
   const int block = static_cast<int>(blockIdx.x);
@@ -55,11 +56,11 @@ __device__ __forceinline__ bool float4_range(const TensorTable<kPointers>& table
 
 // Splits `count` tensors into tables of at most kTableTensors and calls launch(table, first_global_block)
 // for each; fill(i, table, slot) writes tensor i's pointers, numel and flag into slot `slot`.
-template <int kPointers, class Fill, class Launch>
+template <int kPointers, class T = float, class Fill, class Launch>
 void launch_over_tables(size_t count, Fill&& fill, Launch&& launch) {
   int global_block = 0;
   for (size_t start = 0; start < count; start += kTableTensors) {
-    TensorTable<kPointers> table;
+    TensorTable<kPointers, T> table;
     table.count = static_cast<int>(std::min<size_t>(kTableTensors, count - start));
     for (int slot = 0; slot < table.count; ++slot) {
       fill(start + static_cast<size_t>(slot), table, slot);

@@ -1,12 +1,16 @@
 // AdamW, gradient norm and clipping over the whole parameter set, each in a few multi-tensor launches.
+#include <array>
 #include <cmath>
+#include <mutex>
 
+#include "ops/adamw_update.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/elements.cuh"
 #include "ops/cuda/multi_tensor.cuh"
 #include "ops/cuda/reduce.cuh"
 #include "ops/cuda/scratch.h"
 #include "ops/cuda/stream.h"
+#include "ops/quantize8.h"
 
 namespace pt::ops::cuda {
 
@@ -50,6 +54,81 @@ __global__ void adamw_kernel(const TensorTable<4> table, const AdamWScalars s) {
   for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x)
     adamw_update(s, decay, p[j], g[j], m[j], v[j]);
 }
+
+// bf16 moments (table: param, grad, m, v): decoded, updated as the cpu backend does (adamw_update.h),
+// rounded to nearest even.
+__global__ void adamw_bf16_kernel(const TensorTable<4, void> table, const adamw_math::Scalars s) {
+  int64_t begin, end;
+  const int i = table_entry(table, begin, end);
+  float* p = static_cast<float*>(table.ptr[0][i]);
+  const float* g = static_cast<const float*>(table.ptr[1][i]);
+  auto *m = static_cast<__nv_bfloat16*>(table.ptr[2][i]), *v = static_cast<__nv_bfloat16*>(table.ptr[3][i]);
+  const float decay = table.flag[i] ? s.decay : 1.0f;
+  for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
+    float mj = load(m + j), vj = load(v + j);
+    adamw_math::update(s, decay, g[j], p[j], mj, vj);
+    store(m + j, mj);
+    store(v + j, vj);
+  }
+}
+
+// The code maps of quantize8.h, uploaded once per device.
+__constant__ float c_signed_map[quant8::kSignedCodes];
+__constant__ float c_unsigned_map[quant8::kUnsignedCodes];
+
+void upload_code_maps() {
+  static std::mutex mutex;
+  static std::array<bool, 64> done{};
+  int device = 0;
+  PT_CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard lock(mutex);
+  if (done.at(static_cast<size_t>(device))) return;
+  PT_CUDA_CHECK(cudaMemcpyToSymbol(c_signed_map, quant8::signed_map().data(), sizeof c_signed_map));
+  PT_CUDA_CHECK(cudaMemcpyToSymbol(c_unsigned_map, quant8::unsigned_map().data(), sizeof c_unsigned_map));
+  done.at(static_cast<size_t>(device)) = true;
+}
+
+// q8 moments (table: param, grad, m codes, v codes, m absmax, v absmax). A chunk of kChunkElements starts on
+// a quantization block, so the CUDA block walks whole quantization blocks of its chunk, one element a
+// thread: decode, update (adamw_update.h), the block's new absmax by a shared-memory max, encode. The
+// arithmetic and the code search are those of the cpu backend, so codes and absmax agree bit for bit.
+__global__ void __launch_bounds__(kQuantBlock) adamw_q8_kernel(const TensorTable<6, void> table,
+                                                                const adamw_math::Scalars s) {
+  __shared__ float signed_map[quant8::kSignedCodes], unsigned_map[quant8::kUnsignedCodes];
+  for (int c = static_cast<int>(threadIdx.x); c < quant8::kUnsignedCodes; c += blockDim.x) {
+    if (c < quant8::kSignedCodes) signed_map[c] = c_signed_map[c];
+    unsigned_map[c] = c_unsigned_map[c];
+  }
+  __syncthreads();
+  int64_t begin, end;
+  const int i = table_entry(table, begin, end);
+  float* p = static_cast<float*>(table.ptr[0][i]);
+  const float* g = static_cast<const float*>(table.ptr[1][i]);
+  auto *mc = static_cast<uint8_t*>(table.ptr[2][i]), *vc = static_cast<uint8_t*>(table.ptr[3][i]);
+  auto *ma = static_cast<float*>(table.ptr[4][i]), *va = static_cast<float*>(table.ptr[5][i]);
+  const float decay = table.flag[i] ? s.decay : 1.0f;
+  for (int64_t first = begin; first < end; first += kQuantBlock) {
+    const int64_t b = first / kQuantBlock, j = first + threadIdx.x;
+    const bool mine = j < end;
+    float m = 0, v = 0;
+    if (mine) {
+      m = quant8::decode(signed_map, mc[j], ma[b]);
+      v = quant8::decode(unsigned_map, vc[j], va[b]);
+      adamw_math::update(s, decay, g[j], p[j], m, v);
+    }
+    const float m_max = block_max_nonnegative(fabsf(m)), v_max = block_max_nonnegative(v);
+    if (mine) {
+      mc[j] = quant8::encode(signed_map, quant8::kSignedCodes, quant8::kSignedZero, m, m_max);
+      vc[j] = quant8::encode(unsigned_map, quant8::kUnsignedCodes, quant8::kUnsignedZero, v, v_max);
+    }
+    if (threadIdx.x == 0) {  // after every thread has read the old absmax (the block max synchronizes)
+      ma[b] = m_max;
+      va[b] = v_max;
+    }
+  }
+}
+static_assert(kChunkThreads == kQuantBlock && kChunkElements % kQuantBlock == 0,
+              "adamw_q8_kernel: a thread per element of a quantization block, chunks of whole blocks");
 
 // partial[first + block] = sum of squares of the block's chunk, in double, in a fixed order.
 __global__ void squares_kernel(const TensorTable<1> table, int first, double* __restrict__ partial) {
@@ -112,8 +191,8 @@ __global__ void scale_kernel(const TensorTable<1> table, double factor, const do
   for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) x[j] = float(double(x[j]) * factor);
 }
 
-template <int kPointers>
-unsigned grid_of(const TensorTable<kPointers>& table) {
+template <int kPointers, class T>
+unsigned grid_of(const TensorTable<kPointers, T>& table) {
   return static_cast<unsigned>(table.first_block[table.count]);
 }
 
@@ -153,7 +232,9 @@ void queue_scale(std::span<const Tensor> tensors, double factor, const double* d
 
 }  // namespace
 
-void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step) {
+namespace {
+
+void adamw_f32(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step) {
   for (const AdamWTensor& t : tensors)
     for (const Tensor* x : {&t.param, &t.grad, &t.m, &t.v})
       require_f32("adamw_step", "every tensor", x->dtype);
@@ -175,6 +256,38 @@ void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config,
         adamw_kernel<<<grid_of(table), kChunkThreads, 0, current_stream()>>>(table, s);
         PT_CUDA_CHECK_LAUNCH();
       });
+}
+
+// bf16 and q8 moments: the pointers in the order the kernels read them (ops::adamw_step checked dtypes).
+template <int kPointers, class Kernel>
+void adamw_coded(std::span<const AdamWTensor> tensors, const adamw_math::Scalars& s, Kernel kernel) {
+  launch_over_tables<kPointers, void>(
+      tensors.size(),
+      [&](size_t i, TensorTable<kPointers, void>& table, int slot) {
+        const AdamWTensor& t = tensors[i];
+        table.numel[slot] = t.param.numel();
+        table.flag[slot] = t.decay;
+        const Tensor* all[] = {&t.param, &t.grad, &t.m, &t.v, &t.m_absmax, &t.v_absmax};
+        for (int p = 0; p < kPointers; ++p) table.ptr[p][slot] = all[p]->data;
+      },
+      [&](const TensorTable<kPointers, void>& table, int) {
+        kernel<<<grid_of(table), kChunkThreads, 0, current_stream()>>>(table, s);
+        PT_CUDA_CHECK_LAUNCH();
+      });
+}
+
+}  // namespace
+
+void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step) {
+  switch (moment_format_of(tensors.empty() ? DType::f32 : tensors[0].m.dtype)) {
+    case MomentFormat::f32:
+      return adamw_f32(tensors, config, step);
+    case MomentFormat::bf16:
+      return adamw_coded<4>(tensors, adamw_math::scalars_of(config, step), adamw_bf16_kernel);
+    case MomentFormat::q8:
+      upload_code_maps();
+      return adamw_coded<6>(tensors, adamw_math::scalars_of(config, step), adamw_q8_kernel);
+  }
 }
 
 double sum_of_squares(std::span<const Tensor> tensors) {

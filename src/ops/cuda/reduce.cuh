@@ -28,4 +28,17 @@ __device__ T block_sum(T v) {
   return warp_sum(v);
 }
 
+// Maximum over the block of values >= 0, returned to every thread (exact: no order to fix). blockDim.x as
+// for block_sum.
+__device__ __forceinline__ float block_max_nonnegative(float v) {
+  __shared__ float warp_maxima[32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  v = warp_max(v);
+  __syncthreads();  // warp_maxima may still be read by a previous call
+  if (lane == 0) warp_maxima[warp] = v;
+  __syncthreads();
+  v = lane < warps ? warp_maxima[lane] : 0.0f;
+  return warp_max(v);
+}
+
 }  // namespace pt::ops::cuda

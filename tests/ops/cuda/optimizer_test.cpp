@@ -4,6 +4,9 @@
 #include "ops/adamw.h"
 #include "ops/grad_norm.h"
 
+#include <cstring>
+#include <random>
+
 namespace pt::ops {
 namespace {
 
@@ -63,6 +66,99 @@ TEST(CudaAdamW, MatchesCpuOverManyTensors) {
     EXPECT_CLOSE(p.device[i].t, as_double(hp[i]), tolerance(DType::f32));
     EXPECT_CLOSE(m.device[i].t, as_double(hm[i]), tolerance(DType::f32));
     EXPECT_CLOSE(v.device[i].t, as_double(hv[i]), tolerance(DType::f32));
+  }
+}
+
+// One buffer of an AdamW tensor on both sides: host bytes, and a device copy followed by a guard of
+// poisoned bytes (0xFF) that the kernels must leave alone (partial blocks end exactly at the tensor's end).
+struct Mirrored {
+  static constexpr size_t kGuard = 64;
+  std::vector<unsigned char> host;
+  DeviceBuffer device;
+  Tensor cpu, gpu;
+
+  Mirrored(std::vector<unsigned char> bytes, DType dtype, int64_t n)
+      : host(std::move(bytes)), device(host.size() + kGuard) {
+    std::vector<unsigned char> guarded(host);
+    guarded.resize(host.size() + kGuard, 0xFF);
+    device.upload(guarded.data(), guarded.size());
+    cpu = Tensor(host.data(), dtype, {n});
+    gpu = device.view(dtype, {n});
+  }
+  std::vector<unsigned char> device_bytes() const {
+    std::vector<unsigned char> out(host.size() + kGuard);
+    device.download(out.data(), out.size());
+    return out;
+  }
+};
+
+template <class T>
+std::vector<unsigned char> bytes_of(const std::vector<T>& v) {
+  std::vector<unsigned char> out(v.size() * sizeof(T));
+  std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+// bf16 and 8-bit moments: the CUDA kernels against the cpu op, bit for bit (the same f32 operations and
+// the same code search), over the sizes above (most not a multiple of the 256-element block, two tables),
+// from random parameters, gradients and moment state, for three steps.
+TEST(CudaAdamW, Bf16And8BitMomentsMatchCpuBitForBit) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<int64_t> sizes = tensor_sizes();
+  for (const MomentFormat format : {MomentFormat::bf16, MomentFormat::q8}) {
+    SCOPED_TRACE(std::string(moment_format_name(format)));
+    std::mt19937 rng(17);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::uniform_int_distribution<int> code(0, 254);
+    std::vector<std::vector<Mirrored>> buffers;  // per tensor: param, grad, m, v (, m_absmax, v_absmax)
+    std::vector<AdamWTensor> cpu, gpu;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const int64_t n = sizes[i], blocks = quant_blocks(n);
+      const auto floats = [&](int64_t count, float scale, bool positive) {
+        std::vector<float> v(static_cast<size_t>(count));
+        for (float& x : v) x = scale * (positive ? std::fabs(normal(rng)) : normal(rng));
+        return bytes_of(v);
+      };
+      auto& b = buffers.emplace_back();
+      b.reserve(6);
+      b.emplace_back(floats(n, 1.0f, false), DType::f32, n);
+      b.emplace_back(floats(n, std::pow(10.0f, -float(i % 5)), false), DType::f32, n);
+      if (format == MomentFormat::bf16) {
+        for (const bool positive : {false, true}) {
+          std::vector<uint16_t> bits(static_cast<size_t>(n));
+          for (auto& x : bits) x = float_to_bf16((positive ? std::fabs(normal(rng)) : normal(rng)) * 0.01f);
+          b.emplace_back(bytes_of(bits), DType::bf16, n);
+        }
+      } else {
+        for (int k = 0; k < 2; ++k) {
+          std::vector<uint8_t> codes(static_cast<size_t>(n));
+          for (auto& c : codes) c = static_cast<uint8_t>(code(rng));
+          b.emplace_back(bytes_of(codes), DType::u8, n);
+        }
+        b.emplace_back(floats(blocks, 0.1f, true), DType::f32, blocks);
+        b.emplace_back(floats(blocks, 0.01f, true), DType::f32, blocks);
+      }
+      const bool decay = i % 3 != 0;
+      cpu.push_back({b[0].cpu, b[1].cpu, b[2].cpu, b[3].cpu, decay});
+      gpu.push_back({b[0].gpu, b[1].gpu, b[2].gpu, b[3].gpu, decay});
+      if (format == MomentFormat::q8) {
+        cpu.back().m_absmax = b[4].cpu, cpu.back().v_absmax = b[5].cpu;
+        gpu.back().m_absmax = b[4].gpu, gpu.back().v_absmax = b[5].gpu;
+      }
+    }
+    const AdamWConfig config{3e-3, 0.9, 0.95, 1e-8, 0.1};
+    for (int64_t step : {1, 2, 1000}) {
+      adamw_step(cpu, config, step);
+      adamw_step(gpu, config, step);
+    }
+    const char* names[] = {"param", "grad", "m", "v", "m_absmax", "v_absmax"};
+    for (size_t i = 0; i < sizes.size(); ++i)
+      for (size_t k = 0; k < buffers[i].size(); ++k) {
+        const Mirrored& b = buffers[i][k];
+        std::vector<unsigned char> want = b.host;
+        want.resize(want.size() + Mirrored::kGuard, 0xFF);
+        ASSERT_EQ(b.device_bytes(), want) << names[k] << " of tensor " << i << " (" << sizes[i] << " elements)";
+      }
   }
 }
 
