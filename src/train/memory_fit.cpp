@@ -1,5 +1,7 @@
 #include "train/memory_fit.h"
 
+#include "ops/adamw.h"
+
 #include <fmt/format.h>
 
 #include <optional>
@@ -16,6 +18,16 @@ FitCandidate recompute(Recompute mode, std::string flags, std::string cost) {
   return {"recompute", std::move(flags), std::move(cost), [mode](PlanSettings& s) {
             if (s.recompute == mode || s.recompute == Recompute::layers) return false;  // layers: the least
             s.recompute = mode;
+            return true;
+          }};
+}
+
+FitCandidate moments(MomentFormat format, std::string cost) {
+  return {"moments", "--optimizer-state " + std::string(ops::moment_format_name(format)), std::move(cost),
+          [format](PlanSettings& s) {
+            if (ops::moment_bytes(format, kTokenStep) >= ops::moment_bytes(s.moments, kTokenStep))
+              return false;
+            s.moments = format;
             return true;
           }};
 }
@@ -53,11 +65,13 @@ std::optional<int64_t> largest_fitting_tokens(PlanSettings s, int64_t available,
 }  // namespace
 
 const std::vector<FitCandidate>& fit_candidates() {
-  // A new mode that saves memory (an optimizer-state format, bf16 gradients) is one more entry here.
+  // A new mode that saves memory (bf16 gradients, offloaded state) is one more entry here.
   static const std::vector<FitCandidate> candidates = {
       recompute(Recompute::norms_and_swiglu, "--recompute=norms",
                 "a few % more step time (norm and SwiGLU outputs recomputed)"),
       recompute(Recompute::layers, "--recompute=layers", "about a third more layer FLOPs"),
+      moments(MomentFormat::bf16, "AdamW moments rounded to bf16 (4 bytes a parameter instead of 8)"),
+      moments(MomentFormat::q8, "AdamW moments 8-bit block-wise quantized (about 2 bytes a parameter)"),
       zero1_ranks(2),
       zero1_ranks(4),
       zero1_ranks(8),
