@@ -1,10 +1,12 @@
 // Throughput of the CUDA varlen causal attention (bf16, fp32 accumulation) on ~32k tokens of SFT-like
-// lengths (lognormal, median 330, max 2048) and on one 8k sequence, at H12 D64 and H16 D128.
+// lengths (lognormal, median 330, max 2048) and on one 8k sequence, at H12 D64 and H16 D128; and of the
+// bidirectional attention (an encoder's, BERT-base's shape H12 D64 among them) on the SFT-like lengths.
 // FLOPs counted: forward 4 D H sum_i L_i (L_i + 1) / 2 (QK^T and PV over the causal pairs, 2 flops per
-// multiply-add); backward 2.5x forward (the usual convention: dQ, dK, dV and the recomputed QK^T, i.e. 5
-// products, as the backward computes them). Times are per call over back-to-back calls with one wait at
-// the end, as the training step queues them (and as the torch peer is timed): the segment table is built
-// here, valid by construction, so the calls skip the read-back of its device-side check, as the model's do.
+// multiply-add; bidirectional, over the L_i^2 pairs); backward 2.5x forward (the usual convention: dQ, dK,
+// dV and the recomputed QK^T, i.e. 5 products, as the backward computes them). Times are per call over
+// back-to-back calls with one wait at the end, as the training step queues them (and as the torch peer is
+// timed): the segment table is built here, valid by construction, so the calls skip the read-back of its
+// device-side check, as the model's do.
 // The forward runs on the kernel ops/cuda/attention.h picks (wgmma on an H100/H200); --kernels mma,wgmma
 // measures each, one row per kernel (the last column names it).
 // Usage: bench_attention [--tokens 32768] [--reps 10] [--kernels auto] [--lengths-out FILE]
@@ -59,7 +61,7 @@ void upload_random_bf16(const DeviceBuffer& dst, int64_t n, uint64_t seed) {
 
 // Prints the table's row for one batch and shape.
 void measure(const std::string& name, const std::vector<int32_t>& lengths, int64_t H, int64_t Hkv, int64_t D,
-             int reps) {
+             int reps, bool causal = true) {
   std::vector<int32_t> cu(lengths.size() + 1, 0);
   std::partial_sum(lengths.begin(), lengths.end(), cu.begin() + 1);
   const int64_t T = cu.back(), S = static_cast<int64_t>(lengths.size());
@@ -81,12 +83,13 @@ void measure(const std::string& name, const std::vector<int32_t>& lengths, int64
                     Tensor(lse.data(), DType::f32, {H, T}, gpu),
                     0,
                     /*segments_checked=*/true};
+  p.causal = causal;
   AttentionGrads g{
       Tensor(dout.data(), DType::bf16, {T, H, D}, gpu), Tensor(dq.data(), DType::bf16, {T, H, D}, gpu),
       Tensor(dk.data(), DType::bf16, {T, Hkv, D}, gpu), Tensor(dv.data(), DType::bf16, {T, Hkv, D}, gpu)};
 
-  double pairs = 0;  // causal (query, key) pairs per head
-  for (int32_t L : lengths) pairs += 0.5 * double(L) * double(L + 1);
+  double pairs = 0;  // attended (query, key) pairs per head
+  for (int32_t L : lengths) pairs += causal ? 0.5 * double(L) * double(L + 1) : double(L) * double(L);
   const double fwd_flops = 4.0 * double(D) * double(H) * pairs, bwd_flops = 2.5 * fwd_flops;
   const double fwd = bench::gpu_time_ms([&] { attention_forward(p); }, reps) / 1e3;
   const double bwd = bench::gpu_time_ms([&] { attention_backward(p, g); }, reps) / 1e3;
@@ -99,7 +102,7 @@ void measure(const std::string& name, const std::vector<int32_t>& lengths, int64
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app("CUDA varlen causal attention throughput");
+  CLI::App app("CUDA varlen attention throughput, causal and bidirectional");
   int64_t tokens = 32768;
   int reps = 10;
   app.add_option("--tokens", tokens, "tokens of the SFT-like batch")->check(CLI::Range(64, 1 << 22));
@@ -132,6 +135,8 @@ int main(int argc, char** argv) {
         measure(name, lengths, 16, 16, 128, reps);
         measure(name, lengths, 16, 4, 128, reps);
       }
+      measure("bidir sft", sft, 12, 12, 64, reps, /*causal=*/false);
+      measure("bidir sft", sft, 16, 16, 128, reps, /*causal=*/false);
     }
   } catch (const Error& e) {
     fmt::print(stderr, "bench_attention: {}\n", e.what());

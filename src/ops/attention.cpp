@@ -24,6 +24,9 @@ ArgCheck check_inputs(const char* op, const AttentionParams& p) {
   if (p.softmax_scale < 0)
     fail("{}: softmax_scale must be > 0 (or 0 for 1/sqrt(D)), got {}", op, p.softmax_scale);
   if (p.window < 0) fail("{}: window must be >= 0 (0: no sliding window), got {}", op, p.window);
+  if (p.window > 0 && !p.causal)
+    fail("{}: a sliding window (window {}) needs causal attention; bidirectional takes window 0", op,
+         p.window);
   a.real("out", p.out, {T, H, D});
   // lse is fp32 beside bf16 activations: the backward exponentiates scores minus lse, where bf16's three
   // significant digits would be percent-level errors.

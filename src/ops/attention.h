@@ -1,7 +1,8 @@
-// Causal self-attention over packed variable-length segments, in the manner of flash-attention's
-// mha_varlen_fwd: tokens are flattened to T, and segment s covers [cu_seqlens[s], cu_seqlens[s+1]);
-// no query attends across a segment boundary. H query heads share Hkv key/value heads (GQA, H % Hkv == 0).
-// An optional sliding window (Mistral, Qwen2/3) limits each query to the keys just before it.
+// Self-attention over packed variable-length segments, in the manner of flash-attention's mha_varlen_fwd:
+// tokens are flattened to T, and segment s covers [cu_seqlens[s], cu_seqlens[s+1]); no query attends across
+// a segment boundary. H query heads share Hkv key/value heads (GQA, H % Hkv == 0). Causal (decoders) or
+// bidirectional (encoders: BERT); an optional sliding window (Mistral, Qwen2/3) limits each causal query to
+// the keys just before it.
 // The forward keeps one log-sum-exp per query so the backward recomputes probabilities instead of
 // storing them; no T x T (or segment x segment) matrix is ever formed.
 #pragma once
@@ -25,8 +26,10 @@ struct AttentionParams {
   // kernels on every call and leave the GPU idle while the next launches are issued.
   bool segments_checked = false;
   // > 0: query i of a segment attends the keys j of that segment with i - window < j <= i (Hugging Face's
-  // sliding_window: the query and the window - 1 keys before it); 0: every earlier key.
+  // sliding_window: the query and the window - 1 keys before it); 0: every earlier key. Causal only.
   int32_t window = 0;
+  // true: query i attends the keys j <= i of its segment; false (bidirectional): every key of its segment.
+  bool causal = true;
 };
 
 struct AttentionGrads {

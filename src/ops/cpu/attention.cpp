@@ -1,7 +1,7 @@
-// Reference varlen causal attention, with an optional sliding window. Work is split into (segment, kv head)
-// tasks: a task owns the dq rows of its query heads and the dk/dv rows of its kv head within its segment, so
-// GQA gradients accumulate without races, and each output is computed in a fixed order whatever the thread
-// count. Tasks go longest segment first, which with a window too is the most work first.
+// Reference varlen attention, causal (with an optional sliding window) or bidirectional. Work is split into
+// (segment, kv head) tasks: a task owns the dq rows of its query heads and the dk/dv rows of its kv head
+// within its segment, so GQA gradients accumulate without races, and each output is computed in a fixed order
+// whatever the thread count. Tasks go longest segment first, which with a window too is the most work first.
 #include "core/parallel.h"
 #include "ops/cpu/cpu_ops.h"
 #include "ops/cpu/dispatch.h"
@@ -24,6 +24,7 @@ struct Segment {
 struct Layout {
   int64_t T, H, Hkv, D, group;
   int64_t window;  // AttentionParams::window: 0, or how many keys up to and including its own a query sees
+  bool causal;
   double scale;
   std::vector<Segment> segments;
 };
@@ -33,13 +34,23 @@ int64_t first_key(const Layout& l, const Segment& seg, int64_t i) {
   return l.window > 0 ? std::max(seg.start, i - l.window + 1) : seg.start;
 }
 
-// One past the last query of [j, end) that attends key j: end, or with a window at most j + window.
+// One past the last key that query i of `seg` attends: i + 1 (causal), or the segment's last real one + 1.
+int64_t key_end(const Layout& l, const Segment& seg, int64_t i) {
+  return l.causal ? i + 1 : seg.start + seg.valid;
+}
+
+// The first query of [begin, end) that attends key j: j or later (causal), else begin.
+int64_t query_begin(const Layout& l, int64_t j, int64_t begin) {
+  return l.causal ? std::max(begin, j) : begin;
+}
+
+// One past the last query of [begin, end) that attends key j: end, or with a window at most j + window.
 int64_t query_end(const Layout& l, int64_t j, int64_t end) {
   return l.window > 0 ? std::min(end, j + l.window) : end;
 }
 
 Layout layout(const char* op, const AttentionParams& p) {
-  Layout l{p.q.size(0), p.q.size(1), p.k.size(1), p.q.size(2), 0, p.window, p.softmax_scale, {}};
+  Layout l{p.q.size(0), p.q.size(1), p.k.size(1), p.q.size(2), 0, p.window, p.causal, p.softmax_scale, {}};
   l.group = l.H / l.Hkv;
   if (l.scale == 0) l.scale = 1.0 / std::sqrt(double(l.D));
   const int32_t* cu = p.cu_seqlens.ptr<int32_t>();
@@ -109,15 +120,15 @@ void forward(const AttentionParams& p, const Layout& l) {
         lse[h * T + i] = R(0);
         if (i >= seg.start + seg.valid) continue;  // pad query
         const R* qi = q + (i * H + h) * D;
-        const int64_t j0 = first_key(l, seg, i);
+        const int64_t j0 = first_key(l, seg, i), j1 = key_end(l, seg, i);
         R row_max = -std::numeric_limits<R>::infinity();
-        for (int64_t j = j0; j <= i; ++j) {
+        for (int64_t j = j0; j < j1; ++j) {
           R& s = scores[static_cast<size_t>(j - seg.start)];
           s = scale * dot(qi, k + (j * Hkv + kvh) * D, D);
           row_max = std::max(row_max, s);
         }
         R sum = 0;
-        for (int64_t j = j0; j <= i; ++j) {
+        for (int64_t j = j0; j < j1; ++j) {
           const R e = std::exp(scores[static_cast<size_t>(j - seg.start)] - row_max);
           sum += e;
           axpy(e, v + (j * Hkv + kvh) * D, o, D);
@@ -155,12 +166,12 @@ void backward(const AttentionParams& p, const AttentionGrads& g, const Layout& l
         const int64_t block_end = std::min(block + kQueryBlock, real_end);
         for (int64_t i = block; i < block_end; ++i)
           delta[i - block] = dot(dout + (i * H + h) * D, out + (i * H + h) * D, D);
-        // Keys from the first one the block's first query attends; per key, the block's queries that
-        // attend it: i >= j (causal) and, with a window, i < j + window.
-        for (int64_t j = first_key(l, seg, block); j < block_end; ++j) {
+        // Keys from the first one the block's first query attends to the last its last query attends; per
+        // key, the block's queries that attend it: i >= j (causal) and, with a window, i < j + window.
+        for (int64_t j = first_key(l, seg, block); j < key_end(l, seg, block_end - 1); ++j) {
           const R *kj = k + (j * Hkv + kvh) * D, *vj = v + (j * Hkv + kvh) * D;
           R *dkj = dk + (j * Hkv + kvh) * D, *dvj = dv + (j * Hkv + kvh) * D;
-          for (int64_t i = std::max(block, j); i < query_end(l, j, block_end); ++i) {
+          for (int64_t i = query_begin(l, j, block); i < query_end(l, j, block_end); ++i) {
             const R *qi = q + (i * H + h) * D, *doi = dout + (i * H + h) * D;
             const R prob = std::exp(scale * dot(qi, kj, D) - lse[h * T + i]);
             const R ds = prob * (dot(doi, vj, D) - delta[i - block]);

@@ -69,6 +69,7 @@ Call prepare(const char* op, const AttentionParams& p, int rows = attn::kTile) {
   // No segment is longer than T: a window of T or more changes nothing, and the causal kernels run. Below
   // T, the kernels' window arithmetic stays far from int overflow.
   a.window = p.window > 0 && p.window < T ? p.window : 0;
+  a.causal = p.causal;
   a.schedule.capacity = (a.T + c.segments * (rows - 1)) / rows;
   return c;
 }

@@ -1,8 +1,8 @@
-// CUDA varlen causal attention, with an optional sliding window (bf16 q/k/v/out and gradients, fp32 lse and
-// accumulation; head dims 64 and 128). Called by ops/attention.cpp after its shape and device checks; the
-// semantics are those of ops/attention.h. Work runs on the default stream. Unless the caller checked the
-// segment table (AttentionParams::segments_checked, as the model does), a call waits for its kernels and
-// reads back the schedule's verdict on cu_seqlens and valid_lens, to report a bad table.
+// CUDA varlen attention, causal (with an optional sliding window) or bidirectional (bf16 q/k/v/out and
+// gradients, fp32 lse and accumulation; head dims 64 and 128). Called by ops/attention.cpp after its shape
+// and device checks; the semantics are those of ops/attention.h. Work runs on the default stream. Unless the
+// caller checked the segment table (AttentionParams::segments_checked, as the model does), a call waits for
+// its kernels and reads back the schedule's verdict on cu_seqlens and valid_lens, to report a bad table.
 #pragma once
 
 #include "ops/attention.h"

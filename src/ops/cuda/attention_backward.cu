@@ -7,6 +7,7 @@
 // so dQ may differ from run to run in the last bits. Blocks run longest work first (a device-built order
 // of the key tiles). With a sliding window (kWindowed) a block visits the query tiles up to the last query
 // that attends one of its keys, and skips the 16-key chunks before the window of every query of a sub-tile.
+// Bidirectional (!kCausal), a block visits every query tile of its segment, and its warps of pad keys none.
 #include <cmath>
 
 #include "ops/cuda/attention_kernels.h"
@@ -43,11 +44,12 @@ __global__ void __launch_bounds__(256) delta_kernel(const Args a, float* dq_accu
 }
 
 // The block: kBackwardKeys keys (16 per warp) of one kv head against every query tile of kRows rows at or
-// after them (and, with a window, before window_query_end), for each query head of the group. Per step (query
-// tile, head), warps own their 16 keys, so the products are computed transposed: S^T = K Q^T, P^T, dV += P^T
-// dO, dP^T = V dO^T, dS^T, dK += dS^T Q (in kSubRows-query passes); dS^T then goes to shared memory, and
-// after a barrier the warps split the tile's dQ = dS K (16 queries x kDqCols columns each) and add it to
-// dq_accum. Q, dO, lse and delta of the next step load (cp.async) during this one.
+// after them (and, with a window, before window_query_end; bidirectional, every query tile of the segment),
+// for each query head of the group. Per step (query tile, head), warps own their 16 keys, so the products
+// are computed transposed: S^T = K Q^T, P^T, dV += P^T dO, dP^T = V dO^T, dS^T, dK += dS^T Q (in
+// kSubRows-query passes); dS^T then goes to shared memory, and after a barrier the warps split the tile's
+// dQ = dS K (16 queries x kDqCols columns each) and add it to dq_accum. Q, dO, lse and delta of the next
+// step load (cp.async) during this one.
 constexpr int kBackwardWarps = kBackwardKeys / 16;
 constexpr int kBackwardThreads = 32 * kBackwardWarps;
 
@@ -64,9 +66,10 @@ struct BackwardShape {
   static_assert(kBackwardWarps % kQGroups == 0 && kDqCols % 16 == 0 && 2 * kRows <= kBackwardThreads);
 };
 
-template <int D, bool kWindowed>
+template <int D, bool kWindowed, bool kCausal>
 __global__ void __launch_bounds__(kBackwardThreads, 1)
     backward_kernel(const Args a, const BackwardScratch scratch) {
+  static_assert(kCausal || !kWindowed, "a sliding window is causal");
   using Shape = BackwardShape<D>;
   constexpr int kRows = Shape::kRows, kSubRows = Shape::kSubRows, kLd = Shape::kLd, kLdS = Shape::kLdS;
   const int block = static_cast<int>(blockIdx.x), slot = block / a.Hkv, kv_head = block % a.Hkv;
@@ -90,13 +93,15 @@ __global__ void __launch_bounds__(kBackwardThreads, 1)
     load_tile_async<D, kBackwardKeys, kBackwardThreads>(sv, a.v, start, key0, real, a.Hkv, kv_head);
     cp_async_commit();
 
-    // Steps run over the query tiles at or after the keys (causal) that hold a query attending one of
-    // them (window), head by head. query_end > key0: the first query tile always does.
+    // Steps run over the query tiles at or after the keys (causal; bidirectional, from the segment's
+    // start) that hold a query attending one of them (window), head by head. query_end > query0: the first
+    // query tile always does.
+    const int query0 = kCausal ? key0 : 0;
     const int query_end = kWindowed ? window_query_end(key0, kBackwardKeys, real, a.window) : real;
-    const int row_tiles = (query_end - key0 + kRows - 1) / kRows, steps = group * row_tiles;
+    const int row_tiles = (query_end - query0 + kRows - 1) / kRows, steps = group * row_tiles;
     auto load_step = [&](int step) {
       const int buf = step & 1, head = kv_head * group + step / row_tiles;
-      const int row0 = key0 + step % row_tiles * kRows;
+      const int row0 = query0 + step % row_tiles * kRows;
       load_tile_async<D, kRows, kBackwardThreads>(sq + buf * kRows * kLd, a.q, start, row0, real, a.H, head);
       load_tile_async<D, kRows, kBackwardThreads>(sdo + buf * kRows * kLd, a.dout, start, row0, real, a.H,
                                                   head);
@@ -123,32 +128,36 @@ __global__ void __launch_bounds__(kBackwardThreads, 1)
       }
       __syncthreads();  // this step's tiles are visible; every warp is done with the previous step's dS^T
       const int buf = step & 1, head = kv_head * group + step / row_tiles;
-      const int row0 = key0 + step % row_tiles * kRows;
+      const int row0 = query0 + step % row_tiles * kRows;
 
       // S^T through dK per kSubRows queries; warps whose keys all lie after every real query of a
-      // sub-tile, or (window) before the window of its first query sub0 (last key warp_key0 + 15 <= sub0 -
-      // window), have P = dS = 0 there and skip it (its dS^T columns are never read: see dQ below).
+      // sub-tile (bidirectional: warps of pad keys, and sub-tiles of pad queries), or (window) before the
+      // window of its first query sub0 (last key warp_key0 + 15 <= sub0 - window), have P = dS = 0 there
+      // and skip it (its dS^T columns are never read: see dQ below).
 #pragma unroll 1
       for (int sub0 = row0; sub0 < row0 + kRows; sub0 += kSubRows) {
-        if (warp_key0 >= min(sub0 + kSubRows, real) || (kWindowed && warp_key0 + 15 + a.window <= sub0))
-          continue;
+        const bool idle =
+            kCausal ? warp_key0 >= min(sub0 + kSubRows, real) : warp_key0 >= real || sub0 >= real;
+        if (idle || (kWindowed && warp_key0 + 15 + a.window <= sub0)) continue;
         const __nv_bfloat16* q = sq + (buf * kRows + sub0 - row0) * kLd;
         const __nv_bfloat16* dout = sdo + (buf * kRows + sub0 - row0) * kLd;
         const float* lse = slse + buf * kRows + sub0 - row0;
         const float* delta = sdelta + buf * kRows + sub0 - row0;
         float st[kSubRows / 8][4] = {};
         gemm_abt<kSubRows / 8, D>(st, sk + warp * 16 * kLd, q, kLd, kLd);
-        // The diagonal, the segment's end, or the window's lower edge (j <= i - window for the sub-tile's
-        // last query i = sub0 + kSubRows - 1 and the warp's first key j = warp_key0).
-        const bool edge = sub0 < warp_key0 + 16 || sub0 + kSubRows > real ||
-                          (kWindowed && warp_key0 + a.window < sub0 + kSubRows);
+        // The diagonal (bidirectional: pad keys), the segment's end, or the window's lower edge (j <= i -
+        // window for the sub-tile's last query i = sub0 + kSubRows - 1 and the warp's first key j =
+        // warp_key0).
+        const bool edge = (kCausal ? sub0 < warp_key0 + 16 : warp_key0 + 16 > real) ||
+                          sub0 + kSubRows > real || (kWindowed && warp_key0 + a.window < sub0 + kSubRows);
 #pragma unroll
         for (int n = 0; n < kSubRows / 8; ++n) {
           const float2 l = *reinterpret_cast<const float2*>(lse + 8 * n + 2 * t);
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int j = warp_key0 + g + 8 * (e / 2), i = sub0 + 8 * n + 2 * t + e % 2;
-            const bool masked = edge && (j > i || i >= real || (kWindowed && i - j >= a.window));
+            const bool masked =
+                edge && ((kCausal ? j > i : j >= real) || i >= real || (kWindowed && i - j >= a.window));
             st[n][e] =
                 masked ? 0.0f : exp2f(fmaf(st[n][e], scale_log2, -(e % 2 ? l.y : l.x) * kLog2e));  // P^T
           }
@@ -181,12 +190,12 @@ __global__ void __launch_bounds__(kBackwardThreads, 1)
       __syncthreads();  // dS^T is complete
 
       // dQ of queries q0..q0+15, columns col0..col0+kDqCols-1: sum over the 16-key chunks that reach them
-      // (key <= query; with a window, from the chunk holding q0 - window + 1, the first key of q0's window:
-      // chunk c reaches some query iff its last key key0 + 16 c + 15 > q0 - window), all of them rows of
-      // warps that took part above (a warp skips a sub-tile only if its last key <= sub0 - window, and
-      // sub0 <= q0).
+      // (key <= query, bidirectional key < real; with a window, from the chunk holding q0 - window + 1, the
+      // first key of q0's window: chunk c reaches some query iff its last key key0 + 16 c + 15 > q0 -
+      // window), all of them rows of warps that took part above (a warp skips a sub-tile only if its last
+      // key <= sub0 - window, and sub0 <= q0).
       const int q0 = row0 + 16 * (warp % Shape::kQGroups), col0 = warp / Shape::kQGroups * Shape::kDqCols;
-      const int chunks = min(kBackwardWarps, (q0 - key0) / 16 + 1);
+      const int chunks = min(kBackwardWarps, kCausal ? (q0 - key0) / 16 + 1 : (real - key0 + 15) / 16);
       const int first = kWindowed ? max(q0 - a.window + 1 - key0, 0) / 16 : 0;
       if (q0 < real && (!kWindowed || first < chunks)) {  // (a query past every window adds nothing)
         float acc[Shape::kDqCols / 8][4] = {};
@@ -220,12 +229,15 @@ __global__ void __launch_bounds__(kBackwardThreads, 1)
 }
 
 // The backward's work list: the schedule items that start a key tile, by decreasing number of query tiles
-// the tile visits (after it, and within reach of its keys' windows). key_tiles[0] gets their count.
+// the tile visits (after it, and within reach of its keys' windows; bidirectional, all of the segment's
+// unless the tile's keys are all pads). key_tiles[0] gets their count.
 __global__ void __launch_bounds__(kOrderThreads) order_kernel(const Args a, const BackwardScratch scratch) {
   const int window = a.window;
+  const bool causal = a.causal;
   const int total = order_by_work(
       a.schedule, [](int4 item) { return item.w % kBackwardKeys == 0; },
-      [window](int4 item) {
+      [window, causal](int4 item) {
+        if (!causal) return item.w < item.y ? (item.y + kBackwardRows - 1) / kBackwardRows : 0;
         const int end = window > 0 ? window_query_end(item.w, kBackwardKeys, item.y, window) : item.y;
         return (max(end - item.w, 0) + kBackwardRows - 1) / kBackwardRows;
       },
@@ -249,14 +261,15 @@ __global__ void __launch_bounds__(256)
                                                    pack_bf16(y.x * s, y.y * s), pack_bf16(y.z * s, y.w * s));
 }
 
-template <int D, bool kWindowed>
+template <int D, bool kWindowed, bool kCausal>
 void launch_backward_kernel(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
   constexpr int kSmem = BackwardShape<D>::kSmem;
+  const auto kernel = backward_kernel<D, kWindowed, kCausal>;
   static const cudaError_t configured =
-      cudaFuncSetAttribute(backward_kernel<D, kWindowed>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   (void)configured;  // a failure resurfaces as the launch error, which the caller checks
   const unsigned blocks = static_cast<unsigned>(scratch.key_capacity) * static_cast<unsigned>(a.Hkv);
-  backward_kernel<D, kWindowed><<<blocks, kBackwardThreads, kSmem, stream>>>(a, scratch);
+  kernel<<<blocks, kBackwardThreads, kSmem, stream>>>(a, scratch);
 }
 
 }  // namespace
@@ -278,10 +291,9 @@ void launch_dq_convert(const Args& a, const BackwardScratch& scratch, cudaStream
 template <int D>
 void launch_backward(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
   launch_backward_prologue<D>(a, scratch, stream);
-  if (a.window > 0)
-    launch_backward_kernel<D, true>(a, scratch, stream);
-  else
-    launch_backward_kernel<D, false>(a, scratch, stream);
+  with_mask(a, [&](auto windowed, auto causal) {
+    launch_backward_kernel<D, decltype(windowed)::value, decltype(causal)::value>(a, scratch, stream);
+  });
   launch_dq_convert<D>(a, scratch, stream);
 }
 

@@ -9,12 +9,12 @@
 // buffers) and its first Q/dO tiles load during the current item's last step. Warpgroup wg owns keys
 // 64 wg .. 64 wg + 63 of the item and sums their dK and dV [64 x D] in registers over the query tiles of
 // kBackwardRows = 64 rows at or after the key tile (causal; with a sliding window, kWindowed, only those up
-// to window_query_end), head by head over the kv head's query heads (GQA). Q, dO, lse and delta of the next
-// step load (cp.async, two buffers) during each step. Per step, in the transposed orientation (the
-// warpgroup's keys are the MMA's M):
+// to window_query_end; bidirectional, !kCausal, all of the segment's), head by head over the kv head's query
+// heads (GQA). Q, dO, lse and delta of the next step load (cp.async, two buffers) during each step. Per step,
+// in the transposed orientation (the warpgroup's keys are the MMA's M):
 //   S^T[64 x 64] = K Q^T, dP^T = V dO^T   wgmma m64n64k16, both operands K-major in shared memory
-//   P^T, dS^T = P^T * (dP^T - delta)      registers, masked (key > query, query past the real tokens,
-//                                         query - key >= window)
+//   P^T, dS^T = P^T * (dP^T - delta)      registers, masked (key > query or, bidirectional, key past the
+//                                         real tokens; query past them; query - key >= window)
 //   dV += P^T dO, dK += dS^T Q            wgmma m64nDk16, A from registers, dO / Q MN-major
 //   dS^T -> shared memory (bf16), barrier
 //   dQ[64 x D/2] = dS K                   wgmma m64n(D/2)k16, dS^T and K both MN-major, one half of D
@@ -53,26 +53,35 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 // Work item `work`: key tile work / Hkv of the order (a schedule item {start, real, len, key0}) for kv head
 // work % Hkv, and its steps: the query tiles at or after the keys (causal) and, with a window, before
-// window_query_end, for each query head of the kv head.
+// window_query_end, for each query head of the kv head. Bidirectional, every query tile of the segment's
+// real tokens, unless the keys are all pads. Step s's queries start at query0(key0) + s % row_tiles * 64.
 struct KeyTile {
   int64_t start;
   int real, len, key0, kv_head, row_tiles, steps;
 };
 
-template <bool kWindowed>
+template <bool kCausal>
+__device__ inline int query0(int key0) {
+  return kCausal ? key0 : 0;
+}
+
+template <bool kWindowed, bool kCausal>
 __device__ inline KeyTile key_tile(const Args& a, const BackwardScratch& scratch, int work) {
   const int4 seg = a.schedule.items[scratch.key_tiles[1 + work / a.Hkv]];
   const int query_end = kWindowed ? window_query_end(seg.w, kBackwardKeys, seg.y, a.window) : seg.y;
-  const int row_tiles = (max(query_end - seg.w, 0) + kRows - 1) / kRows;
+  const int row_tiles = kCausal ? (max(query_end - seg.w, 0) + kRows - 1) / kRows
+                                : (seg.w < seg.y ? (seg.y + kRows - 1) / kRows : 0);
   return {seg.x, seg.y, seg.z, seg.w, work % a.Hkv, row_tiles, a.H / a.Hkv * row_tiles};
 }
 #endif  // PT_SM90A
 
 // Registers: __launch_bounds__(256, 1) lets ptxas use up to 255 per thread (dK and dV alone take D); it
-// takes 255 (D = 128) and 220 (D = 64) with no local memory, windowed (kWindowed) or not.
-template <int D, bool kWindowed>
+// takes 255 (D = 128) and 220 (D = 64) with no local memory, windowed (kWindowed) or not. The bidirectional
+// build, with CUDA 13.0: 255 and an 8-byte spill (D = 128), 221 (D = 64).
+template <int D, bool kWindowed, bool kCausal>
 __global__ void __launch_bounds__(kThreads, 1)
     backward_kernel_sm90(const Args a, const BackwardScratch scratch) {
+  static_assert(kCausal || !kWindowed, "a sliding window is causal");
 #if PT_SM90A
   // Offsets of the parts of smem_bytes() from the aligned base; K/V buffer b is at b * kKv.
   constexpr uint32_t kKeyTile = kBackwardKeys * D * 2, kRowTile = kRows * D * 2, kKv = 2 * kKeyTile;
@@ -115,7 +124,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     load_tile<D, kBackwardKeys, kThreads>(kv + kKeyTile, a.v, kt.start, kt.key0, kt.real, a.Hkv, kt.kv_head);
   };
   const auto load_step = [&](const KeyTile& kt, int step, int buf) {
-    const int head = kt.kv_head * group + step / kt.row_tiles, row0 = kt.key0 + step % kt.row_tiles * kRows;
+    const int head = kt.kv_head * group + step / kt.row_tiles;
+    const int row0 = query0<kCausal>(kt.key0) + step % kt.row_tiles * kRows;
     load_tile<D, kRows, kThreads>(base + kQ + buf * kRowTile, a.q, kt.start, row0, kt.real, a.H, head);
     load_tile<D, kRows, kThreads>(base + kDo + buf * kRowTile, a.dout, kt.start, row0, kt.real, a.H, head);
     if (threadIdx.x < 2 * kRows) {  // lse by the first kRows threads, delta by the next; pads read 0
@@ -154,7 +164,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.0f;
 
   // `loaded`: whether the item's K/V and first step are already in flight.
-  KeyTile cur = key_tile<kWindowed>(a, scratch, work);
+  KeyTile cur = key_tile<kWindowed, kCausal>(a, scratch, work);
   int next = items, kv_buf = 0, buf = 0;
   bool loaded = false;
   const float scale_log2 = a.scale * kLog2e;
@@ -163,7 +173,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       store_keys(cur, kv_buf);
       next = claim_now();
       if (next >= items) return;
-      cur = key_tile<kWindowed>(a, scratch, next);
+      cur = key_tile<kWindowed, kCausal>(a, scratch, next);
       loaded = false;
       continue;
     }
@@ -191,7 +201,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         next = *claim;
         loaded = false;
         if (next < items) {
-          const KeyTile upcoming = key_tile<kWindowed>(a, scratch, next);
+          const KeyTile upcoming = key_tile<kWindowed, kCausal>(a, scratch, next);
           if (upcoming.steps > 0) {
             load_keys(upcoming, kv_buf ^ 1);
             load_step(upcoming, 0, buf ^ 1);
@@ -201,7 +211,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
       const int head = cur.kv_head * group + step / cur.row_tiles;
-      const int row0 = cur.key0 + step % cur.row_tiles * kRows, real = cur.real;
+      const int row0 = query0<kCausal>(cur.key0) + step % cur.row_tiles * kRows, real = cur.real;
       // The descriptors of K and V are the same every step; hoisted out of the loop they would hold ~50
       // registers (spilling at D = 128). Hiding the base from the optimizer recomputes them, a few integer
       // operations per wgmma.
@@ -211,12 +221,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       const uint32_t sq = at + kQ + static_cast<uint32_t>(buf) * kRowTile;
       const uint32_t sdo = at + kDo + static_cast<uint32_t>(buf) * kRowTile;
 
-      // A warpgroup whose keys all lie after every real query of the step has P = dS = 0: it skips the
-      // step, and the dQ product below reads none of its dS^T rows (that happens only when row0 == key0).
-      // So does one whose keys all lie before the window of the step's first query (its last key
-      // wg_key0 + 63 <= row0 - window): only warpgroup 0, and only when row0 > key0, since a visited step
-      // has row0 < window_query_end <= key0 + 127 + window.
-      if (wg_key0 < min(row0 + kRows, real) && (!kWindowed || wg_key0 + 63 + a.window > row0)) {
+      // A warpgroup whose keys all lie after every real query of the step (bidirectional: whose keys are
+      // all pads) has P = dS = 0: it skips the step, and the dQ product below reads none of its dS^T rows
+      // (that happens only to warpgroup 1, when row0 == key0, or bidirectional when key0 + 64 >= real). So
+      // does one whose keys all lie before the window of the step's first query (its last key wg_key0 + 63
+      // <= row0 - window): only warpgroup 0, and only when row0 > key0, since a visited step has row0 <
+      // window_query_end <= key0 + 127 + window.
+      if (wg_key0 < (kCausal ? min(row0 + kRows, real) : real) &&
+          (!kWindowed || wg_key0 + 63 + a.window > row0)) {
         // s[4 i + 2 h + e]: key thread_key0 + 8 h, query row0 + 8 i + 2 t + e. Both written by their first
         // k-step (accumulate false), so no instructions zero them.
         float s[32], dp[32];
@@ -236,18 +248,18 @@ __global__ void __launch_bounds__(kThreads, 1)
 
         const float* lse = slse + buf * kRows;
         const float* delta = sdelta + buf * kRows;
-        // The diagonal, the segment's end, or the window's lower edge (key <= query - window for the
-        // step's last query row0 + 63 and the warpgroup's first key).
-        const bool edge =
-            row0 < wg_key0 + 63 || row0 + kRows > real || (kWindowed && wg_key0 + a.window < row0 + kRows);
+        // The diagonal (bidirectional: pad keys), the segment's end, or the window's lower edge (key <=
+        // query - window for the step's last query row0 + 63 and the warpgroup's first key).
+        const bool edge = (kCausal ? row0 < wg_key0 + 63 : wg_key0 + 64 > real) || row0 + kRows > real ||
+                          (kWindowed && wg_key0 + a.window < row0 + kRows);
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
           const float2 l = *reinterpret_cast<const float2*>(lse + 8 * i + 2 * t);
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int key = thread_key0 + 8 * (e / 2), query = row0 + 8 * i + 2 * t + e % 2;
-            const bool masked =
-                edge && (key > query || query >= real || (kWindowed && query - key >= a.window));
+            const bool masked = edge && ((kCausal ? key > query : key >= real) || query >= real ||
+                                         (kWindowed && query - key >= a.window));
             s[4 * i + e] =  // P^T
                 masked ? 0.0f : exp2f(fmaf(s[4 * i + e], scale_log2, -(e % 2 ? l.y : l.x) * kLog2e));
           }
@@ -292,9 +304,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       __syncthreads();
 
       // dQ[64 x D/2] of the step's queries, columns D/2 wg on: the contraction runs over the key tile's
-      // rows, but keys past row0 + 63 have dS = 0, so a diagonal step (row0 == key0) stops after 64; and
-      // with a window, when warpgroup 0 skipped the step (above), its stale dS^T rows are left out: the
-      // product runs over keys 64..127 only.
+      // rows, but keys past row0 + 63 have dS = 0, so a diagonal step (row0 == key0) stops after 64, as
+      // does, bidirectional, a key tile whose keys from 64 on are pads (warpgroup 1 skipped it); and with a
+      // window, when warpgroup 0 skipped the step (above), its stale dS^T rows are left out: the product
+      // runs over keys 64..127 only.
       float dq[D / 4];  // dq[4 i + 2 h + e]: query row0 + 16 warp + g + 8 h, column D/2 wg + 8 i + 2 t + e
       const auto dq_product = [&](auto first, auto end) {  // fixed k-steps: no branch between the wgmmas
         wgmma_fence();
@@ -309,7 +322,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       };
       using Zero = std::integral_constant<int, 0>;
       using Half = std::integral_constant<int, 4>;
-      if (row0 == cur.key0)
+      if (kCausal ? row0 == cur.key0 : cur.key0 + 64 >= real)
         dq_product(Zero{}, Half{});
       else if (kWindowed && cur.key0 + 63 + a.window <= row0)
         dq_product(Half{}, std::integral_constant<int, kBackwardKeys / 16>{});
@@ -327,22 +340,23 @@ __global__ void __launch_bounds__(kThreads, 1)
     store_keys(cur, kv_buf);
     if (next >= items) return;
     // Decoded again rather than kept from the last step: held across its MMAs, it would spill.
-    cur = key_tile<kWindowed>(a, scratch, next);
+    cur = key_tile<kWindowed, kCausal>(a, scratch, next);
     kv_buf ^= 1;
   }
 #endif  // PT_SM90A: other targets hold an empty kernel that forward_sm90_available() never selects
 }
 
 // One resident CTA per SM (registers and shared memory allow no more), no more than the work bound.
-template <int D, bool kWindowed>
+template <int D, bool kWindowed, bool kCausal>
 void launch_backward_kernel_sm90(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<D>();
-  static const cudaError_t configured = cudaFuncSetAttribute(
-      backward_kernel_sm90<D, kWindowed>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  const auto kernel = backward_kernel_sm90<D, kWindowed, kCausal>;
+  static const cudaError_t configured =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   (void)configured;  // a failure resurfaces as the launch error, which the caller checks
   const int64_t items = int64_t{scratch.key_capacity} * a.Hkv;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(items, sm_count()));
-  backward_kernel_sm90<D, kWindowed><<<blocks, kThreads, kSmem, stream>>>(a, scratch);
+  kernel<<<blocks, kThreads, kSmem, stream>>>(a, scratch);
 }
 
 }  // namespace
@@ -350,10 +364,9 @@ void launch_backward_kernel_sm90(const Args& a, const BackwardScratch& scratch, 
 template <int D>
 void launch_backward_sm90(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
   launch_backward_prologue<D>(a, scratch, stream);
-  if (a.window > 0)
-    launch_backward_kernel_sm90<D, true>(a, scratch, stream);
-  else
-    launch_backward_kernel_sm90<D, false>(a, scratch, stream);
+  with_mask(a, [&](auto windowed, auto causal) {
+    launch_backward_kernel_sm90<D, decltype(windowed)::value, decltype(causal)::value>(a, scratch, stream);
+  });
   launch_dq_convert<D>(a, scratch, stream);
 }
 

@@ -1,8 +1,8 @@
 // Forward kernel, flash-attention 2 style: a block owns kTile queries of one head and streams the
-// segment's keys up to the causal limit in kTile-key steps, keeping a running max and sum per row (online
-// softmax) so that scores never leave registers; lse = max + log(sum) is saved for the backward. With a
-// sliding window (kWindowed) the steps start at the key tile of the first key the tile's first query
-// attends.
+// segment's keys up to the causal limit (bidirectional, !kCausal: all of its real keys) in kTile-key steps,
+// keeping a running max and sum per row (online softmax) so that scores never leave registers; lse = max +
+// log(sum) is saved for the backward. With a sliding window (kWindowed) the steps start at the key tile of
+// the first key the tile's first query attends.
 #include <cmath>
 
 #include "ops/cuda/attention_kernels.h"
@@ -14,8 +14,9 @@ namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
-template <int D, bool kWindowed>
+template <int D, bool kWindowed, bool kCausal>
 __global__ void __launch_bounds__(kThreads) forward_kernel(const Args a) {
+  static_assert(kCausal || !kWindowed, "a sliding window is causal");
   const int item = blockIdx.x;
   if (item >= *a.schedule.count) return;
   const int4 seg = a.schedule.items[item];  // {start, real, len, row0}
@@ -46,8 +47,8 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const Args a) {
   const float scale_log2 = a.scale * kLog2e;
   float o[D / 8][4] = {};
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
-  const int key_end = min(real, row0 + kTile);  // causal: the tile's last query sees keys < row0 + kTile
-  // key_begin <= row0 < key_end: at least one step, the diagonal one.
+  // Causal: the tile's last query sees keys < row0 + kTile. key_begin <= row0 < key_end: at least one step.
+  const int key_end = kCausal ? min(real, row0 + kTile) : real;
   const int key_begin = kWindowed ? window_key_begin(row0, a.window, kTile) : 0;
   for (int key0 = key_begin; key0 < key_end; key0 += kTile) {
     __syncthreads();  // the previous step's readers of sk and sv are done
@@ -60,15 +61,17 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const Args a) {
 
     float s[kTile / 8][4] = {};
     gemm_abt<kTile / 8, D>(s, sq + warp * 16 * kLd, sk, kLd, kLd);
-    // The diagonal, the segment's end, or the window's lower edge: key j <= i - window for the warp's last
-    // row i = warp_row0 + 15 and j = key0.
-    if (key0 + kTile > warp_row0 || key0 + kTile > real || (kWindowed && key0 + a.window < warp_row0 + 16)) {
+    // The diagonal (causal only), the segment's end, or the window's lower edge: key j <= i - window for the
+    // warp's last row i = warp_row0 + 15 and j = key0.
+    if ((kCausal && key0 + kTile > warp_row0) || key0 + kTile > real ||
+        (kWindowed && key0 + a.window < warp_row0 + 16)) {
 #pragma unroll
       for (int n = 0; n < kTile / 8; ++n)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int i = warp_row0 + g + 8 * (e / 2), j = key0 + 8 * n + 2 * t + e % 2;
-          if (j > i || j >= real || (kWindowed && i - j >= a.window)) s[n][e] = -INFINITY;
+          if (kCausal ? j > i || j >= real || (kWindowed && i - j >= a.window) : j >= real)
+            s[n][e] = -INFINITY;
         }
     }
 #pragma unroll
@@ -79,7 +82,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const Args a) {
       m = quad_max(m);
       // Rows with every score masked so far (pads; with a window, rows whose window starts past this step's
       // keys) keep max -inf; subtracting 0 instead avoids inf - inf, and rescale = exp2(-inf) = 0 drops
-      // nothing (row_sum and o are still 0). A real row sees at least its own key, in the last step.
+      // nothing (row_sum and o are still 0). A real row sees at least its own key, by the last step.
       const float base = m == -INFINITY ? 0.0f : m * scale_log2;
       const float rescale = exp2f(row_max[half] * scale_log2 - base);
       row_max[half] = m;
@@ -120,23 +123,23 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const Args a) {
   }
 }
 
-template <int D, bool kWindowed>
+template <int D, bool kWindowed, bool kCausal>
 void launch_forward_kernel(const Args& a, cudaStream_t stream) {
   constexpr int kSmem = 3 * kTile * ld<D>() * 2;
+  const auto kernel = forward_kernel<D, kWindowed, kCausal>;
   static const cudaError_t configured =
-      cudaFuncSetAttribute(forward_kernel<D, kWindowed>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   (void)configured;  // a failure resurfaces as the launch error, which the caller checks
-  forward_kernel<D, kWindowed><<<dim3(a.schedule.capacity, a.H), kThreads, kSmem, stream>>>(a);
+  kernel<<<dim3(a.schedule.capacity, a.H), kThreads, kSmem, stream>>>(a);
 }
 
 }  // namespace
 
 template <int D>
 void launch_forward(const Args& a, cudaStream_t stream) {
-  if (a.window > 0)
-    launch_forward_kernel<D, true>(a, stream);
-  else
-    launch_forward_kernel<D, false>(a, stream);
+  with_mask(a, [&](auto windowed, auto causal) {
+    launch_forward_kernel<D, decltype(windowed)::value, decltype(causal)::value>(a, stream);
+  });
 }
 
 template void launch_forward<64>(const Args&, cudaStream_t);

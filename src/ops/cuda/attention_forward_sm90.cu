@@ -12,7 +12,8 @@
 // and lse = max * scale + log(sum) per row at the end. As in FA3, each warpgroup runs step j's softmax
 // while its P V of step j - 1 is in flight. Not yet FA3: no producer warp or TMA. With a sliding window
 // (kWindowed) step j covers keys key_begin + 128 j on, key_begin the key tile of the first key the tile's
-// first query attends; without one key_begin is 0.
+// first query attends; without one key_begin is 0. Bidirectional (!kCausal), the steps run over all of the
+// segment's real keys, and only the last one masks (keys past them).
 #include <cmath>
 
 #include "ops/cuda/attention_kernels.h"
@@ -58,19 +59,21 @@ __device__ void write_pad_tile(const Args& a, int64_t start, int row0, int rows,
 // and sum per row, and leaves in s the probabilities and in rescale the factor by which o, which holds the
 // steps before j, must be multiplied before P V of step j accumulates into it. s[4 i + e] is row
 // thread_row0 + 8 (e / 2), key key0 + 8 i + 2 t + e % 2.
-template <bool kWindowed>
+template <bool kWindowed, bool kCausal>
 __device__ inline void online_softmax(float (&s)[64], int key0, int real, int window, int wg_row0,
                                       int thread_row0, int t, float scale_log2, float (&row_max)[2],
                                       float (&row_sum)[2], float (&rescale)[2]) {
   // The diagonal, the segment's end, or the window's lower edge: key <= row - window for the warpgroup's
   // last row wg_row0 + 63 and key key0.
-  if (key0 + kBlockN - 1 > wg_row0 || key0 + kBlockN > real || (kWindowed && key0 + window < wg_row0 + 64)) {
+  if ((kCausal && key0 + kBlockN - 1 > wg_row0) || key0 + kBlockN > real ||
+      (kWindowed && key0 + window < wg_row0 + 64)) {
 #pragma unroll
     for (int i = 0; i < kBlockN / 8; ++i)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int row = thread_row0 + 8 * (e / 2), key = key0 + 8 * i + 2 * t + e % 2;
-        if (key > row || key >= real || (kWindowed && row - key >= window)) s[4 * i + e] = -INFINITY;
+        if ((kCausal && key > row) || key >= real || (kWindowed && row - key >= window))
+          s[4 * i + e] = -INFINITY;
       }
   }
 #pragma unroll
@@ -109,9 +112,10 @@ __device__ inline void rescale_rows(float (&o)[D / 2], const float (&rescale)[2]
 
 // Registers: __launch_bounds__(256, 1) lets ptxas use up to 255 per thread; it takes 239 (D = 128) and 176
 // (D = 64) with no local memory. The windowed build, with CUDA 13.0: 249 and 185 (the causal one 247 and
-// 185), no local memory.
-template <int D, bool kWindowed>
+// 185, the bidirectional one 245 and 185), no local memory.
+template <int D, bool kWindowed, bool kCausal>
 __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a, const int* order) {
+  static_assert(kCausal || !kWindowed, "a sliding window is causal");
 #if PT_SM90A
   if (static_cast<int>(blockIdx.x) >= *a.schedule.count) return;
   const int4 seg = a.schedule.items[order[blockIdx.x]];  // {start, real, len, row0}
@@ -135,7 +139,8 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
   const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
   const int wg_row0 = row0 + 64 * wg;               // the warpgroup's first query row in the segment
   const int thread_row0 = wg_row0 + 16 * warp + g;  // this thread's rows: thread_row0 and thread_row0 + 8
-  const int key_end = min(real, row0 + kSm90Rows);  // causal: the tile's last query sees keys < row0 + 128
+  // Causal: the tile's last query sees keys < row0 + 128.
+  const int key_end = kCausal ? min(real, row0 + kSm90Rows) : real;
   // Step j: keys key_begin + 128 j ..; key_begin <= row0 < key_end, so there is at least one step.
   const int key_begin = kWindowed ? window_key_begin(row0, a.window, kBlockN) : 0;
   const int steps = (key_end - key_begin + kBlockN - 1) / kBlockN;
@@ -181,8 +186,8 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
   issue_s(s, 0);
   wgmma_wait<0>();
   pin(s);
-  online_softmax<kWindowed>(s, key_begin, real, a.window, wg_row0, thread_row0, t, scale_log2, row_max,
-                            row_sum, rescale);
+  online_softmax<kWindowed, kCausal>(s, key_begin, real, a.window, wg_row0, thread_row0, t, scale_log2,
+                                     row_max, row_sum, rescale);
   to_a_fragments(s, p);
 
   for (int j = 1; j < steps; ++j) {
@@ -202,8 +207,8 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
     issue_pv(o, p, j - 1);
     wgmma_wait<1>();  // S(j) is done; P V of step j - 1 runs on during the softmax
     pin(s);
-    online_softmax<kWindowed>(s, key_begin + j * kBlockN, real, a.window, wg_row0, thread_row0, t, scale_log2,
-                              row_max, row_sum, rescale);
+    online_softmax<kWindowed, kCausal>(s, key_begin + j * kBlockN, real, a.window, wg_row0, thread_row0, t,
+                                       scale_log2, row_max, row_sum, rescale);
     // p is rewritten next. ptxas schedules this wait right after the masking, above the max and the
     // exponentials: only the masking overlaps P V; the rest of the gain is S(j) and P V(j - 1) issued
     // back to back.
@@ -243,12 +248,14 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
 }
 
 // The blocks' order: every schedule item, by decreasing number of key steps (with a window, those from
-// key_begin; a tile of pads then counts none).
+// key_begin; bidirectional, those over the segment's real keys; a tile of pads then counts none).
 __global__ void __launch_bounds__(kOrderThreads) order_kernel(const Args a, int* order) {
   const int window = a.window;
+  const bool causal = a.causal;
   order_by_work(
       a.schedule, [](int4) { return true; },
-      [window](int4 item) {
+      [window, causal](int4 item) {
+        if (!causal) return item.w < item.y ? (item.y + kBlockN - 1) / kBlockN : 0;
         const int key_end = min(item.y, item.w + kSm90Rows);
         if (window == 0) return (key_end + kBlockN - 1) / kBlockN;
         return item.w < item.y ? (key_end - window_key_begin(item.w, window, kBlockN) + kBlockN - 1) / kBlockN
@@ -265,7 +272,8 @@ bool forward_sm90_available() {
     int device = 0, major = 0;
     return cudaGetDevice(&device) == cudaSuccess &&
            cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-           major == 9 && cudaFuncGetAttributes(&attributes, forward_kernel_sm90<128, false>) == cudaSuccess &&
+           major == 9 &&
+           cudaFuncGetAttributes(&attributes, forward_kernel_sm90<128, false, true>) == cudaSuccess &&
            attributes.binaryVersion == 90;
   }();
   return available;
@@ -273,13 +281,14 @@ bool forward_sm90_available() {
 
 namespace {
 
-template <int D, bool kWindowed>
+template <int D, bool kWindowed, bool kCausal>
 void launch_forward_kernel_sm90(const Args& a, const int* order, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<D>();
-  static const cudaError_t configured = cudaFuncSetAttribute(
-      forward_kernel_sm90<D, kWindowed>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  const auto kernel = forward_kernel_sm90<D, kWindowed, kCausal>;
+  static const cudaError_t configured =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   (void)configured;  // a failure resurfaces as the launch error, which the caller checks
-  forward_kernel_sm90<D, kWindowed><<<dim3(a.schedule.capacity, a.H), kThreads, kSmem, stream>>>(a, order);
+  kernel<<<dim3(a.schedule.capacity, a.H), kThreads, kSmem, stream>>>(a, order);
 }
 
 }  // namespace
@@ -287,10 +296,9 @@ void launch_forward_kernel_sm90(const Args& a, const int* order, cudaStream_t st
 template <int D>
 void launch_forward_sm90(const Args& a, int* order, cudaStream_t stream) {
   order_kernel<<<1, kOrderThreads, 0, stream>>>(a, order);
-  if (a.window > 0)
-    launch_forward_kernel_sm90<D, true>(a, order, stream);
-  else
-    launch_forward_kernel_sm90<D, false>(a, order, stream);
+  with_mask(a, [&](auto windowed, auto causal) {
+    launch_forward_kernel_sm90<D, decltype(windowed)::value, decltype(causal)::value>(a, order, stream);
+  });
 }
 
 template void launch_forward_sm90<64>(const Args&, int*, cudaStream_t);

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace pt::ops::cuda::attn {
 
@@ -28,10 +29,23 @@ struct Args {
   int T, H, Hkv;
   float scale;  // softmax scale
   // AttentionParams::window when it is below T, else 0 (a window of T or more leaves every key in sight).
-  // Each kernel is built twice, kWindowed false and true, and runs the windowed build when window > 0: the
-  // causal build holds no window arithmetic at all.
   int window;
+  // AttentionParams::causal. Each kernel is built three times (kWindowed, kCausal): causal, windowed (causal
+  // too: no family has a bidirectional window) and bidirectional, and with_mask runs the build the call
+  // needs. The causal build holds no window arithmetic, the bidirectional one no diagonal.
+  bool causal;
 };
+
+// Calls launch(std::bool_constant<kWindowed>, std::bool_constant<kCausal>) for the mask of `a`.
+template <class Launch>
+void with_mask(const Args& a, Launch&& launch) {
+  if (!a.causal)
+    launch(std::false_type{}, std::false_type{});
+  else if (a.window > 0)
+    launch(std::true_type{}, std::true_type{});
+  else
+    launch(std::false_type{}, std::true_type{});
+}
 
 // Sliding window (window > 0): query i attends keys i - window < j <= i. A query tile starting at row0
 // visits key tiles (of `tile` keys, aligned to the segment's start as without a window) from the one that
@@ -69,8 +83,8 @@ void launch_forward_sm90(const Args& a, int* order, cudaStream_t stream);
 
 // Keys per block of the backward, and queries per step. Its work list holds the schedule items that start
 // such a key tile, at most min(schedule capacity, (T + S (kBackwardKeys-1)) / kBackwardKeys) of them,
-// longest first (by the query tiles of kBackwardRows it visits: those after the keys, up to
-// window_query_end with a window).
+// longest first (by the query tiles of kBackwardRows it visits: causal, those after the keys, up to
+// window_query_end with a window; bidirectional, every one of the segment's real tokens).
 constexpr int kBackwardKeys = 128, kBackwardRows = 64;
 
 struct BackwardScratch {

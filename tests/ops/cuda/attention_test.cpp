@@ -1,9 +1,9 @@
 // The CUDA attention (bf16 in and out, fp32 lse) against the CPU reference run in fp32 on the same
 // bf16-rounded inputs, over length mixes that stress the tile schedule: 1-token examples, long examples,
-// hundreds of short ones, lengths off every tile multiple, SFT-like mixes and padded segments, causal and
-// with sliding windows on either side of every tile size. Outputs are poisoned with NaN bytes first and
-// fenced by guard regions that must stay untouched. Every kernel kind the GPU can run is checked (mma.sync
-// everywhere, wgmma on sm_90a).
+// hundreds of short ones, lengths off every tile multiple, SFT-like mixes and padded segments, causal, with
+// sliding windows on either side of every tile size, and bidirectional. Outputs are poisoned with NaN bytes
+// first and fenced by guard regions that must stay untouched. Every kernel kind the GPU can run is checked
+// (mma.sync everywhere, wgmma on sm_90a).
 #include "ops/attention.h"
 
 #include <fmt/format.h>
@@ -74,7 +74,14 @@ struct Case {
   int64_t H, Hkv, D;
   std::vector<int32_t> valid = {};  // empty: no pads
   int32_t window = 0;               // AttentionParams::window
+  bool causal = true;               // AttentionParams::causal
 };
+
+// The case with bidirectional attention (AttentionParams::causal false).
+Case bidirectional(Case c) {
+  c.causal = false;
+  return c;
+}
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
@@ -164,6 +171,7 @@ Problem make_problem(const Case& c) {
                       Tensor::of(r.lse.data(), {H, T}),
                       0};
   cpu.window = c.window;
+  cpu.causal = c.causal;
   attention_forward(cpu);
   attention_backward(cpu, {Tensor::of(fdout.data(), {T, H, D}), Tensor::of(r.dq.data(), {T, H, D}),
                            Tensor::of(r.dk.data(), {T, Hkv, D}), Tensor::of(r.dv.data(), {T, Hkv, D})});
@@ -205,6 +213,7 @@ struct CudaRun {
                              Tensor(glse.data(), DType::f32, {H, T}, gpu),
                              0};
     params.window = c.window;
+    params.causal = c.causal;
     grads = AttentionGrads{
         Tensor(gdout.data(), DType::bf16, {T, H, D}, gpu), Tensor(gdq.data(), DType::bf16, {T, H, D}, gpu),
         Tensor(gdk.data(), DType::bf16, {T, Hkv, D}, gpu), Tensor(gdv.data(), DType::bf16, {T, Hkv, D}, gpu)};
@@ -324,6 +333,23 @@ const Case kCases[] = {
     // (the causal kernels).
     {"Window300LongerThanSegmentsD64", kOffTile, 8, 2, 64, {}, 300},
     {"Window5000BeyondTD128", kOffTile, 8, 4, 128, {}, 5000},
+    // Bidirectional: every query tile reaches every key tile of its segment, and pad keys (off-tile ends,
+    // valid_lens, key tiles of pads only) must be masked out of the queries before them too.
+    bidirectional({"BidirOneTokenExamplesD64", std::vector<int32_t>(300, 1), 12, 12, 64}),
+    bidirectional({"BidirOneTokenExamplesGqa2D128", std::vector<int32_t>(300, 1), 8, 4, 128}),
+    bidirectional({"BidirLong2048Gqa2D128", {2048}, 16, 8, 128}),
+    bidirectional({"BidirLong3000Gqa4D64", {3000}, 8, 2, 64}),
+    bidirectional({"BidirLongAndShortGqa2D128", kLongAndShort, 8, 4, 128}),
+    bidirectional({"BidirOffTileGqa2D64", kOffTile, 16, 8, 64}),
+    bidirectional({"BidirOffTileGqa4D128", kOffTile, 16, 4, 128}),
+    bidirectional({"BidirHundredsShortGqa4D64", short_lengths(400, 11), 12, 3, 64}),
+    bidirectional({"BidirSftLikeD64", sft_lengths(12, 5), 12, 12, 64}),
+    bidirectional({"BidirSftLikeGqa2D128", sft_lengths(8, 8), 16, 8, 128}),
+    bidirectional({"BidirPaddedGqa4D64", {100, 64, 37, 200, 5, 130}, 16, 4, 64, {70, 64, 0, 131, 5, 1}}),
+    bidirectional({"BidirPaddedD128", {100, 64, 37, 200, 5, 130}, 12, 12, 128, {1, 63, 36, 200, 0, 129}}),
+    // Pads filling whole key tiles of 64 and 128 after a few real tokens, and a long padded segment.
+    bidirectional({"BidirPaddedTilesGqa2D128", {300, 129, 700, 2500}, 8, 4, 128, {40, 129, 65, 2100}}),
+    bidirectional({"BidirPaddedTilesGqa4D64", {300, 129, 700, 2500}, 16, 4, 64, {40, 129, 65, 2100}}),
 };
 
 INSTANTIATE_TEST_SUITE_P(Mixes, CudaAttention, ::testing::ValuesIn(kCases),
