@@ -20,6 +20,7 @@ inline constexpr int kDatasetFormatVersion = 1;
 struct Example {
   std::span<const uint32_t> tokens;
   std::span<const uint8_t> loss_mask;  // same length as tokens
+  int64_t index = 0;                   // in its split: what a batch records of where a piece came from
 };
 
 // One split of a prepared dataset: read-only views over mmapped files (or, in tests and benchmarks,
@@ -36,7 +37,7 @@ class DatasetSplit {
   int64_t length(int64_t i) const { return static_cast<int64_t>(offsets_[i + 1] - offsets_[i]); }
   Example example(int64_t i) const {
     auto b = offsets_[i], e = offsets_[i + 1];
-    return {tokens_.subspan(b, e - b), mask_.subspan(b, e - b)};
+    return {tokens_.subspan(b, e - b), mask_.subspan(b, e - b), i};
   }
 
  private:

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "data/packing/batch_sizing.h"
+#include "data/packing/masked_lm.h"
 
 #include <numeric>
 
@@ -34,6 +35,7 @@ void StepSampler::start_epoch() { order_ = packing_order(split_, options_, epoch
 
 std::vector<int64_t> StepSampler::next() {
   std::vector<int64_t> step;
+  step_epochs_.clear();
   int64_t tokens = 0;
   for (;;) {
     if (position_ == std::ssize(order_)) {
@@ -48,6 +50,7 @@ std::vector<int64_t> StepSampler::next() {
       break;
     }
     step.push_back(index);
+    step_epochs_.push_back(epoch_);
     tokens += split_.length(index);
     ++position_;
   }
@@ -65,9 +68,13 @@ PackingOptions share_packing_options(const DatasetSplit& split, const PackingOpt
 }
 
 std::vector<Batch> pack_examples(const DatasetSplit& split, std::span<const int64_t> examples,
-                                 const PackingOptions& share_options) {
+                                 const PackingOptions& share_options, std::span<const int64_t> epochs) {
   std::vector<Batch> batches;
   if (examples.empty()) return batches;
+  const bool masked = share_options.objective == Objective::kMaskedLm;
+  if (masked && epochs.size() != examples.size())
+    fail("pack_examples: the masked-LM objective needs the epoch of each of the {} examples (got {})",
+         examples.size(), epochs.size());
   // The packers walk a split, so the share becomes one: a copy of its tokens (small next to a step's
   // compute).
   std::vector<uint32_t> tokens;
@@ -81,8 +88,19 @@ std::vector<Batch> pack_examples(const DatasetSplit& split, std::span<const int6
   }
   const DatasetSplit share =
       DatasetSplit::from_vectors(std::move(tokens), std::move(mask), std::move(offsets));
-  auto packer = make_packer(share, share_options, 0);
-  while (auto batch = packer->next()) batches.push_back(std::move(*batch));
+  // The share's examples are masked as the dataset's (seed, epoch, index), not as the share's own.
+  PackingOptions causal = share_options;
+  causal.objective = Objective::kCausalLm;
+  auto packer = make_packer(share, causal, 0);
+  auto key_of = [&](int64_t i) {
+    const auto at = static_cast<size_t>(i);
+    return MaskKey{share_options.seed, epochs[at], examples[at]};
+  };
+  while (auto batch = packer->next()) {
+    if (masked) mask_batch(*batch, share, *share_options.mlm_vocab, share_options.mlm, key_of);
+    for (ExamplePiece& piece : batch->pieces) piece.example = examples[static_cast<size_t>(piece.example)];
+    batches.push_back(std::move(*batch));
+  }
   return batches;
 }
 
@@ -109,11 +127,15 @@ RankStepStream::RankStepStream(DatasetSplit split, const PackingOptions& options
 RankStep RankStepStream::next() {
   RankStep s;
   const std::vector<int64_t> step = sampler_.next();
+  const std::vector<int64_t>& epochs = sampler_.step_epochs();
   std::vector<int64_t> lengths(step.size());
   for (size_t i = 0; i < step.size(); ++i) lengths[i] = split_.length(step[i]);
   s.balance = balance_by_tokens(lengths, world_size_);
-  for (int64_t position : s.balance.share(rank_)) s.examples.push_back(step[static_cast<size_t>(position)]);
-  s.micro = pack_examples(split_, s.examples, share_options_);
+  for (int64_t position : s.balance.share(rank_)) {
+    s.examples.push_back(step[static_cast<size_t>(position)]);
+    s.epochs.push_back(epochs[static_cast<size_t>(position)]);
+  }
+  s.micro = pack_examples(split_, s.examples, share_options_, s.epochs);
   return s;
 }
 

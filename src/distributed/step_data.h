@@ -34,6 +34,8 @@ class StepSampler {
               int64_t epoch = 0, int64_t position = 0);
 
   std::vector<int64_t> next();
+  // The epoch each example of the last step was drawn in (a step may straddle epochs): masked-LM keys.
+  const std::vector<int64_t>& step_epochs() const { return step_epochs_; }
   int64_t epoch() const { return epoch_; }
   int64_t position() const { return position_; }  // in epoch()'s order (empty examples excluded)
 
@@ -45,6 +47,7 @@ class StepSampler {
   int64_t examples_per_step_ = 0, tokens_per_step_ = 0;
   int64_t epoch_, position_;
   std::vector<int64_t> order_;
+  std::vector<int64_t> step_epochs_;
 };
 
 // The options a rank packs its share with: in the given order (no shuffle), and for the fixed-row
@@ -53,14 +56,17 @@ class StepSampler {
 PackingOptions share_packing_options(const DatasetSplit& split, const PackingOptions& options);
 
 // Packs `examples` (dataset indices, in this order) into micro-batches with share_packing_options; every
-// example is in exactly one batch. Returns no batches for no examples.
+// example is in exactly one batch, and batch.pieces name dataset indices. Returns no batches for no
+// examples. The masked-LM objective masks example i with the key (seed, epochs[i], examples[i]), as a
+// single process does, so masks do not depend on the world size; it needs one epoch per example.
 std::vector<Batch> pack_examples(const DatasetSplit& split, std::span<const int64_t> examples,
-                                 const PackingOptions& share_options);
+                                 const PackingOptions& share_options, std::span<const int64_t> epochs = {});
 
 struct RankStep {
   std::vector<Batch> micro;  // this rank's micro-batches; none when the step has fewer examples than ranks
   TokenBalance balance;      // the step's split over ranks (the same on every rank): imbalance() for logs
   std::vector<int64_t> examples;  // this rank's share (dataset indices)
+  std::vector<int64_t> epochs;    // the epoch each of them was drawn in
   int64_t real_tokens() const;    // of this rank
   int64_t global_real_tokens() const;
 };

@@ -42,6 +42,8 @@ void BatchBuilder::append(const Example& example, int64_t begin, int64_t end, bo
     labels[0] = kIgnoreLabel;
     --loss;
   }
+  batch_.pieces.push_back({example.index, static_cast<int32_t>(begin), static_cast<int32_t>(at),
+                           static_cast<int32_t>(n)});
   next_position_ += static_cast<int32_t>(n);
   batch_.real_tokens += static_cast<int64_t>(n);
   batch_.loss_tokens += loss;

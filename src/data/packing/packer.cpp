@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "data/packing/batch_sizing.h"
+#include "data/packing/masked_lm.h"
 #include "data/packing/shuffle.h"
 #include "data/packing/strategies.h"
 
@@ -56,6 +57,27 @@ void validate(const DatasetSplit& split, const PackingOptions& o) {
       fail("packing: {} examples of up to {} tokens could exceed {} tokens per batch; lower the batch size",
            o.examples_per_batch, longest, kMaxBatchTokens);
   }
+  if (o.objective == Objective::kMaskedLm) {
+    if (!o.mlm_vocab) fail("packing: the masked-LM objective needs the tokenizer's vocabulary roles");
+    o.mlm.validate(*o.mlm_vocab);
+  }
+}
+
+std::unique_ptr<Packer> make_strategy_packer(const DatasetSplit& split, const PackingOptions& options,
+                                             int64_t epoch) {
+  switch (options.strategy) {
+    case Strategy::kPadding:
+      return make_padding_packer(split, options, epoch);
+    case Strategy::kConcat:
+      return make_concat_packer(split, options, epoch, false);
+    case Strategy::kConcatPosId:
+      return make_concat_packer(split, options, epoch, true);
+    case Strategy::kFlatten:
+      return make_flatten_packer(split, options, epoch);
+    case Strategy::kBfd:
+      return make_bfd_packer(split, options, epoch);
+  }
+  fail("packing: unknown strategy");
 }
 
 }  // namespace
@@ -94,19 +116,10 @@ std::vector<int64_t> epoch_order(int64_t num_examples, uint64_t seed, int64_t ep
 
 std::unique_ptr<Packer> make_packer(const DatasetSplit& split, const PackingOptions& options, int64_t epoch) {
   validate(split, options);
-  switch (options.strategy) {
-    case Strategy::kPadding:
-      return make_padding_packer(split, options, epoch);
-    case Strategy::kConcat:
-      return make_concat_packer(split, options, epoch, false);
-    case Strategy::kConcatPosId:
-      return make_concat_packer(split, options, epoch, true);
-    case Strategy::kFlatten:
-      return make_flatten_packer(split, options, epoch);
-    case Strategy::kBfd:
-      return make_bfd_packer(split, options, epoch);
-  }
-  fail("packing: unknown strategy");
+  auto packer = make_strategy_packer(split, options, epoch);
+  if (options.objective == Objective::kMaskedLm)
+    return masked_lm_packer(std::move(packer), split, options, epoch);
+  return packer;
 }
 
 }  // namespace pt

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "data/dataset.h"
+#include "data/mlm/masking.h"
 #include "data/packing/batch.h"
 
 #include <cstdint>
@@ -44,6 +45,10 @@ struct PackingOptions {
   int32_t pad_id = 0;
   uint64_t seed = 0;
   bool shuffle = true;
+  // kMaskedLm: every batch is masked (masked_lm.h) with these settings, keyed by (seed, epoch, example).
+  Objective objective = Objective::kCausalLm;
+  MlmSettings mlm;
+  std::shared_ptr<const MlmVocab> mlm_vocab;  // required for kMaskedLm: MlmVocab::from_tokenizer
 };
 
 class Packer {

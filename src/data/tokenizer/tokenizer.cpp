@@ -114,6 +114,18 @@ std::string Tokenizer::id_to_token(int32_t id) const {
 
 int32_t Tokenizer::vocab_size() const { return static_cast<int32_t>(impl_->spelling.size()); }
 
+bool Tokenizer::has_id(int32_t id) const {
+  return id >= 0 && id < vocab_size() && impl_->used[static_cast<size_t>(id)];
+}
+
+std::span<const int32_t> Tokenizer::special_ids() const { return impl_->special_ids; }
+
+std::optional<std::string> Tokenizer::continuing_subword_prefix() const {
+  if (const auto* wordpiece = std::get_if<WordPieceModel>(&impl_->model))
+    return wordpiece->continuing_subword_prefix();
+  return std::nullopt;
+}
+
 uint64_t Tokenizer::hash() const { return impl_->hash; }
 
 namespace {

@@ -54,6 +54,12 @@ class Tokenizer {
   std::optional<int32_t> token_to_id(std::string_view token) const;
   std::string id_to_token(int32_t id) const;
   int32_t vocab_size() const;  // one past the largest id, added tokens included
+  bool has_id(int32_t id) const;  // whether a token has this id (ids below vocab_size may be unused)
+  // Ids of the added tokens marked special ([CLS], [SEP], [PAD], [UNK], [MASK] for BERT), ascending.
+  std::span<const int32_t> special_ids() const;
+  // WordPiece's continuing_subword_prefix ("##" for BERT): a token spelled with it continues the word
+  // of the token before. nullopt for BPE, whose tokens carry no such mark.
+  std::optional<std::string> continuing_subword_prefix() const;
   // xxh64 of the canonical tokenizer.json bytes: prepared datasets record it to catch a tokenizer swap.
   uint64_t hash() const;
   // Common specials, looked up by name across conventions (<|endoftext|>, </s>, <|end_of_text|>, ...);

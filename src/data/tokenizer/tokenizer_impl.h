@@ -34,6 +34,7 @@ struct Tokenizer::Impl {
   std::vector<std::string> spelling;  // id -> token as written in tokenizer.json ("" for unused ids)
   std::vector<bool> used;             // id -> whether any token has it
   StringMap<int32_t> ids;             // spelling -> id, added tokens included
+  std::vector<int32_t> special_ids;   // added tokens marked special, ascending
   uint64_t hash = 0;
 };
 

@@ -533,6 +533,7 @@ Tokenizer::Impl::Impl(std::string_view text, const std::string& origin) {
       token.rstrip = r.flag(t, path, "rstrip", false);
       token.normalized = r.flag(t, path, "normalized", !token.special);
       assign(token.id, token.content);
+      if (token.special) special_ids.push_back(token.id);
       if (token.normalized) {
         normalized_patterns.push_back(normalizer.apply(token.content));
         normalized_tokens.push_back(std::move(token));
@@ -542,6 +543,8 @@ Tokenizer::Impl::Impl(std::string_view text, const std::string& origin) {
       }
     }
   }
+  std::sort(special_ids.begin(), special_ids.end());
+  special_ids.erase(std::unique(special_ids.begin(), special_ids.end()), special_ids.end());
   raw_added = AddedTokenMatcher(std::move(raw_tokens), raw_patterns);
   normalized_added = AddedTokenMatcher(std::move(normalized_tokens), normalized_patterns);
 

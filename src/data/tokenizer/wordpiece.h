@@ -27,6 +27,7 @@ class WordPieceModel {
 
   // Appends the ids of one pre-token.
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
+  const std::string& continuing_subword_prefix() const { return options_.continuing_subword_prefix; }
 
  private:
   // False when some part of `word` matches no token.
