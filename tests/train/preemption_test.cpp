@@ -64,11 +64,23 @@ pid_t spawn(const std::vector<std::string>& args, const fs::path& log) {
   return pid;
 }
 
+// Whether the child has not exited yet. WNOWAIT leaves an exited child waitable, so that wait_for still
+// reads its status (reaping it here made wait_for wait out its timeout and report "exit 0").
+bool running(pid_t pid) {
+  siginfo_t info{};
+  return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == 0;
+}
+
 // The child's wait status; a child still running after timeout_s is killed and reported as such.
 int wait_for(pid_t pid, double timeout_s) {
   const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
   for (int status = 0;;) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) return status;
+    const pid_t waited = ::waitpid(pid, &status, WNOHANG);
+    if (waited == pid) return status;
+    if (waited < 0) {
+      ADD_FAILURE() << "pid " << pid << " cannot be waited for (already reaped?)";
+      return -1;
+    }
     if (Clock::now() > deadline) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, &status, 0);
@@ -172,8 +184,7 @@ TEST_F(PackedRun, SignalsAtRandomPointsStopWithACheckpointAndTheRunResumesBitFor
       std::this_thread::sleep_for(std::chrono::duration<double>(fraction(rng) * 0.1 * run_s));
     } else {
       const auto deadline = Clock::now() + std::chrono::seconds(120);
-      while (printed_steps(run).size() == before && ::waitpid(pid, nullptr, WNOHANG) == 0 &&
-             Clock::now() < deadline)
+      while (printed_steps(run).size() == before && running(pid) && Clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
       const double left = static_cast<double>(kSteps - static_cast<int64_t>(before)) / kSteps;
       std::this_thread::sleep_for(std::chrono::duration<double>(fraction(rng) * 0.8 * left * run_s));
