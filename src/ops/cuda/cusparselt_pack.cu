@@ -131,11 +131,10 @@ void cusparselt_pack24(const void* src, int64_t ld, bool transpose, int64_t R, i
 
 void cusparselt_pack24_mvue(const void* src, int64_t ld, int64_t R, int64_t C, uint64_t seed, void* dst) {
   check_pack_shape("cusparselt_pack24_mvue", ld, R, C);
-  auto* values = static_cast<uint4*>(dst);
-  auto* meta = reinterpret_cast<uint32_t*>(static_cast<char*>(dst) + R * C);
+  const mvue_pack::Packed a = mvue_pack::packed_parts(dst, R, C);
   const dim3 grid(static_cast<unsigned>(C / mvue_pack::kTile), static_cast<unsigned>(R / mvue_pack::kTile));
   pack_mvue_kernel<<<grid, mvue_pack::kThreads, 0, current_stream()>>>(
-      static_cast<const uint16_t*>(src), ld, C, sparse24::mvue_seed_hash(seed), values, meta);
+      static_cast<const uint16_t*>(src), ld, C, sparse24::mvue_seed_hash(seed), a.values, a.meta);
   PT_CUDA_CHECK_LAUNCH();
 }
 

@@ -23,6 +23,16 @@ struct Tile {
   uint8_t nibbles[kTile][kGroups];
 };
 
+// The two parts of a packed A [R, C] in cusparselt_pack.h's layout: the values, then the metadata after
+// their R * C bytes.
+struct Packed {
+  uint4* values;
+  uint32_t* meta;
+};
+inline Packed packed_parts(void* packed, int64_t R, int64_t C) {
+  return {static_cast<uint4*>(packed), reinterpret_cast<uint32_t*>(static_cast<char*>(packed) + R * C)};
+}
+
 __device__ inline int quad() { return static_cast<int>(threadIdx.x % 16); }
 __device__ inline int group() { return static_cast<int>(threadIdx.x / 16); }
 

@@ -142,13 +142,12 @@ bool swiglu_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tens
     swiglu_backward(dout, h, dh);
     return false;
   }
-  auto* values = static_cast<uint4*>(packed);
-  auto* meta = reinterpret_cast<uint32_t*>(static_cast<char*>(packed) + 2 * F * rows);
+  const mvue_pack::Packed a = mvue_pack::packed_parts(packed, 2 * F, rows);
   const dim3 grid(static_cast<unsigned>(rows / mvue_pack::kTile),
                   static_cast<unsigned>(F / mvue_pack::kTile));
   backward_mvue_pack_kernel<<<grid, mvue_pack::kThreads, 0, current_stream()>>>(
       data<__nv_bfloat16>(dout), data<__nv_bfloat16>(h), data<__nv_bfloat16>(dh), F, rows,
-      sparse24::mvue_seed_hash(seed), values, meta);
+      sparse24::mvue_seed_hash(seed), a.values, a.meta);
   PT_CUDA_CHECK_LAUNCH();
   if (rows < T) swiglu_backward(dout.rows(rows, T), h.rows(rows, T), dh.rows(rows, T));  // unpruned
   return true;
