@@ -780,10 +780,21 @@ class Engine {
       transient.emplace(static_cast<size_t>(out_rows * out_cols * dtype_size(c.out.dtype)));
     const Tensor scratch(transient ? transient->data() : c.out.data, c.out.dtype, {out_rows, out_cols},
                          Device::cuda);
+    // The kernel search and the timing prune g into a copy where a dense decision keeps g as it came.
+    std::optional<Transient> pruned_copy;
+    std::optional<Pruning> probe_pruning;
+    Call probe = c;
+    if (c.pruning && c.pruning->only_if_sparse) {
+      pruned_copy.emplace(static_cast<size_t>(c.act.numel() * dtype_size(c.act.dtype)));
+      probe_pruning.emplace(
+          c.act, Tensor(pruned_copy->data(), c.act.dtype, {c.act.shape[0], c.act.shape[1]}, Device::cuda),
+          c.pruning->seed, false);
+      probe.pruning = &*probe_pruning;
+    }
 
     std::vector<Plan*> plans;  // cuSPARSELt's, nullptr for the other paths
     std::erase_if(candidates, [&](Path p) {
-      Plan* plan = plan_for(c, M0, bucket, p == Path::sparse_a, scratch.data);
+      Plan* plan = plan_for(probe, M0, bucket, p == Path::sparse_a, scratch.data);
       if (plan) plans.push_back(plan);
       return plan == nullptr;
     });
@@ -818,21 +829,12 @@ class Engine {
           }
         };
       };
-      // Timing prunes g into a copy where a dense decision keeps g as it came.
-      std::optional<Transient> pruned_copy;
-      std::optional<Pruning> timing_pruning;
-      if (c.pruning && c.pruning->only_if_sparse) {
-        pruned_copy.emplace(static_cast<size_t>(c.act.numel() * dtype_size(c.act.dtype)));
-        timing_pruning.emplace(
-            c.act, Tensor(pruned_copy->data(), c.act.dtype, {c.act.shape[0], c.act.shape[1]}, Device::cuda),
-            c.pruning->seed, false);
-      }
-      std::vector<Call> timed(candidates.size(), c);
+      std::vector<Call> timed(candidates.size(), probe);
       std::vector<Timed> runs;
       for (size_t i = 0; i < candidates.size(); ++i) {
         const Path path = candidates[i];
         Plan* plan = plans[i];
-        if (timing_pruning) timed[i].pruning = path == Path::dense ? nullptr : &*timing_pruning;
+        if (path == Path::dense) timed[i].pruning = c.dense_form().pruning;
         // A g whose producer prunes and packs it on the way: the GEMM from the packed operand, plus
         // what packing adds to that producer, instead of this call's own packing pass.
         timed[i].prepacked =
