@@ -164,7 +164,7 @@ Result bench(const ModelConfig& config, const std::vector<float>& init, const st
   std::vector<int64_t> targets;
   for (const Batch& b : batches) {
     int64_t n = 0;
-    for (int32_t t : shifted_targets(b)) n += t != kIgnoreLabel;
+    for (int32_t t : loss_targets(b)) n += t != kIgnoreLabel;
     targets.push_back(std::max<int64_t>(1, n));
   }
   Arena stats(Device::cuda);

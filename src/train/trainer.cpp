@@ -99,7 +99,7 @@ StepBatches counted(std::vector<Batch> micro, const ModelConfig& config) {
   StepBatches s;
   s.micro = std::move(micro);
   for (const Batch& b : s.micro) {
-    for (int32_t t : shifted_targets(b)) s.targets += t != kIgnoreLabel;
+    for (int32_t t : loss_targets(b)) s.targets += t != kIgnoreLabel;
     s.real_tokens += b.real_tokens;
     s.processed_tokens += b.processed_tokens;
     s.flops += training_flops(config, b);
