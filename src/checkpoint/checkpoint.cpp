@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -109,12 +110,20 @@ ops::HostMoment read_moment(const SafetensorsReader& r, const ParameterLayout& l
 }
 
 // The name a model file gives a parameter: its HF name, or that name without the family's base-model
-// prefix ("transformer.", "model."), as checkpoints saved from the base model class (GPT-2's original
-// release among them) spell it.
+// prefix ("transformer.", "model.", "bert."), as checkpoints saved from the base model class (GPT-2's
+// original release among them) spell it; and a LayerNorm's weight and bias as gamma and beta, as BERT
+// checkpoints converted from TensorFlow (bert-base-uncased among them) spell them, which transformers
+// renames on load.
 std::string stored_name(const SafetensorsReader& r, const std::string& name) {
-  if (r.contains(name)) return name;
-  if (const auto dot = name.find('.'); dot != std::string::npos && r.contains(name.substr(dot + 1)))
-    return name.substr(dot + 1);
+  std::vector<std::string> spellings = {name};
+  for (auto [hf, tf] :
+       {std::pair{"LayerNorm.weight", "LayerNorm.gamma"}, {"LayerNorm.bias", "LayerNorm.beta"}})
+    if (name.ends_with(hf)) spellings.push_back(name.substr(0, name.size() - std::strlen(hf)) + tf);
+  for (size_t i = 0, n = spellings.size(); i < n; ++i)
+    if (const auto dot = spellings[i].find('.'); dot != std::string::npos)
+      spellings.push_back(spellings[i].substr(dot + 1));
+  for (const std::string& s : spellings)
+    if (r.contains(s)) return s;
   return name;  // missing: read_f32 names it
 }
 

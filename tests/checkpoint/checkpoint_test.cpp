@@ -430,6 +430,27 @@ TEST(HuggingFaceLoading, BertCheckpointsRoundTripAndAcceptTiedCopies) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cls.predictions.decoder.bias"), std::string::npos) << e.what();
   }
+  // TensorFlow's LayerNorm names (gamma, beta), as bert-base-uncased's checkpoint has them.
+  {
+    fs::create_directories(dir / "tf_names");
+    write_file_atomic((dir / "tf_names" / "config.json").string(), config_to_json(c));
+    std::vector<std::string> names;
+    std::vector<StTensorToWrite> tensors;
+    for (const auto& p : layout.params()) {
+      std::string name = p.name;
+      for (auto [hf, tf] :
+           {std::pair{".LayerNorm.weight", ".LayerNorm.gamma"}, {".LayerNorm.bias", ".LayerNorm.beta"}})
+        if (name.ends_with(hf)) name = name.substr(0, name.size() - std::string(hf).size()) + tf;
+      names.push_back(name);
+    }
+    for (size_t i = 0; i < names.size(); ++i) {
+      const ParamInfo& p = layout.params()[i];
+      tensors.push_back({names[i], StDtype::kF32, p.shape, params.data() + p.offset});
+    }
+    write_safetensors((dir / "tf_names" / "model.safetensors").string(), tensors, {});
+    EXPECT_EQ(load_model_dir((dir / "tf_names").string()).params, params);
+    EXPECT_NE(std::find(names.begin(), names.end(), "bert.embeddings.LayerNorm.gamma"), names.end());
+  }
   write_bert(dir / "pooler", c, params, {{"bert.pooler.dense.bias", std::vector<float>(16, 0.5f)}});
   try {
     load_model_dir((dir / "pooler").string());
