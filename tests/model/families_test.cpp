@@ -28,8 +28,9 @@ TEST(ModelPresets, OwnShapesTakeTheTokenizersVocab) {
 // The parameter counts the models' publishers give (embeddings included, tied ones once).
 TEST(ModelPresets, RealModelsHaveTheirPublishedParameterCounts) {
   const std::pair<const char*, int64_t> published[] = {
-      {"gpt2", 124439808},          {"llama3.2-1b", 1235814400},   {"llama3.2-3b", 3212749824},
-      {"llama3.1-8b", 8030261248},  {"qwen2.5-0.5b", 494032768},   {"mistral-7b", 7241732096},
+      {"gpt2", 124439808},         {"llama3.2-1b", 1235814400}, {"llama3.2-3b", 3212749824},
+      {"llama3.1-8b", 8030261248}, {"qwen2.5-0.5b", 494032768}, {"mistral-7b", 7241732096},
+      {"bert-base", 109514298},  // BertForMaskedLM: BertModel's 109482240 less the pooler, plus the MLM head
   };
   for (const auto& [name, count] : published) {
     const ModelConfig c = preset_config(name);
@@ -45,7 +46,8 @@ TEST(ModelPresets, RealModelsHaveTheirPublishedParameterCounts) {
 }
 
 TEST(ModelFamilies, EveryPresetRoundTripsThroughConfigJson) {
-  for (const char* name : {"tiny", "gpt2", "llama3.2-1b", "llama3.1-8b", "qwen2.5-0.5b", "qwen3-0.6b", "mistral-7b"}) {
+  for (const char* name : {"tiny", "gpt2", "llama3.2-1b", "llama3.1-8b", "qwen2.5-0.5b", "qwen3-0.6b",
+                           "mistral-7b", "bert-base"}) {
     ModelConfig c = preset_config(name);
     if (c.vocab_size == 0) c.vocab_size = 512;
     const ModelConfig back = parse_config(config_to_json(c), name);
