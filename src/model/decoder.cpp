@@ -421,7 +421,8 @@ void DecoderModel::head_transform_forward(int64_t T) const {
 
 void DecoderModel::head_transform_backward(const Tensor& dy, const Tensor& dx, const Tensor& grads) const {
   const int64_t T = dy.size(0), C = config_.hidden_size;
-  activation_backward(dy, arena_.view(head_h_, {T, C}), dy);  // in place: dy becomes the dense's output's
+  // In place: dy becomes the gradient of the dense's output.
+  activation_backward(dy, arena_.view(head_h_, {T, C}), dy);
   bias_grad(dy, layout_.head_dense_bias(), grads);
   ops::linear_backward(dy, arena_.view(final_in_, {T, C}), weight(layout_.head_dense(), {C, C}), dx,
                        Write::overwrite, param(grads, layout_.head_dense(), {C, C}), Write::accumulate);
@@ -574,9 +575,10 @@ void DecoderModel::forward_backward(const StagedBatch& batch, const Tensor& grad
   } else {
     norm_backward(dxn, final_norm_acts(T), layout_.final_norm(), layout_.final_norm_bias(), dx, grads);
   }
-  // Backward runs through the layout (embeddings, layers, final norm, untied LM head) from its end. What
-  // is still to come lies before the part reported final: the layers below the current one and the
-  // embeddings, which a tied LM head shares, so its gradient is final only after embedding_backward.
+  // Backward runs through the layout (embeddings, layers, head transform, final norm, untied LM head, its
+  // bias) from its end. What is still to come lies before the part reported final: the layers below the
+  // current one and the embeddings, which a tied LM head shares, so its gradient is final only after
+  // embed_backward.
   auto report = [&](int64_t first_final) {
     if (backward_progress_) backward_progress_(first_final);
   };
