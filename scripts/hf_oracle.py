@@ -190,10 +190,12 @@ def gpt2_config():
 
 def bert_config():
     # Dropout off (packtrain trains without it); every token is of type 0 (token_type_ids default to zeros).
+    # No pad token: torch's Embedding(padding_idx) would hold that row's gradient at zero wherever its id
+    # appears in the random batch, while packtrain keeps pads out of examples rather than out of the table.
     return BertConfig(**COMMON, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=24,
                       max_position_embeddings=64, type_vocab_size=2, layer_norm_eps=1e-12, hidden_act="gelu",
                       hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, tie_word_embeddings=True,
-                      pad_token_id=0)
+                      pad_token_id=None)
 
 
 MLM_FAMILIES = {"bert"}
