@@ -241,8 +241,11 @@ struct DataRank {
 // batches (a fraction of a second per million examples) sizes the activation arena exactly, once; a bound
 // over any epoch (the N longest examples together) would cost several times the memory on long-tailed data.
 // The single-process stream replays from the run's start, as it always has.
-int64_t largest_batch_tokens(const TrainConfig& tc, const PackingOptions& p, const DatasetSplit& split,
+int64_t largest_batch_tokens(const TrainConfig& tc, const PackingOptions& options, const DatasetSplit& split,
                              const TrainerState& state, const DataRank* data_parallel) {
+  // Masking changes no batch's size, and would read every token of the run: the replay packs unmasked.
+  PackingOptions p = options;
+  p.objective = Objective::kCausalLm;
   int64_t largest = 0;
   if (!data_parallel) {
     BatchStream replay(split, p);
