@@ -4,6 +4,7 @@
 #include "model/batches.h"
 #include "model/decoder.h"
 #include "model/family_configs.h"
+#include "model/generate.h"
 #include "model/parameters.h"
 
 #include <gtest/gtest.h>
@@ -180,6 +181,20 @@ TEST(DecoderFamilies, PositionsPastGpt2sTableAreAnError) {
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("128 learned positions"), std::string::npos) << e.what();
+  }
+}
+
+// An encoder predicts masked tokens; asked to continue text, it says so.
+TEST(DecoderFamilies, BertDoesNotGenerate) {
+  const ModelConfig c = family_config("bert");
+  DecoderModel model(c, 16);
+  std::vector<float> params = random_params(c, 1, 0.1);
+  try {
+    generate(model, Tensor::of(params.data(), {static_cast<int64_t>(params.size())}), {2, 3},
+             SamplingOptions{}, std::nullopt, [](int32_t) {});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("masked-LM encoder"), std::string::npos) << e.what();
   }
 }
 
