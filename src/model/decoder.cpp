@@ -210,8 +210,7 @@ const ops::SparseLinear* DecoderModel::sparse(size_t layer, FfnLinear which) con
 }
 
 bool DecoderModel::mvue_dw(const ops::SparseLinear& s, const Tensor& dw, int64_t T) const {
-  return weight_grad_ == WeightGrad::mvue ||
-         (weight_grad_ == WeightGrad::automatic && s.weight_grad_sparse(T, dw.dtype));
+  return weight_grad_ == WeightGrad::mvue || (mvue_only_if_sparse() && s.weight_grad_sparse(T, dw.dtype));
 }
 
 Tensor DecoderModel::param(const Tensor& flat, int64_t offset, std::initializer_list<int64_t> shape) {
@@ -615,7 +614,7 @@ void DecoderModel::forward_backward(const StagedBatch& batch, const Tensor& grad
     if (const ops::SparseLinear* s = sparse(l, FfnLinear::down))
       s->backward(dx, act, dact, Write::overwrite, dw_down, Write::accumulate,
                   mvue_dw(*s, dw_down, T) ? dtmp : Tensor(),
-                  mvue_seed_.at(static_cast<int>(l), FfnLinear::down));
+                  mvue_seed_.at(static_cast<int>(l), FfnLinear::down), false, mvue_only_if_sparse());
     else
       ops::linear_backward(dx, act, weight(w.w_down, {C, F}), dact, Write::overwrite, dw_down,
                            Write::accumulate);
@@ -631,7 +630,7 @@ void DecoderModel::forward_backward(const StagedBatch& batch, const Tensor& grad
                               : (activation_backward(dact, h, dh), false);
       bias_grad(dh, w.b_up, grads);
       s->backward(dh, mlp_in, dxn, Write::overwrite, dw_up, Write::accumulate, mvue ? dh : Tensor(), seed,
-                  packed);
+                  packed, mvue_only_if_sparse());
     } else {
       activation_backward(dact, h, dh);
       bias_grad(dh, w.b_up, grads);

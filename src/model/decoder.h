@@ -177,6 +177,8 @@ class DecoderModel {
   const ops::SparseLinear* sparse(size_t layer, FfnLinear which) const;
   // Whether a sparse linear's dW of this T-token pass comes from the MVUE-pruned output gradient.
   bool mvue_dw(const ops::SparseLinear& s, const Tensor& dw, int64_t T) const;
+  // Automatic dW: MVUE only where the dW GEMM runs sparse, which the first pass of a shape decides as it runs.
+  bool mvue_only_if_sparse() const { return weight_grad_ == WeightGrad::automatic; }
   // The pass's inputs: the staged batch's, acquired (its copy ordered before the pass's kernels).
   void begin_pass(const StagedBatch& batch);
   // The attention inputs of layer l for the pass's batch of T tokens.

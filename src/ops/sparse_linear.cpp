@@ -113,7 +113,7 @@ bool SparseLinear::activation_backward(Activation activation, const Tensor& dout
 
 void SparseLinear::backward(const Tensor& dy, const Tensor& x, const Tensor& dx, Write dx_mode,
                             const Tensor& dw, Write dw_mode, const Tensor& dy_pruned, uint64_t seed,
-                            bool dy_packed) const {
+                            bool dy_packed, bool prune_only_if_sparse) const {
   ArgCheck a("SparseLinear::backward");
   const int64_t N = w_.size(0), K = w_.size(1);
   a.real("x", x, {-1, K}).real("w", w_, {N, K}).real("dy", dy, {x.size(0), N});
@@ -133,9 +133,12 @@ void SparseLinear::backward(const Tensor& dy, const Tensor& x, const Tensor& dx,
   if (dy_pruned.empty()) return linear_backward(dy, x, w_, Tensor(), dx_mode, dw, dw_mode);
 #ifdef PACKTRAIN_CUDA
   if (accel_)
-    return cuda::sparse_linear_weight_grad_mvue(dy, seed, dy_pruned, x, dw, dw_mode, name_, dy_packed);
+    return cuda::sparse_linear_weight_grad_mvue(dy, seed, dy_pruned, x, dw, dw_mode, name_, dy_packed,
+                                                prune_only_if_sparse);
 #endif
   (void)dy_packed;  // only cuda packs
+  if (prune_only_if_sparse)
+    return linear_backward(dy, x, w_, Tensor(), dx_mode, dw, dw_mode);  // no sparse dw here
   mvue24(dy, seed, dy_pruned);
   linear_backward(dy_pruned, x, w_, Tensor(), dx_mode, dw, dw_mode);
 }

@@ -49,8 +49,11 @@ class SparseLinear {
   // prunes on the fly and writes only what dense GEMMs read there); with an empty dy_pruned, dw = dy^T x.
   // dw may be f32 beside bf16 activations, as in linear_backward.
   // dy_packed: dy came from this layer's activation_backward, which returned true for this dy and seed.
+  // prune_only_if_sparse: MVUE only where dw runs on sparse tensor cores (weight_grad_sparse's question,
+  // answered by the call it asked about), a plain dw elsewhere.
   void backward(const Tensor& dy, const Tensor& x, const Tensor& dx, Write dx_mode, const Tensor& dw,
-                Write dw_mode, const Tensor& dy_pruned, uint64_t seed, bool dy_packed = false) const;
+                Write dw_mode, const Tensor& dy_pruned, uint64_t seed, bool dy_packed = false,
+                bool prune_only_if_sparse = false) const;
 
   // For the up projection of an FFN (SwiGLU's gate_up, GELU's fc), whose output gradient is the activation's
   // input gradient: dh = the activation's backward of dout [M,F] at its input h (SwiGLU: h, dh [M,2F]; GELU:

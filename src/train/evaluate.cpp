@@ -2,20 +2,29 @@
 
 #include "data/packing/packer.h"
 
+#include <algorithm>
+
 namespace pt {
 
 EvalResult evaluate(DecoderModel& model, const Tensor& params, const DatasetSplit& split, int64_t max_batches,
                     const PackingOptions& masking) {
   model.load_weights(params);  // once: a bf16 model casts them, and they do not change during evaluation
-  return evaluate(model, split, max_batches, masking);
+  return evaluate(model, split, max_batches, 0, masking);
 }
 
 EvalResult evaluate(DecoderModel& model, const DatasetSplit& split, int64_t max_batches,
-                    const PackingOptions& masking) {
+                    int32_t concat_row_len, const PackingOptions& masking) {
   PackingOptions options;
-  options.strategy = Strategy::kFlatten;
-  options.tokens_per_batch = model.max_tokens();
   options.shuffle = false;
+  if (concat_row_len > 0) {
+    options.strategy = Strategy::kConcat;
+    options.row_len = concat_row_len;
+    options.tokens_per_batch =
+        std::max<int64_t>(concat_row_len, model.max_tokens() / concat_row_len * concat_row_len);
+  } else {
+    options.strategy = Strategy::kFlatten;
+    options.tokens_per_batch = model.max_tokens();
+  }
   options.objective = masking.objective;
   options.mlm = masking.mlm;
   options.mlm_vocab = masking.mlm_vocab;

@@ -1,5 +1,6 @@
-// Validation loss: the mean cross-entropy over every target of a split, in flattened batches that fill the
-// model's token capacity (no padding work), in a fixed order.
+// Validation loss: the mean cross-entropy over every target of a split, in a fixed order, in flattened
+// batches that fill the model's token capacity (no padding work), or in rows of concat_row_len tokens where
+// training runs concat (the loss it trains on, and no position beyond a row).
 #pragma once
 
 #include "core/tensor.h"
@@ -23,6 +24,6 @@ struct EvalResult {
 EvalResult evaluate(DecoderModel& model, const Tensor& params, const DatasetSplit& split,
                     int64_t max_batches = 0, const PackingOptions& masking = {});
 EvalResult evaluate(DecoderModel& model, const DatasetSplit& split, int64_t max_batches = 0,
-                    const PackingOptions& masking = {});
+                    int32_t concat_row_len = 0, const PackingOptions& masking = {});
 
 }  // namespace pt

@@ -527,7 +527,8 @@ TrainResult train(const TrainConfig& tc) {
   // no rank waits on the others' validation in its next collective.
   auto validate = [&] {
     refresh_weights();
-    auto r = evaluate(model, data.val(), tc.eval_batches, packing);
+    auto r = evaluate(model, data.val(), tc.eval_batches,
+                      tc.packing.strategy == Strategy::kConcat ? tc.packing.row_len : 0, packing);
     if (metrics) metrics->validation(state.step, r.loss, r.tokens);
     if (result.first_val_loss == 0) result.first_val_loss = r.loss;
     result.final_val_loss = r.loss;

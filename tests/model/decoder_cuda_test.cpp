@@ -1,17 +1,18 @@
 // The model on cuda in bf16 with f32 master weights and gradients, against float64 Hugging Face
 // (the oracle fixtures), against itself across packing strategies, and against the f32 cpu model.
 // bf16 keeps about three significant digits, so losses must agree within 1% and every gradient tensor
-// within 2% of its largest reference element (the cpu model gets the bf16-rounded weights the GPU computes
-// with; the HF fixtures get extra room for their steepness, see there); no value may be NaN.
+// within 1% of the reference in norm, ||a - b|| / ||b|| (the cpu model gets the bf16-rounded weights the GPU
+// computes with), or within 2% of its largest element where the HF fixtures are the reference (with extra
+// room for their steepness, see there); no value may be NaN.
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
 #include "core/float16.h"
 #include "model/batches.h"
 #include "model/compare.h"
+#include "model/decoder.h"
 #include "model/family_configs.h"
 #include "model/hf_oracle_fixture.h"
 #include "model/init.h"
-#include "model/decoder.h"
 #include "ops/cuda/cuda_test_util.h"
 
 #include <fmt/format.h>
@@ -31,7 +32,8 @@ using testing::random_split;
 using testing::relative_error;
 
 constexpr double kLossTolerance = 1e-2;
-constexpr double kGradTolerance = 2e-2;
+constexpr double kGradTolerance = 2e-2;      // max |a - b| / max |b|
+constexpr double kGradNormTolerance = 1e-2;  // ||a - b|| / ||b||, the device entry's METHOD.md bound for bf16
 
 struct Totals {
   double loss_sum = 0;
@@ -66,13 +68,13 @@ Totals run(const ModelConfig& c, const std::vector<float>& params, const std::ve
   return totals;
 }
 
-// Every parameter tensor of `got` within `tolerance` of `want`, each failure naming the tensor.
+// Every parameter tensor of `got` within `tolerance` of `want` in norm, each failure naming the tensor.
 void expect_grads_close(const ParameterLayout& layout, const std::vector<float>& got,
                         const std::vector<float>& want, double tolerance, const std::string& what) {
   for (const auto& p : layout.params()) {
     const auto at = static_cast<size_t>(p.offset), n = static_cast<size_t>(p.numel);
-    EXPECT_LE(relative_error({got.data() + at, n}, {want.data() + at, n}), tolerance)
-        << what << ": gradient of " << p.name << " (max |a-b| / max |reference|)";
+    EXPECT_LE(relative_error({got.data() + at, n}, {want.data() + at, n}, /*l2=*/true), tolerance)
+        << what << ": gradient of " << p.name << " (||a-b|| / ||reference||)";
   }
 }
 
@@ -186,7 +188,7 @@ TEST_P(HfOracleCuda, HeadDim64EmbeddingMatchesTransformersOnCpu) {
 // These fixtures' large weights (std 0.3) make the gradients steep in them: rounding the weights to bf16
 // alone moves the f32 cpu model's gradients by up to ~9% of a tensor's largest element (the loss by
 // ~1e-4). So each gradient tensor may differ from HF by kGradTolerance plus twice what bf16 weights cost
-// the cpu model; the well-conditioned random models below hold the plain kGradTolerance.
+// the cpu model; the well-conditioned random models below hold kGradNormTolerance in norm.
 TEST_P(HfOracleCuda, Bf16LossAndGradientsMatchTransformersFloat64) {
   SKIP_WITHOUT_GPU();
   const std::string name = GetParam();
@@ -212,7 +214,8 @@ TEST(LlamaCuda, PaddingAndFlattenGiveTheSameLossAndGradients) {
   ASSERT_GT(padding.targets, 0);
   EXPECT_EQ(flatten.targets, padding.targets);
   EXPECT_NEAR(flatten.loss_sum, padding.loss_sum, kLossTolerance * padding.loss_sum);
-  expect_grads_close(ParameterLayout(c), flatten.grads, padding.grads, kGradTolerance, "flatten vs padding");
+  expect_grads_close(ParameterLayout(c), flatten.grads, padding.grads, kGradNormTolerance,
+                     "flatten vs padding");
 }
 
 // The trainer's order, with the host far ahead of the device: each batch is staged (copied on the side
@@ -289,7 +292,7 @@ TEST(LlamaCuda, Bf16MatchesTheF32CpuModel) {
     const std::string what = fmt::format("cuda bf16 vs cpu f32 (tied={})", tied);
     EXPECT_EQ(gpu.targets, cpu.targets) << what;
     EXPECT_NEAR(gpu.loss_sum, cpu.loss_sum, kLossTolerance * cpu.loss_sum) << what;
-    expect_grads_close(ParameterLayout(c), gpu.grads, cpu.grads, kGradTolerance, what);
+    expect_grads_close(ParameterLayout(c), gpu.grads, cpu.grads, kGradNormTolerance, what);
   }
 }
 
@@ -323,11 +326,12 @@ TEST_P(FamilyCuda, Bf16MatchesTheF32CpuModelAndPaddingEqualsFlatten) {
   const std::string what = "cuda bf16 vs cpu f32, " + GetParam();
   EXPECT_EQ(gpu.targets, cpu.targets) << what;
   EXPECT_NEAR(gpu.loss_sum, cpu.loss_sum, kLossTolerance * cpu.loss_sum) << what;
-  expect_grads_close(ParameterLayout(c), gpu.grads, cpu.grads, kGradTolerance, what);
+  expect_grads_close(ParameterLayout(c), gpu.grads, cpu.grads, kGradNormTolerance, what);
   const auto padding = run(c, params, packed(Strategy::kPadding), Device::cuda);
   EXPECT_EQ(padding.targets, gpu.targets);
   EXPECT_NEAR(padding.loss_sum, gpu.loss_sum, kLossTolerance * gpu.loss_sum) << GetParam();
-  expect_grads_close(ParameterLayout(c), padding.grads, gpu.grads, kGradTolerance, "padding vs flatten " + GetParam());
+  expect_grads_close(ParameterLayout(c), padding.grads, gpu.grads, kGradNormTolerance,
+                     "padding vs flatten " + GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyCuda, ::testing::ValuesIn(testing::kFamilyVariants));

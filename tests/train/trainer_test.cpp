@@ -295,6 +295,20 @@ TEST_F(TrainingRun, BertTrainsOnMaskedLmAndResumesBitwise) {
   expect_refused(llama, "a llama model trains on causal-LM batches; pass --objective causal");
 }
 
+// concat rows no longer than the learned positions train a GPT-2 on longer examples, validation included:
+// it runs in the same rows (flattened validation examples would reach past position 63).
+TEST_F(TrainingRun, Gpt2ConcatRowsFitItsPositionsInTrainingAndValidation) {
+  auto c = run_config("gpt2_concat", 3);
+  c.init_from = std::string(PACKTRAIN_FIXTURES) + "/hf_oracle/families/gpt2/hf_model";  // n_positions 64
+  c.packing.strategy = Strategy::kConcat;
+  c.packing.row_len = 64;
+  c.packing.examples_per_batch = 0;
+  c.packing.tokens_per_batch = 128;
+  const auto r = train(c);
+  EXPECT_GT(r.first_val_loss, 0);
+  EXPECT_GT(r.final_val_loss, 0);
+}
+
 // A checkpoint whose learned positions are fewer than the data's longest example is refused before
 // training, naming what to change; so is a checkpoint holding a tensor the model does not read.
 TEST_F(TrainingRun, CheckpointsThatDoNotFitAreRefusedByName) {

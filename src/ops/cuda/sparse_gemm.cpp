@@ -71,13 +71,15 @@ std::optional<SparseGemmMode> g_mode_override;
 // A weight gradient's output gradient g pruned by MVUE24 on demand: our packer prunes the rows of the
 // sparse kernel as it packs them (cusparselt_pack24_mvue), so only rows that a dense GEMM or cuSPARSELt's
 // own compression reads are pruned into `out` (which may be g itself).
+// only_if_sparse: MVUE only buys speed for a sparse GEMM, so where the call runs dense g stays unpruned.
 struct Pruning {
   Tensor g, out;
   uint64_t seed = 0;
+  bool only_if_sparse = false;
   int64_t pruned_from = 0;  // rows [pruned_from, M) of out hold the pruned g
 
-  Pruning(const Tensor& g_, const Tensor& out_, uint64_t seed_)
-      : g(g_), out(out_), seed(seed_), pruned_from(g_.shape[0]) {}
+  Pruning(const Tensor& g_, const Tensor& out_, uint64_t seed_, bool only_if_sparse_)
+      : g(g_), out(out_), seed(seed_), only_if_sparse(only_if_sparse_), pruned_from(g_.shape[0]) {}
   // The pruned gradient, valid from row r0 (a multiple of 4) on.
   const Tensor& from(int64_t r0) {
     if (r0 < pruned_from) {
@@ -102,6 +104,12 @@ struct Call {
 
   // The weight gradient's g, pruned from row r0 on where MVUE is asked for.
   const Tensor& g_from(int64_t r0) const { return pruning ? pruning->from(r0) : act; }
+  // This call as it runs on the dense path: without pruning where it prunes only for a sparse GEMM.
+  Call dense_form() const {
+    Call d = *this;
+    if (pruning && pruning->only_if_sparse) d.pruning = nullptr;
+    return d;
+  }
 };
 
 // The call's GEMM over rows [r0, r1) on cuBLASLt, into out: those rows of the output (forward, input
@@ -810,11 +818,21 @@ class Engine {
           }
         };
       };
+      // Timing prunes g into a copy where a dense decision keeps g as it came.
+      std::optional<Transient> pruned_copy;
+      std::optional<Pruning> timing_pruning;
+      if (c.pruning && c.pruning->only_if_sparse) {
+        pruned_copy.emplace(static_cast<size_t>(c.act.numel() * dtype_size(c.act.dtype)));
+        timing_pruning.emplace(
+            c.act, Tensor(pruned_copy->data(), c.act.dtype, {c.act.shape[0], c.act.shape[1]}, Device::cuda),
+            c.pruning->seed, false);
+      }
       std::vector<Call> timed(candidates.size(), c);
       std::vector<Timed> runs;
       for (size_t i = 0; i < candidates.size(); ++i) {
         const Path path = candidates[i];
         Plan* plan = plans[i];
+        if (timing_pruning) timed[i].pruning = path == Path::dense ? nullptr : &*timing_pruning;
         // A g whose producer prunes and packs it on the way: the GEMM from the packed operand, plus
         // what packing adds to that producer, instead of this call's own packing pass.
         timed[i].prepacked =
@@ -827,7 +845,7 @@ class Engine {
                           else if (path == Path::wgmma)
                             wgmma_matmul(c, scratch.data, false, M0);
                           else
-                            dense(c, 0, M0, scratch, Write::overwrite);
+                            dense(timed[i], 0, M0, scratch, Write::overwrite);
                         })});
       }
       const std::vector<double> gemm_ms = interleaved_median_ms(runs);
@@ -891,7 +909,7 @@ void run(const Call& c) {
     }
   }
 #endif
-  dense(c, 0, c.M, c.out, c.mode);
+  dense(c.dense_form(), 0, c.M, c.out, c.mode);
   ++g_dense_calls;
 }
 
@@ -1064,8 +1082,9 @@ PackedGrad sparse_weight_grad_packed_operand(int64_t M, int64_t N, int64_t K, DT
 }
 
 void sparse_linear_weight_grad_mvue(const Tensor& dy, uint64_t seed, const Tensor& dy_pruned, const Tensor& x,
-                                    const Tensor& dw, Write mode, const std::string& name, bool prepacked) {
-  Pruning pruning(dy, dy_pruned, seed);
+                                    const Tensor& dw, Write mode, const std::string& name, bool prepacked,
+                                    bool only_if_sparse) {
+  Pruning pruning(dy, dy_pruned, seed, only_if_sparse);
   run({SparseGemmKind::weight_grad, dy, x, nullptr, dw, mode, name, dy.shape[0], dy.shape[1], x.shape[1],
        &pruning, prepacked});
 }

@@ -107,9 +107,11 @@ void sparse_linear_weight_grad(const Tensor& g, const Tensor& x, const Tensor& d
 // a dense GEMM or cuSPARSELt's own compression reads; its other rows are left as they were.
 // prepacked: the producer of dy has already pruned and packed its first rows into the buffer of
 // sparse_weight_grad_packed_operand (for this shape and seed), so that pass is skipped.
+// only_if_sparse: prune only where the GEMM runs sparse (then dw = dy^T x on the dense path, dy untouched),
+// as the first call of a shape does when the autotuner decides for dense.
 void sparse_linear_weight_grad_mvue(const Tensor& dy, uint64_t seed, const Tensor& dy_pruned, const Tensor& x,
                                     const Tensor& dw, Write mode, const std::string& name,
-                                    bool prepacked = false);
+                                    bool prepacked = false, bool only_if_sparse = false);
 // Where sparse_linear_weight_grad_mvue for dw[N,K] (out dtype) from dy[M,N] will run on cuSPARSELt with
 // an operand our packer writes from dy^T: that operand's buffer and the rows of dy it takes (the plan's
 // grid rows), for the producer of dy to prune and pack them in its own pass (swiglu_backward_mvue_packed)
