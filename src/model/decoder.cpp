@@ -622,12 +622,11 @@ void DecoderModel::forward_backward(const StagedBatch& batch, const Tensor& grad
       // With MVUE dW, the activation's backward also prunes and packs dh for the sparse dW GEMM where it can.
       const bool mvue = mvue_dw(*s, dw_up, T);
       const uint64_t seed = mvue_seed_.at(static_cast<int>(l), FfnLinear::gate_up);
-      // The exact GELU has no fused kernel: its plain backward runs, and s->backward prunes dh.
-      const ops::Activation activation =
-          c.mlp == Mlp::swiglu ? ops::Activation::swiglu : ops::Activation::gelu_tanh;
-      const bool packed = mvue && c.mlp != Mlp::gelu_erf
-                              ? s->activation_backward(activation, dact, h, dh, seed, dw_up.dtype)
-                              : (activation_backward(dact, h, dh), false);
+      const ops::Activation activation = c.mlp == Mlp::swiglu ? ops::Activation::swiglu
+                                         : c.mlp == Mlp::gelu ? ops::Activation::gelu_tanh
+                                                              : ops::Activation::gelu_erf;
+      const bool packed = mvue ? s->activation_backward(activation, dact, h, dh, seed, dw_up.dtype)
+                               : (activation_backward(dact, h, dh), false);
       bias_grad(dh, w.b_up, grads);
       s->backward(dh, mlp_in, dxn, Write::overwrite, dw_up, Write::accumulate, mvue ? dh : Tensor(), seed,
                   packed, mvue_only_if_sparse());

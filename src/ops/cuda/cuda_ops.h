@@ -59,6 +59,8 @@ bool swiglu_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tens
 // [F, rows], under the same conditions (F and rows multiples of 64, bf16, 16-byte aligned).
 bool gelu_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed,
                                int64_t rows, void* packed);
+bool gelu_erf_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed,
+                                   int64_t rows, void* packed);  // the same for the exact GELU
 // cuBLASLt GEMMs with fp32 accumulation (no TF32); dw may be f32 beside bf16 inputs.
 // With a bias, cuBLASLt's bias epilogue adds it when it lies 16-byte aligned in y's type (as the weights'
 // flat buffer usually places it); otherwise bias_add runs after the GEMM.

@@ -85,6 +85,7 @@ __global__ void backward_kernel(const T* dout, const T* h, T* dh, int64_t n, boo
 // backward_kernel (bf16) for rows [0, C) that also prunes dh by MVUE24 and packs it as the fc weight
 // gradient's A = mvue24(dh)^T [F, C] (ops/cuda/mvue_pack.cuh): a CTA takes 64 tokens and 64 features and
 // packs their tile of A from the bf16 values it stores in dh, so the packed values are those of dh.
+template <class Form>
 __global__ void __launch_bounds__(mvue_pack::kThreads, 4)
     backward_mvue_pack_kernel(const __nv_bfloat16* __restrict__ dout, const __nv_bfloat16* __restrict__ h,
                               __nv_bfloat16* __restrict__ dh, int64_t F, int64_t C, uint32_t seed_hash,
@@ -101,7 +102,7 @@ __global__ void __launch_bounds__(mvue_pack::kThreads, 4)
     Pack<__nv_bfloat16, 4> out;
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      store(&out.v[k], load(&d.v[k]) * gelu_grad(load(&x.v[k])));
+      store(&out.v[k], load(&d.v[k]) * Form::grad(load(&x.v[k])));
       g[k][i] = load(&out.v[k]);
     }
     store_pack(dh + at, out);
@@ -145,6 +146,29 @@ void backward(const char* op, const Tensor& dout, const Tensor& h, const Tensor&
   });
 }
 
+// gelu_backward (or gelu_erf_backward) whose dh also feeds the fc's sparse weight gradient (cuda_ops.h).
+template <class Form>
+bool backward_mvue_packed(const char* op, const Tensor& dout, const Tensor& h, const Tensor& dh,
+                          uint64_t seed, int64_t rows, void* packed) {
+  const int64_t T = h.shape[0], F = h.shape[1];
+  const bool fits = rows > 0 && rows <= T && cusparselt_pack_fits(F, rows) && F % mvue_pack::kTile == 0 &&
+                    h.dtype == DType::bf16 && dout.dtype == DType::bf16 && dh.dtype == DType::bf16 &&
+                    aligned16({dout.data, h.data, dh.data, packed});
+  if (!fits) {
+    backward<Form>(op, dout, h, dh);
+    return false;
+  }
+  const mvue_pack::Packed a = mvue_pack::packed_parts(packed, F, rows);
+  const dim3 grid(static_cast<unsigned>(rows / mvue_pack::kTile),
+                  static_cast<unsigned>(F / mvue_pack::kTile));
+  backward_mvue_pack_kernel<Form><<<grid, mvue_pack::kThreads, 0, current_stream()>>>(
+      data<__nv_bfloat16>(dout), data<__nv_bfloat16>(h), data<__nv_bfloat16>(dh), F, rows,
+      sparse24::mvue_seed_hash(seed), a.values, a.meta);
+  PT_CUDA_CHECK_LAUNCH();
+  if (rows < T) backward<Form>(op, dout.rows(rows, T), h.rows(rows, T), dh.rows(rows, T));  // unpruned
+  return true;
+}
+
 }  // namespace
 
 void gelu_forward(const Tensor& h, const Tensor& out) { forward<TanhForm>("gelu_forward", h, out); }
@@ -161,23 +185,12 @@ void gelu_erf_backward(const Tensor& dout, const Tensor& h, const Tensor& dh) {
 
 bool gelu_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed,
                                int64_t rows, void* packed) {
-  const int64_t T = h.shape[0], F = h.shape[1];
-  const bool fits = rows > 0 && rows <= T && cusparselt_pack_fits(F, rows) && F % mvue_pack::kTile == 0 &&
-                    h.dtype == DType::bf16 && dout.dtype == DType::bf16 && dh.dtype == DType::bf16 &&
-                    aligned16({dout.data, h.data, dh.data, packed});
-  if (!fits) {
-    gelu_backward(dout, h, dh);
-    return false;
-  }
-  const mvue_pack::Packed a = mvue_pack::packed_parts(packed, F, rows);
-  const dim3 grid(static_cast<unsigned>(rows / mvue_pack::kTile),
-                  static_cast<unsigned>(F / mvue_pack::kTile));
-  backward_mvue_pack_kernel<<<grid, mvue_pack::kThreads, 0, current_stream()>>>(
-      data<__nv_bfloat16>(dout), data<__nv_bfloat16>(h), data<__nv_bfloat16>(dh), F, rows,
-      sparse24::mvue_seed_hash(seed), a.values, a.meta);
-  PT_CUDA_CHECK_LAUNCH();
-  if (rows < T) gelu_backward(dout.rows(rows, T), h.rows(rows, T), dh.rows(rows, T));  // unpruned
-  return true;
+  return backward_mvue_packed<TanhForm>("gelu_backward", dout, h, dh, seed, rows, packed);
+}
+
+bool gelu_erf_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed,
+                                   int64_t rows, void* packed) {
+  return backward_mvue_packed<ErfForm>("gelu_erf_backward", dout, h, dh, seed, rows, packed);
 }
 
 }  // namespace pt::ops::cuda
