@@ -5,8 +5,8 @@
 // numbers, so the sparse linears' dW must be far closer to the cpu's at the same seed (a fraction of the
 // draws differ) than the cpu's at two seeds are to each other (every draw independent): within half that
 // L2 distance. Everything else must agree as with dense dW (the input gradients use the dense dY). Masks
-// and masked decay computed on the GPU equal the cpu's. BERT (exact GELU, whose backward has no fused MVUE
-// packing: the sparse linear prunes the gradient itself) runs the MVUE comparison on masked-LM batches.
+// and masked decay computed on the GPU equal the cpu's. BERT (post-norm, the exact GELU's fused MVUE
+// backward) runs the MVUE comparison on masked-LM batches.
 #include "core/device_buffer.h"
 #include "core/float16.h"
 #include "model/batches.h"
