@@ -3,7 +3,8 @@
 // the next batch staged meanwhile, one wait for the loss at the step's end) over synthetic SFT-like
 // batches (lognormal lengths around 330 tokens, up to 2048; vocab 32000), packed by padding and by
 // flatten. Reports real (non-pad) tokens per second, the device memory the step's arenas hold, the
-// flatten/padding throughput ratio, and MFU on real tokens against the H200's dense bf16 peak.
+// flatten/padding throughput ratio, and MFU on real tokens against the H200's dense bf16 peak. An encoder
+// preset (bert-base) trains on the same examples masked for masked LM (15%, 80/10/10), ids below its vocab.
 // Usage: bench_train_gpu [--steps 6] [--examples 16,64] [--skip-1b] [--sparse24] [--sparse-1b-examples 16,64]
 //                        [--recompute[=norms|layers]] [--json FILE] [--dump-batches FILE]
 // --sparse24 compares dense FFNs against 2:4 sparse ones (both flatten) on 110m and 1b instead.
@@ -17,6 +18,7 @@
 #include <chrono>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -45,9 +47,9 @@ using nlohmann::json;
 constexpr int32_t kVocab = 32000;
 constexpr double kPeakFlops = 989e12;  // H200 dense bf16 tensor cores
 
-// SFT-like examples: lengths from sft_like_lengths (at most max_len), random ids below the vocabulary, a
-// masked prompt.
-DatasetSplit sft_split(int64_t examples, uint64_t seed, int64_t max_len) {
+// SFT-like examples: lengths from sft_like_lengths (at most max_len), random ids below `vocab` (at most
+// kVocab), a masked prompt.
+DatasetSplit sft_split(int64_t examples, uint64_t seed, int64_t max_len, int32_t vocab) {
   std::mt19937_64 rng(seed);
   std::vector<uint32_t> tokens;
   std::vector<uint8_t> mask;
@@ -56,7 +58,7 @@ DatasetSplit sft_split(int64_t examples, uint64_t seed, int64_t max_len) {
     len = std::min(len, max_len);
     const int64_t prompt = static_cast<int64_t>(rng() % static_cast<uint64_t>(len));
     for (int64_t i = 0; i < len; ++i) {
-      tokens.push_back(static_cast<uint32_t>(rng() % kVocab));
+      tokens.push_back(static_cast<uint32_t>(rng() % static_cast<uint64_t>(std::min(vocab, kVocab))));
       mask.push_back(i >= prompt ? 1 : 0);
     }
     offsets.push_back(tokens.size());
@@ -64,9 +66,17 @@ DatasetSplit sft_split(int64_t examples, uint64_t seed, int64_t max_len) {
   return DatasetSplit::from_vectors(std::move(tokens), std::move(mask), std::move(offsets));
 }
 
-std::vector<Batch> batches_of(const DatasetSplit& split, Strategy strategy, int32_t examples) {
+// The batches the model trains on: masked LM for an encoder, with ids 0-4 special and 4 the mask token.
+std::vector<Batch> batches_of(const DatasetSplit& split, Strategy strategy, int32_t examples,
+                              const ModelConfig& config) {
   PackingOptions o;
   o.strategy = strategy, o.examples_per_batch = examples, o.shuffle = false;
+  if (config.objective() == Objective::kMaskedLm) {
+    std::vector<TokenRole> roles(static_cast<size_t>(config.vocab_size), TokenRole::kWordStart);
+    std::fill_n(roles.begin(), 5, TokenRole::kSpecial);
+    o.objective = Objective::kMaskedLm;
+    o.mlm_vocab = std::make_shared<const MlmVocab>(std::move(roles), 4);
+  }
   std::vector<Batch> batches;
   for (auto packer = make_packer(split, o, 0); auto b = packer->next();) batches.push_back(std::move(*b));
   return batches;
@@ -142,9 +152,9 @@ Result bench(const ModelConfig& config, const std::vector<float>& init, const st
   // A model with learned positions (GPT-2) sees examples no longer than its table.
   const int64_t max_len = config.positions == Positions::learned ? config.max_position_embeddings
                                                                  : std::numeric_limits<int64_t>::max();
-  const DatasetSplit split =
-      sft_split(int64_t{examples} * (steps + 1), 1000 + static_cast<uint64_t>(examples), max_len);
-  const std::vector<Batch> batches = batches_of(split, strategy, examples);
+  const DatasetSplit split = sft_split(int64_t{examples} * (steps + 1),
+                                       1000 + static_cast<uint64_t>(examples), max_len, config.vocab_size);
+  const std::vector<Batch> batches = batches_of(split, strategy, examples, config);
   if (out.dump && strategy == Strategy::kFlatten) dump_batches(out, config, preset, examples, batches);
   int64_t max_tokens = 0;
   for (const auto& b : batches) max_tokens = std::max(max_tokens, b.num_tokens());
@@ -164,7 +174,7 @@ Result bench(const ModelConfig& config, const std::vector<float>& init, const st
   std::vector<int64_t> targets;
   for (const Batch& b : batches) {
     int64_t n = 0;
-    for (int32_t t : shifted_targets(b)) n += t != kIgnoreLabel;
+    for (int32_t t : loss_targets(b)) n += t != kIgnoreLabel;
     targets.push_back(std::max<int64_t>(1, n));
   }
   Arena stats(Device::cuda);
@@ -280,7 +290,8 @@ int main(int argc, char** argv) {
   app.add_flag("--skip-1b", skip_1b, "only the --models presets");
   std::vector<std::string> models = {"110m"};
   app.add_option("--models", models,
-                 "presets compared at --examples (gpt2, qwen2.5-0.5b, ... with their real vocab sizes)")
+                 "presets compared at --examples (gpt2, qwen2.5-0.5b, bert-base, ... with their real vocab "
+                 "sizes)")
       ->delimiter(',');
   std::vector<int32_t> examples = {16, 64};
   app.add_option("--examples", examples, "examples per step of the --models configurations")

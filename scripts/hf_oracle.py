@@ -12,7 +12,9 @@ Modes
       expected.safetensors        "<model>.logits" and "<model>.grad.<param>" (float64 reference stored as f32)
       expected.json               "<model>.loss_sum", and "packtrain_model.loss_sum": HF's loss on
                                   FIXTURE_DIR/packtrain_model/ (a checkpoint packtrain wrote; must exist)
-  hf_oracle.py families OUT_DIR       one tiny random model per family (tests/fixtures/hf_oracle/families/):
+  hf_oracle.py families OUT_DIR [FAMILY ...]
+                                      one tiny random model per family (tests/fixtures/hf_oracle/families/),
+                                      every family or the ones named:
       OUT_DIR/<family>/hf_model/          save_pretrained (config.json, model.safetensors in float32)
       OUT_DIR/<family>/batch.json         packed batch, same format as above
       OUT_DIR/<family>/expected.safetensors  "logits" [T, V] and "grad.<HF parameter name>" for every named
@@ -22,7 +24,9 @@ Modes
                                           rope_attention_scaling (scaled rope)
       families: llama3 (rope llama3), llama_yarn (rope yarn), mistral (sliding window on every layer),
       qwen2 (qkv biases, window on layers >= max_window_layers), qwen3 (q/k norm, head_dim*heads != hidden,
-      attention biases), gpt2 (learned positions, LayerNorm with bias, Conv1D, gelu_new)
+      attention biases), gpt2 (learned positions, LayerNorm with bias, Conv1D, gelu_new), bert
+      (BertForMaskedLM: post-LN, token types, embedding LayerNorm, exact gelu, the MLM head with its bias; a
+      masked-LM batch: "objective": "mlm", unshifted labels on a subset of tokens, masked inputs)
   hf_oracle.py check OUT_DIR          for every OUT_DIR/<family>/packtrain_model/ (written by packtrain from
                                       hf_model/): load it with transformers, report the max abs difference of
                                       every tensor from hf_model's, and write "packtrain_model.loss_sum" (HF's
@@ -42,9 +46,9 @@ import torch
 import transformers
 from safetensors import safe_open
 from safetensors.torch import save_file
-from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
-                          MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config,
-                          Qwen3ForCausalLM)
+from transformers import (AutoModelForCausalLM, AutoModelForMaskedLM, BertConfig, BertForMaskedLM, GPT2Config,
+                          GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
+                          Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 LENGTHS = [1, 6, 13, 2, 9]
 VOCAB = 260
@@ -83,13 +87,19 @@ def packed_batch(seed, lengths=LENGTHS):
                       "labels": labels.tolist()}
 
 
-def loss_and_logits(model, examples, labels, per_example=None):
-    """Sum of token losses over the packed batch, each example run alone (exact varlen semantics)."""
+def loss_and_logits(model, examples, labels, per_example=None, mlm=False):
+    """Sum of token losses over the packed batch, each example run alone (exact varlen semantics). Causal LM:
+    the logits at t predict labels[t + 1]; masked LM (mlm): the logits at t predict labels[t]."""
     logits, total, start = [], 0.0, 0
     for ex in examples:
         out = model(input_ids=ex[None, :]).logits[0]
         lab = torch.tensor(labels[start:start + len(ex)])
-        if len(ex) > 1:
+        if mlm:
+            term = torch.nn.functional.cross_entropy(out, lab, ignore_index=-100, reduction="sum")
+            total = total + term
+            if per_example is not None:
+                per_example.append(term.item())
+        elif len(ex) > 1:
             term = torch.nn.functional.cross_entropy(out[:-1], lab[1:], ignore_index=-100, reduction="sum")
             total = total + term
             if per_example is not None:
@@ -178,6 +188,47 @@ def gpt2_config():
                       bos_token_id=None, eos_token_id=None)
 
 
+def bert_config():
+    # Dropout off (packtrain trains without it); every token is of type 0 (token_type_ids default to zeros).
+    # No pad token: torch's Embedding(padding_idx) would hold that row's gradient at zero wherever its id
+    # appears in the random batch, while packtrain keeps pads out of examples rather than out of the table.
+    return BertConfig(**COMMON, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=24,
+                      max_position_embeddings=64, type_vocab_size=2, layer_norm_eps=1e-12, hidden_act="gelu",
+                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, tie_word_embeddings=True,
+                      pad_token_id=None)
+
+
+MLM_FAMILIES = {"bert"}
+MASK_ID = 4  # the id masked inputs show (any id: the model has no special ids)
+
+
+def masked_batch(seed, lengths):
+    """A packed masked-LM batch: about 40% of the tokens chosen (the 1-token example's among them, and at
+    least one per example), labels the original ids there and -100 elsewhere (unshifted); chosen inputs are
+    80% MASK_ID, 10% a random id, 10% unchanged, as BERT's masking."""
+    g = torch.Generator().manual_seed(seed)
+    originals = [torch.randint(0, VOCAB, (n,), generator=g) for n in lengths]
+    examples, labels = [], []
+    for ex in originals:
+        chosen = torch.rand(len(ex), generator=g) < 0.4
+        chosen[torch.randint(0, len(ex), (1,), generator=g)] = True
+        inputs = ex.clone()
+        kind = torch.rand(len(ex), generator=g)
+        inputs[chosen & (kind < 0.8)] = MASK_ID
+        random_ids = torch.randint(0, VOCAB, (len(ex),), generator=g)
+        swap = chosen & (kind >= 0.8) & (kind < 0.9)
+        inputs[swap] = random_ids[swap]
+        examples.append(inputs)
+        labels.append(torch.where(chosen, ex, torch.full_like(ex, -100)))
+    cu = [0]
+    for n in lengths:
+        cu.append(cu[-1] + n)
+    assert int(labels[0][0]) != -100, "the 1-token example must carry a label"
+    return examples, {"input_ids": torch.cat(examples).tolist(),
+                      "position_ids": torch.cat([torch.arange(n) for n in lengths]).tolist(), "cu_seqlens": cu,
+                      "labels": torch.cat(labels).tolist(), "objective": "mlm"}
+
+
 # family -> (model class, config factory, seed, names that must be among the parameters)
 FAMILIES = {
     "llama3": (LlamaForCausalLM, llama3_config, 11, ["lm_head.weight"]),
@@ -191,7 +242,15 @@ FAMILIES = {
                "model.layers.0.self_attn.q_proj.bias", "model.layers.0.self_attn.o_proj.bias"]),
     "gpt2": (GPT2LMHeadModel, gpt2_config, 16,
              ["transformer.wpe.weight", "transformer.h.0.ln_1.bias", "transformer.h.0.attn.c_attn.bias"]),
+    "bert": (BertForMaskedLM, bert_config, 17,
+             ["bert.embeddings.token_type_embeddings.weight", "bert.embeddings.LayerNorm.bias",
+              "bert.encoder.layer.0.attention.output.LayerNorm.weight", "cls.predictions.transform.dense.bias",
+              "cls.predictions.transform.LayerNorm.weight", "cls.predictions.bias"]),
 }
+
+
+def auto_class(family):
+    return AutoModelForMaskedLM if family in MLM_FAMILIES else AutoModelForCausalLM
 
 
 def randomize(model):
@@ -258,7 +317,12 @@ def make_family(out_dir, family):
         assert n in names, f"{family}: expected parameter {n}"
     model.save_pretrained(os.path.join(fdir, "hf_model"), safe_serialization=True)
 
-    examples, batch = packed_batch(100 + seed, FAMILY_LENGTHS)
+    mlm = family in MLM_FAMILIES
+    if family == "bert":  # the decoder is the word embeddings, its bias cls.predictions.bias (both tied)
+        head = model.cls.predictions
+        assert head.decoder.weight.data_ptr() == model.bert.embeddings.word_embeddings.weight.data_ptr()
+        assert head.decoder.bias is None or head.decoder.bias.data_ptr() == head.bias.data_ptr()
+    examples, batch = (masked_batch if mlm else packed_batch)(100 + seed, FAMILY_LENGTHS)
     with open(os.path.join(fdir, "batch.json"), "w") as f:
         json.dump(batch, f)
     expected = {"family": family, "architecture": cls.__name__, "transformers_version": transformers.__version__,
@@ -266,9 +330,17 @@ def make_family(out_dir, family):
     cfg = model.config
     if family == "gpt2":
         assert max(FAMILY_LENGTHS) <= cfg.n_positions
+    if mlm:
+        assert max(FAMILY_LENGTHS) <= cfg.max_position_embeddings
+        # Bidirectional: a token's logits depend on the tokens after it.
+        with torch.no_grad():
+            ids = examples[-1][None, :].clone()
+            before = model(input_ids=ids).logits[0, 0]
+            ids[0, -1] = (ids[0, -1] + 1) % VOCAB
+            assert (model(input_ids=ids).logits[0, 0] - before).abs().max().item() > 1e-6, "attention is causal"
 
     model = model.double()
-    loss, logits = loss_and_logits(model, examples, batch["labels"])
+    loss, logits = loss_and_logits(model, examples, batch["labels"], mlm=mlm)
     loss.backward()
     expected["loss_sum"] = loss.item()
     tensors = {"logits": logits.detach().float().contiguous()}
@@ -302,11 +374,11 @@ def make_family(out_dir, family):
             assert abs(rope.attention_scaling - (0.1 * math.log(cfg.rope_parameters["factor"]) + 1)) < 1e-12
 
     # The saved checkpoint reloads to the very model the references came from.
-    reloaded = AutoModelForCausalLM.from_pretrained(os.path.join(fdir, "hf_model"), attn_implementation="eager",
-                                                    dtype=torch.float32).double().eval()
+    reloaded = auto_class(family).from_pretrained(os.path.join(fdir, "hf_model"), attn_implementation="eager",
+                                                  dtype=torch.float32).double().eval()
     assert type(reloaded) is cls
     with torch.no_grad():
-        loss_r, _ = loss_and_logits(reloaded, examples, batch["labels"])
+        loss_r, _ = loss_and_logits(reloaded, examples, batch["labels"], mlm=mlm)
     assert loss_r.item() == loss.item(), f"{family}: reloaded loss {loss_r.item()} != {loss.item()}"
 
     save_file(tensors, os.path.join(fdir, "expected.safetensors"))
@@ -320,8 +392,10 @@ def make_family(out_dir, family):
     print(f"  {family}: gradients for {len(tensors) - 1} parameters; tied: {cfg.tie_word_embeddings}")
 
 
-def families_mode(out_dir):
-    for family in FAMILIES:
+def families_mode(out_dir, families=None):
+    for family in families or FAMILIES:
+        if family not in FAMILIES:
+            sys.exit(f"unknown family {family}; families: {', '.join(FAMILIES)}")
         make_family(out_dir, family)
 
 
@@ -331,7 +405,8 @@ def load_examples(fdir):
     with open(os.path.join(fdir, "batch.json")) as f:
         batch = json.load(f)
     ids, cu = batch["input_ids"], batch["cu_seqlens"]
-    return [torch.tensor(ids[cu[i]:cu[i + 1]]) for i in range(len(cu) - 1)], batch["labels"]
+    return ([torch.tensor(ids[cu[i]:cu[i + 1]]) for i in range(len(cu) - 1)], batch["labels"],
+            batch.get("objective") == "mlm")
 
 
 def check_mode(out_dir):
@@ -343,10 +418,10 @@ def check_mode(out_dir):
             continue
         found = True
         print(f"{family}: checking {pdir}")
-        ref = AutoModelForCausalLM.from_pretrained(os.path.join(fdir, "hf_model"), attn_implementation="eager",
-                                                   dtype=torch.float32)
-        got, info = AutoModelForCausalLM.from_pretrained(pdir, attn_implementation="eager", dtype=torch.float32,
-                                                         output_loading_info=True)
+        auto = auto_class(family)
+        ref = auto.from_pretrained(os.path.join(fdir, "hf_model"), attn_implementation="eager", dtype=torch.float32)
+        got, info = auto.from_pretrained(pdir, attn_implementation="eager", dtype=torch.float32,
+                                         output_loading_info=True)
         for k, v in info.items():
             if v:
                 print(f"  loading info {k}: {sorted(v) if not isinstance(v, list) else v}")
@@ -384,9 +459,9 @@ def check_mode(out_dir):
             print(f"  {n:55s} {str(tuple(a.shape)):12s} max abs diff {d:.3e}")
             if not n.startswith("buffer."):
                 max_diff = max(max_diff, d)
-        examples, labels = load_examples(fdir)
+        examples, labels, mlm = load_examples(fdir)
         with torch.no_grad():
-            loss, _ = loss_and_logits(got.double().eval(), examples, labels)
+            loss, _ = loss_and_logits(got.double().eval(), examples, labels, mlm=mlm)
         path = os.path.join(fdir, "expected.json")
         with open(path) as f:
             expected = json.load(f)
@@ -402,8 +477,10 @@ def check_mode(out_dir):
 
 def main():
     args = sys.argv[1:]
-    if len(args) == 2 and args[0] in ("llama", "families", "check"):
-        {"llama": llama_mode, "families": families_mode, "check": check_mode}[args[0]](args[1])
+    if len(args) >= 2 and args[0] == "families":
+        families_mode(args[1], args[2:])
+    elif len(args) == 2 and args[0] in ("llama", "check"):
+        {"llama": llama_mode, "check": check_mode}[args[0]](args[1])
     elif len(args) == 1 and os.path.isdir(args[0]):
         llama_mode(args[0])  # the original interface
     else:

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -109,12 +110,20 @@ ops::HostMoment read_moment(const SafetensorsReader& r, const ParameterLayout& l
 }
 
 // The name a model file gives a parameter: its HF name, or that name without the family's base-model
-// prefix ("transformer.", "model."), as checkpoints saved from the base model class (GPT-2's original
-// release among them) spell it.
+// prefix ("transformer.", "model.", "bert."), as checkpoints saved from the base model class (GPT-2's
+// original release among them) spell it; and a LayerNorm's weight and bias as gamma and beta, as BERT
+// checkpoints converted from TensorFlow (bert-base-uncased among them) spell them, which transformers
+// renames on load.
 std::string stored_name(const SafetensorsReader& r, const std::string& name) {
-  if (r.contains(name)) return name;
-  if (const auto dot = name.find('.'); dot != std::string::npos && r.contains(name.substr(dot + 1)))
-    return name.substr(dot + 1);
+  std::vector<std::string> spellings = {name};
+  for (auto [hf, tf] :
+       {std::pair{"LayerNorm.weight", "LayerNorm.gamma"}, {"LayerNorm.bias", "LayerNorm.beta"}})
+    if (name.ends_with(hf)) spellings.push_back(name.substr(0, name.size() - std::strlen(hf)) + tf);
+  for (size_t i = 0, n = spellings.size(); i < n; ++i)
+    if (const auto dot = spellings[i].find('.'); dot != std::string::npos)
+      spellings.push_back(spellings[i].substr(dot + 1));
+  for (const std::string& s : spellings)
+    if (r.contains(s)) return s;
   return name;  // missing: read_f32 names it
 }
 
@@ -138,10 +147,11 @@ void read_model_tensors(const SafetensorsReader& r, const ParameterLayout& layou
 
 // Tensors the model does not read (heads of other architectures, parts of features packtrain lacks) are
 // an error naming them, so a checkpoint that only looks compatible does not load silently, unless the
-// user accepts them. Not counted: rotary inv_freq buffers and GPT-2's causal-mask buffers (attn.bias,
-// attn.masked_bias), which are constants rather than weights, and a tied model's lm_head.weight when it
-// equals the embedding (a copy some exporters write); one that differs is an error, as the model would
-// not be the one saved.
+// user accepts them. Not counted: rotary inv_freq buffers, GPT-2's causal-mask buffers (attn.bias,
+// attn.masked_bias) and BERT's position_ids, which are constants rather than weights; a tied model's
+// lm_head.weight when it equals the embedding (a copy some exporters write), and BERT's decoder bias when
+// it equals the logits' bias (HF ties cls.predictions.decoder.bias to cls.predictions.bias). A copy that
+// differs is an error, as the model would not be the one saved.
 void check_unused(const SafetensorsReader& r, const ParameterLayout& layout, const ModelConfig& config,
                   std::span<const float> flat, const std::string& dir, bool allow_unused) {
   std::set<std::string> used;
@@ -152,19 +162,29 @@ void check_unused(const SafetensorsReader& r, const ParameterLayout& layout, con
       return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
     };
     return ends_with("rotary_emb.inv_freq") ||
-           (config.family == "gpt2" && (ends_with(".attn.bias") || ends_with(".attn.masked_bias")));
+           (config.family == "gpt2" && (ends_with(".attn.bias") || ends_with(".attn.masked_bias"))) ||
+           (config.family == "bert" && ends_with("embeddings.position_ids"));
+  };
+  // A stored copy of the parameter `p`: used when equal to it, else an error saying why.
+  auto accept_copy = [&](const std::string& name, const ParamInfo& p, const char* why) {
+    std::vector<float> copy(static_cast<size_t>(p.numel));
+    r.read_f32(name, p.shape, copy);
+    if (!std::equal(copy.begin(), copy.end(), flat.begin() + p.offset))
+      fail("{}: \"{}\" differs from \"{}\", {}", dir, name, p.name, why);
+    used.insert(name);
   };
   const std::string head = tensor_names(config.family).lm_head;
-  if (config.tie_word_embeddings && r.contains(head)) {
-    const ParamInfo& embed = layout.params().front();
-    std::vector<float> copy(static_cast<size_t>(embed.numel));
-    r.read_f32(head, embed.shape, copy);
-    if (!std::equal(copy.begin(), copy.end(), flat.begin() + embed.offset))
-      fail(
-          "{}: \"{}\" differs from the token embeddings, but config.json ties them (tie_word_embeddings); "
-          "set tie_word_embeddings to false to train the untied head",
-          dir, head);
-    used.insert(head);
+  if (config.tie_word_embeddings && r.contains(head))
+    accept_copy(
+        head, layout.params().front(),
+        "but config.json ties them (tie_word_embeddings); set tie_word_embeddings to false to train the "
+        "untied head");
+  // BERT's decoder bias: the LM head's name with .bias for .weight.
+  if (layout.lm_head_bias() >= 0 && head.ends_with(".weight")) {
+    const std::string copy = head.substr(0, head.size() - 7) + ".bias";
+    const auto bias = std::find_if(layout.params().begin(), layout.params().end(),
+                                   [&](const ParamInfo& p) { return p.offset == layout.lm_head_bias(); });
+    if (r.contains(copy)) accept_copy(copy, *bias, "which Hugging Face ties it to");
   }
   std::string unused;
   for (const auto& name : r.names())

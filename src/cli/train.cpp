@@ -1,6 +1,7 @@
-// `packtrain train`: train a decoder (model/families.h) on a prepared dataset. Exit status: 0 when the run
-// finished (or --stop-after stopped it), 1 on an error, 75 when a stop signal stopped it with a checkpoint
-// (the same command resumes), 3 after --max-bad-steps non-finite steps in a row (with a checkpoint).
+// `packtrain train`: train a decoder or an encoder (model/families.h) on a prepared dataset. Exit status: 0
+// when the run finished (or --stop-after stopped it), 1 on an error, 75 when a stop signal stopped it with a
+// checkpoint (the same command resumes), 3 after --max-bad-steps non-finite steps in a row (with a
+// checkpoint).
 #include "cli/commands.h"
 #include "data/packing/packer.h"
 #include "model/families.h"
@@ -19,8 +20,9 @@ constexpr int kExitNonFinite = 3;
 }  // namespace
 
 void register_train(CLI::App& app) {
-  auto* cmd = app.add_subcommand(
-      "train", "Train a decoder (Llama, Mistral, Qwen2/3, GPT-2) on a prepared dataset (on a GPU when one is visible)");
+  auto* cmd = app.add_subcommand("train",
+                                 "Train a decoder (Llama, Mistral, Qwen2/3, GPT-2) or BERT (--objective mlm) "
+                                 "on a prepared dataset (on a GPU when one is visible)");
   cmd->footer(
       "SIGTERM, SIGINT (Ctrl-C) or SIGUSR1 stop training after the step in flight, with a checkpoint\n"
       "(under mpirun send SIGUSR1: mpirun forwards it to every rank). Exit status: 0 finished or\n"
@@ -35,6 +37,7 @@ void register_train(CLI::App& app) {
   auto sparse_dw = std::make_shared<std::string>(weight_grad_name(tc->sparsity.weight_grad));
   auto recompute = std::make_shared<std::string>("none");
   auto optimizer_state = std::make_shared<std::string>("f32");
+  auto objective = std::make_shared<std::string>("causal");
   cmd->add_option("--data", tc->data_dir, "Prepared dataset directory (packtrain prepare)")->required();
   cmd->add_option("--out", tc->out_dir, "Run directory: metrics.jsonl, checkpoints/, final/")->required();
   cmd->add_option("--model", tc->model, "Preset (" + preset_names() + ") or an HF config.json path")
@@ -97,6 +100,25 @@ void register_train(CLI::App& app) {
                   "dynamic quantization, about 2.03); a checkpoint resumes only in its own mode")
       ->check(CLI::IsMember({"f32", "bf16", "8bit"}))
       ->capture_default_str();
+  // Masked-LM pre-training of encoders (docs/formats.md).
+  auto* objective_option =
+      cmd->add_option("--objective", *objective,
+                      "causal (decoders: next-token prediction) or mlm (encoders such as "
+                      "BERT: masked tokens, masks drawn per epoch from the seed)");
+  objective_option->check(CLI::IsMember({"causal", "mlm"}))->capture_default_str()->group("Masked LM");
+  auto mlm_option = [&](CLI::Option* o) {
+    o->needs(objective_option)->capture_default_str()->group("Masked LM");
+  };
+  mlm_option(cmd->add_option("--mlm-probability", tc->packing.mlm.mask_prob,
+                             "Chance that a token (with --whole-word-mask: a word) is chosen"));
+  mlm_option(cmd->add_option("--mask-replace-prob", tc->packing.mlm.mask_token_prob,
+                             "Chance that a chosen token becomes the mask token"));
+  mlm_option(cmd->add_option("--random-replace-prob", tc->packing.mlm.random_token_prob,
+                             "Chance that a chosen token becomes a random one (else it stays)"));
+  mlm_option(cmd->add_flag("--whole-word-mask", tc->packing.mlm.whole_word,
+                           "Choose whole words (WordPiece: a token and the ## tokens after it)"));
+  mlm_option(cmd->add_option("--mask-token", tc->mask_token,
+                             "The tokenizer's mask token (default: [MASK], else <mask>)"));
   // 2:4 sparse FFN training (docs/sparse24.md).
   auto* sparse =
       cmd->add_flag("--sparse24", tc->sparsity.enabled,
@@ -147,6 +169,7 @@ void register_train(CLI::App& app) {
     c.recompute = parse_recompute(*recompute);
     c.optimizer_state = *ops::parse_moment_format(*optimizer_state);
     c.packing.strategy = parse_strategy(*strategy);
+    c.packing.objective = *objective == "mlm" ? Objective::kMaskedLm : Objective::kCausalLm;
     if (c.packing.examples_per_batch == 0 && c.packing.tokens_per_batch == 0)
       c.packing.examples_per_batch = 16;
     c.resume = !*no_resume;

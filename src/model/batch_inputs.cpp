@@ -6,7 +6,8 @@
 
 namespace pt {
 
-std::vector<int32_t> shifted_targets(const Batch& batch) {
+std::vector<int32_t> loss_targets(const Batch& batch) {
+  if (batch.objective == Objective::kMaskedLm) return batch.labels;
   std::vector<int32_t> targets(batch.labels.size(), kIgnoreLabel);
   for (size_t t = 0; t + 1 < batch.labels.size(); ++t)
     if ((t + 1) % static_cast<size_t>(batch.row_len) != 0) targets[t] = batch.labels[t + 1];
@@ -54,8 +55,13 @@ int64_t slot_ints(int64_t T) { return 5 * T + 1; }
 
 }  // namespace
 
-BatchInputs::BatchInputs(Device device, int64_t max_tokens, int64_t vocab_size, int64_t position_limit)
-    : max_tokens_(max_tokens), vocab_size_(vocab_size), position_limit_(position_limit), arena_(device) {
+BatchInputs::BatchInputs(Device device, int64_t max_tokens, int64_t vocab_size, int64_t position_limit,
+                         Objective objective)
+    : max_tokens_(max_tokens),
+      vocab_size_(vocab_size),
+      position_limit_(position_limit),
+      objective_(objective),
+      arena_(device) {
   for (Slot& s : slots_) {
     s.handle = arena_.reserve(DType::i32, {slot_ints(max_tokens)});
     s.upload = std::make_unique<ops::UploadSlot>(device, static_cast<size_t>(slot_ints(max_tokens)) * 4);
@@ -77,6 +83,13 @@ BatchInputs::Ticket BatchInputs::stage_into(int slot, const Batch& batch) {
   if (T > Tm)
     fail("a batch of {} tokens exceeds the model's activation arena ({} tokens); lower the batch size", T,
          Tm);
+  if (batch.objective != objective_)
+    fail(
+        "batch: {} batch for a model that trains on {} batches; train a decoder on causal-LM batches and "
+        "an encoder (BERT) on masked-LM batches (--objective {})",
+        batch.objective == Objective::kMaskedLm ? "a masked-LM" : "a causal-LM",
+        objective_ == Objective::kMaskedLm ? "masked-LM" : "causal-LM",
+        objective_ == Objective::kMaskedLm ? "mlm" : "causal");
   check_sizes(batch);
   check_segments(batch);
   Slot& s = slots_[static_cast<size_t>(slot)];
@@ -102,12 +115,13 @@ BatchInputs::Ticket BatchInputs::stage_into(int slot, const Batch& batch) {
     max_position = std::max(max_position, p);
     host[Tm + t] = p;
   }
-  const std::vector<int32_t> targets = shifted_targets(batch);
+  const std::vector<int32_t> targets = loss_targets(batch);
+  const int64_t shift = objective_ == Objective::kCausalLm ? 1 : 0;  // the token whose label a target is
   for (int64_t t = 0; t < T; ++t) {
     const int32_t target = targets[static_cast<size_t>(t)];
     if (target != kIgnoreLabel && (target < 0 || target >= vocab_size_))
-      fail("batch: label of token {} is {}, neither in the vocabulary of {} nor the ignore label {}", t + 1,
-           target, vocab_size_, kIgnoreLabel);
+      fail("batch: label of token {} is {}, neither in the vocabulary of {} nor the ignore label {}",
+           t + shift, target, vocab_size_, kIgnoreLabel);
   }
   std::copy(targets.begin(), targets.end(), host + 2 * Tm);
   std::copy(batch.cu_seqlens.begin(), batch.cu_seqlens.end(), host + 3 * Tm);

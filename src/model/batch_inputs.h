@@ -1,4 +1,4 @@
-// A batch's integer inputs on the model's device: token ids, position ids, targets (the labels shifted to
+// A batch's integer inputs on the model's device: token ids, position ids, targets (the labels aligned with
 // the logits), cu_seqlens and, when every row is one attention segment, the rows' real lengths.
 //
 // stage() checks them on the host, where a packer bug or an id beyond the vocabulary becomes a named error
@@ -20,9 +20,10 @@
 
 namespace pt {
 
-// Targets aligned with the logits, from HF-convention labels: target[t] = labels[t + 1] within a row,
-// -100 at the last token of every row (nothing follows it there).
-std::vector<int32_t> shifted_targets(const Batch& batch);
+// Targets aligned with the logits, from HF-convention labels (data/packing/batch.h): for causal LM
+// target[t] = labels[t + 1] within a row, -100 at the last token of every row (nothing follows it there);
+// for masked LM the labels themselves (the logits at t predict the token at t).
+std::vector<int32_t> loss_targets(const Batch& batch);
 
 class BatchInputs {
  public:
@@ -40,7 +41,9 @@ class BatchInputs {
   };
 
   // position_limit > 0: position ids must stay below it (a model with that many learned positions).
-  BatchInputs(Device device, int64_t max_tokens, int64_t vocab_size, int64_t position_limit = 0);
+  // objective: the one the model trains on; a batch of the other is an error.
+  BatchInputs(Device device, int64_t max_tokens, int64_t vocab_size, int64_t position_limit = 0,
+              Objective objective = Objective::kCausalLm);
 
   // For a pass queued later: the ahead slots alternate, so the next batch can be staged while a pass runs.
   Ticket stage(const Batch& batch);
@@ -65,6 +68,7 @@ class BatchInputs {
   Ticket stage_into(int slot, const Batch& batch);
 
   int64_t max_tokens_, vocab_size_, position_limit_;
+  Objective objective_;
   Arena arena_;
   std::array<Slot, kAheadSlots + 1> slots_;
   int next_ahead_ = 0;

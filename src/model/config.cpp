@@ -3,6 +3,8 @@
 #include "core/error.h"
 #include "model/parameters.h"
 
+#include <algorithm>
+
 namespace pt {
 
 int32_t ModelConfig::window(int layer) const {
@@ -29,7 +31,8 @@ void ModelConfig::validate(const std::string& origin) const {
   const double C = hidden_size, q = static_cast<double>(num_attention_heads) * head_dim,
                qkv = q + 2.0 * num_key_value_heads * head_dim, F = intermediate_size;
   const double per_layer = C * (qkv + q) + 3 * C * F + qkv + 3 * F + 8 * C + 2.0 * head_dim;
-  const double bound = (2.0 * vocab_size + max_position_embeddings + 2) * C + num_hidden_layers * per_layer;
+  const double bound = (2.0 * vocab_size + max_position_embeddings + std::max(type_vocab_size, 0) + 5) * C +
+                       C * C + vocab_size + num_hidden_layers * per_layer;
   if (bound > 0x1p62)
     fail(
         "{}: these sizes give about {:.3g} parameters, beyond what packtrain counts (2^62); check "
@@ -43,6 +46,11 @@ void ModelConfig::validate(const std::string& origin) const {
   if (!(norm_eps > 0)) fail("{}: the norm epsilon must be positive", origin);
   if (positions == Positions::rope && !(rope.theta > 0)) fail("{}: rope_theta must be positive", origin);
   if (sliding_window < 0) fail("{}: sliding_window must be >= 0 (got {})", origin, sliding_window);
+  if (!causal && sliding_window > 0)
+    fail("{}: a sliding window limits causal attention; bidirectional attention has none", origin);
+  if (type_vocab_size < 0) fail("{}: type_vocab_size must be >= 0 (got {})", origin, type_vocab_size);
+  if (head_transform && mlp == Mlp::swiglu)
+    fail("{}: the head transform applies the MLP's activation to [C] vectors, which SwiGLU halves", origin);
   if (!windowed_layers.empty() && windowed_layers.size() != static_cast<size_t>(num_hidden_layers))
     fail("{}: {} layers have a window setting, the model has {}", origin, windowed_layers.size(),
          num_hidden_layers);

@@ -67,10 +67,11 @@ DecoderModel::DecoderModel(const ModelConfig& config, int64_t max_tokens, Device
       weight_grad_(sparsity.weight_grad_on(device)),
       recompute_(recompute),
       inputs_(device, max_tokens, config.vocab_size,
-              config.positions == Positions::learned ? config.max_position_embeddings : 0) {
+              config.positions == Positions::learned ? config.max_position_embeddings : 0,
+              config.objective()) {
   const int64_t T = max_tokens, C = config.hidden_size, F = config.intermediate_size, D = config.head_dim;
   const int64_t U = config.mlp_up_rows();
-  const bool layer_norm = config.norm == Norm::layer, qk_norm = config.qk_norm;
+  const bool layer_norm = config.norm == Norm::layer, qk_norm = config.qk_norm, post = config.post_norm;
   const int64_t H = config.num_attention_heads, Hkv = config.num_key_value_heads, V = config.vocab_size;
   // Per-token statistics (RMSNorm rstd, attention lse) are kept in the master dtype: f32 beside bf16.
   auto real = [&](std::initializer_list<int64_t> shape) { return arena_.reserve(dtype, shape); };
@@ -90,7 +91,7 @@ DecoderModel::DecoderModel(const ModelConfig& config, int64_t max_tokens, Device
     a.resid_in = real({T, C});
     if (layer_norm) a.mean1 = buffer(shared.mean1, all, [&] { return stat({T}); });
     a.rstd1 = buffer(shared.rstd1, all, [&] { return stat({T}); });
-    a.xn1 = buffer(shared.xn1, all || norms, [&] { return real({T, C}); });
+    if (!post) a.xn1 = buffer(shared.xn1, all || norms, [&] { return real({T, C}); });
     a.q = buffer(shared.q, all, [&] { return real({T, H, D}); });
     a.k = buffer(shared.k, all, [&] { return real({T, Hkv, D}); });
     a.v = buffer(shared.v, all, [&] { return real({T, Hkv, D}); });
@@ -105,13 +106,27 @@ DecoderModel::DecoderModel(const ModelConfig& config, int64_t max_tokens, Device
     a.mid = buffer(shared.mid, all, [&] { return real({T, C}); });
     if (layer_norm) a.mean2 = buffer(shared.mean2, all, [&] { return stat({T}); });
     a.rstd2 = buffer(shared.rstd2, all, [&] { return stat({T}); });
-    // Recomputing the norms alone, xn1 and xn2 take turns in one buffer.
-    a.xn2 = norms ? a.xn1 : buffer(shared.xn2, all, [&] { return real({T, C}); });
+    // Recomputing the norms alone, xn1 and xn2 take turns in one buffer (post-norm: xn2 alone is shared).
+    if (post) {
+      a.xn2 = buffer(shared.xn2, all || norms, [&] { return real({T, C}); });
+      a.sum2 = buffer(shared.sum2, all, [&] { return real({T, C}); });
+    } else {
+      a.xn2 = norms ? a.xn1 : buffer(shared.xn2, all, [&] { return real({T, C}); });
+    }
     a.h = buffer(shared.h, all, [&] { return real({T, U}); });
     a.act = buffer(shared.act, all || norms, [&] { return real({T, F}); });
     layers_.push_back(a);
   }
   final_in_ = real({T, C});
+  if (config.embedding_norm) {
+    emb_sum_ = real({T, C});
+    if (layer_norm) emb_mean_ = stat({T});
+    emb_rstd_ = stat({T});
+  }
+  if (config.head_transform) {
+    head_h_ = real({T, C});
+    head_act_ = real({T, C});
+  }
   if (layer_norm) mean_f_ = stat({T});
   rstd_f_ = stat({T});
   xn_f_ = real({T, C});
@@ -293,6 +308,7 @@ ops::AttentionParams DecoderModel::attention_params(size_t l, int64_t T) const {
                          arena_.view(a.attn, {T, H, D}),
                          arena_.view(a.lse, {H, T})};
   p.window = config_.window(static_cast<int>(l));
+  p.causal = config_.causal;
   p.segments_checked = true;  // by BatchInputs::stage
   return p;
 }
@@ -301,6 +317,26 @@ DecoderModel::NormActs DecoderModel::norm_acts(int x, int y, int mean, int rstd,
   const int64_t C = config_.hidden_size;
   return {arena_.view(x, {T, C}), arena_.view(y, {T, C}), mean < 0 ? Tensor() : arena_.view(mean, {T}),
           arena_.view(rstd, {T})};
+}
+
+int DecoderModel::next_input(size_t l) const {
+  return l + 1 < layers_.size() ? layers_[l + 1].resid_in : final_in_;
+}
+
+DecoderModel::NormActs DecoderModel::norm1_acts(size_t l, int64_t T) const {
+  const LayerActs& a = layers_[l];
+  return config_.post_norm ? norm_acts(a.mid, a.xn2, a.mean1, a.rstd1, T)
+                           : norm_acts(a.resid_in, a.xn1, a.mean1, a.rstd1, T);
+}
+
+DecoderModel::NormActs DecoderModel::norm2_acts(size_t l, int64_t T) const {
+  const LayerActs& a = layers_[l];
+  return config_.post_norm ? norm_acts(a.sum2, next_input(l), a.mean2, a.rstd2, T)
+                           : norm_acts(a.mid, a.xn2, a.mean2, a.rstd2, T);
+}
+
+DecoderModel::NormActs DecoderModel::final_norm_acts(int64_t T) const {
+  return norm_acts(config_.head_transform ? head_act_ : final_in_, xn_f_, mean_f_, rstd_f_, T);
 }
 
 void DecoderModel::norm_forward(const NormActs& n, int64_t w, int64_t b) const {
@@ -330,20 +366,65 @@ void DecoderModel::bias_grad(const Tensor& dy, int64_t b, const Tensor& grads) c
 }
 
 void DecoderModel::run_forward(int64_t T) {
+  embed_forward(T);
+  for (size_t l = 0; l < layers_.size(); ++l) layer_forward(l, T, /*add_to_next=*/true);
+  if (config_.head_transform) head_transform_forward(T);
+  norm_forward(final_norm_acts(T), layout_.final_norm(), layout_.final_norm_bias());
+}
+
+void DecoderModel::embed_forward(int64_t T) {
   const auto& c = config_;
   const int64_t C = c.hidden_size, V = c.vocab_size;
-  Tensor first_in =
-      layers_.empty() ? arena_.view(final_in_, {T, C}) : arena_.view(layers_[0].resid_in, {T, C});
-  ops::embedding_forward(in_.ids, weight(layout_.embedding(), {V, C}), first_in, /*ids_checked=*/true);
+  const int first_in = layers_.empty() ? final_in_ : layers_[0].resid_in;
+  const Tensor sum = arena_.view(c.embedding_norm ? emb_sum_ : first_in, {T, C});
+  ops::embedding_forward(in_.ids, weight(layout_.embedding(), {V, C}), sum, /*ids_checked=*/true);
   if (c.positions == Positions::learned) {  // + the positions' rows (dtmp is free until the backward)
     const Tensor pos = arena_.view(dtmp_, {T, C});
     ops::embedding_forward(in_.positions, weight(layout_.positions(), {c.max_position_embeddings, C}), pos,
                            /*ids_checked=*/true);
-    ops::add(pos, first_in);
+    ops::add(pos, sum);
   }
-  for (size_t l = 0; l < layers_.size(); ++l) layer_forward(l, T, /*add_to_next=*/true);
-  norm_forward(norm_acts(final_in_, xn_f_, mean_f_, rstd_f_, T), layout_.final_norm(),
-               layout_.final_norm_bias());
+  // Every token is of type 0: the table's first row, added to each token as a bias is.
+  if (layout_.token_types() >= 0) ops::bias_add(sum, weight(layout_.token_types(), {C}));
+  if (c.embedding_norm)
+    norm_forward(norm_acts(emb_sum_, first_in, emb_mean_, emb_rstd_, T), layout_.embedding_norm(),
+                 layout_.embedding_norm_bias());
+}
+
+void DecoderModel::embed_backward(const Tensor& dx, const Tensor& dtmp, const Tensor& grads) const {
+  const auto& c = config_;
+  const int64_t T = dx.size(0), C = c.hidden_size, V = c.vocab_size;
+  Tensor dsum = dx;
+  if (c.embedding_norm) {
+    const int first_in = layers_.empty() ? final_in_ : layers_[0].resid_in;
+    norm_backward(dx, norm_acts(emb_sum_, first_in, emb_mean_, emb_rstd_, T), layout_.embedding_norm(),
+                  layout_.embedding_norm_bias(), dtmp, grads);
+    dsum = dtmp;
+  }
+  ops::embedding_backward(in_.ids, dsum, param(grads, layout_.embedding(), {V, C}), Write::accumulate,
+                          /*ids_checked=*/true);
+  if (c.positions == Positions::learned)
+    ops::embedding_backward(in_.positions, dsum,
+                            param(grads, layout_.positions(), {c.max_position_embeddings, C}),
+                            Write::accumulate, /*ids_checked=*/true);
+  bias_grad(dsum, layout_.token_types(), grads);  // row 0 of the token-type table
+}
+
+void DecoderModel::head_transform_forward(int64_t T) const {
+  const int64_t C = config_.hidden_size;
+  const Tensor h = arena_.view(head_h_, {T, C});
+  ops::linear_forward(arena_.view(final_in_, {T, C}), weight(layout_.head_dense(), {C, C}), h,
+                      Write::overwrite, bias(layout_.head_dense_bias(), C));
+  activation_forward(h, arena_.view(head_act_, {T, C}));
+}
+
+void DecoderModel::head_transform_backward(const Tensor& dy, const Tensor& dx, const Tensor& grads) const {
+  const int64_t T = dy.size(0), C = config_.hidden_size;
+  // In place: dy becomes the gradient of the dense's output.
+  activation_backward(dy, arena_.view(head_h_, {T, C}), dy);
+  bias_grad(dy, layout_.head_dense_bias(), grads);
+  ops::linear_backward(dy, arena_.view(final_in_, {T, C}), weight(layout_.head_dense(), {C, C}), dx,
+                       Write::overwrite, param(grads, layout_.head_dense(), {C, C}), Write::accumulate);
 }
 
 void DecoderModel::layer_forward(size_t l, int64_t T, bool add_to_next) {
@@ -352,17 +433,20 @@ void DecoderModel::layer_forward(size_t l, int64_t T, bool add_to_next) {
   const int64_t H = c.num_attention_heads, Hkv = c.num_key_value_heads;
   const LayerActs& a = layers_[l];
   const LayerParams& w = layout_.layer(static_cast<int>(l));
-  const NormActs n1 = norm_acts(a.resid_in, a.xn1, a.mean1, a.rstd1, T);
-  norm_forward(n1, w.attn_norm, w.attn_norm_bias);
+  const bool post = c.post_norm;
+  const NormActs n1 = norm1_acts(l, T), n2 = norm2_acts(l, T);
+  const Tensor x = arena_.view(a.resid_in, {T, C});
+  if (!post) norm_forward(n1, w.attn_norm, w.attn_norm_bias);
+  const Tensor attn_in = post ? x : n1.y;
   // q, k, v (with per-head norms, the projections land in q_pre / k_pre and the norms write q / k).
   const Tensor q = arena_.view(a.q, {T, H, D}), k = arena_.view(a.k, {T, Hkv, D});
   const Tensor q_lin = arena_.view(c.qk_norm ? a.q_pre : a.q, {T, H * D});
   const Tensor k_lin = arena_.view(c.qk_norm ? a.k_pre : a.k, {T, Hkv * D});
   const Tensor v_lin = arena_.view(a.v, {T, Hkv * D});
-  ops::linear_forward(n1.y, weight(w.wq, {H * D, C}), q_lin, Write::overwrite, bias(w.bqkv, H * D));
-  ops::linear_forward(n1.y, weight(w.wk, {Hkv * D, C}), k_lin, Write::overwrite,
+  ops::linear_forward(attn_in, weight(w.wq, {H * D, C}), q_lin, Write::overwrite, bias(w.bqkv, H * D));
+  ops::linear_forward(attn_in, weight(w.wk, {Hkv * D, C}), k_lin, Write::overwrite,
                       bias(w.bqkv, Hkv * D, H * D));
-  ops::linear_forward(n1.y, weight(w.wv, {Hkv * D, C}), v_lin, Write::overwrite,
+  ops::linear_forward(attn_in, weight(w.wv, {Hkv * D, C}), v_lin, Write::overwrite,
                       bias(w.bqkv, Hkv * D, (H + Hkv) * D));
   if (c.qk_norm) {
     ops::rmsnorm_forward(arena_.view(a.q_pre, {T * H, D}), weight(w.q_norm, {D}), c.norm_eps,
@@ -372,38 +456,48 @@ void DecoderModel::layer_forward(size_t l, int64_t T, bool add_to_next) {
   }
   if (c.positions == Positions::rope) ops::rope_forward_qk(q, k, in_.positions, rope_, q, k);
   ops::attention_forward(attention_params(l, T));
-  const Tensor x = n1.x, mid = arena_.view(a.mid, {T, C});
+  const Tensor mid = arena_.view(a.mid, {T, C});
   ops::copy(x, mid);
   ops::linear_forward(arena_.view(a.attn, {T, H * D}), weight(w.wo, {C, H * D}), mid, Write::accumulate,
                       bias(w.bo, C));
-  // The MLP.
-  const NormActs n2 = norm_acts(a.mid, a.xn2, a.mean2, a.rstd2, T);
-  norm_forward(n2, w.ffn_norm, w.ffn_norm_bias);
+  // The MLP, on xn2: norm 2 of mid (pre-norm) or norm 1 of it (post-norm).
+  if (post)
+    norm_forward(n1, w.attn_norm, w.attn_norm_bias);
+  else
+    norm_forward(n2, w.ffn_norm, w.ffn_norm_bias);
+  const Tensor mlp_in = arena_.view(a.xn2, {T, C});
   const Tensor h = arena_.view(a.h, {T, U}), act = arena_.view(a.act, {T, F});
   if (const ops::SparseLinear* s = sparse(l, FfnLinear::gate_up)) {
-    s->forward(n2.y, h, Write::overwrite);
+    s->forward(mlp_in, h, Write::overwrite);
     if (w.b_up >= 0) ops::bias_add(h, bias(w.b_up, U));
   } else {
-    ops::linear_forward(n2.y, weight(w.w_up, {U, C}), h, Write::overwrite, bias(w.b_up, U));
+    ops::linear_forward(mlp_in, weight(w.w_up, {U, C}), h, Write::overwrite, bias(w.b_up, U));
   }
   activation_forward(h, act);
-  if (!add_to_next) return;
-  Tensor next =
-      l + 1 < layers_.size() ? arena_.view(layers_[l + 1].resid_in, {T, C}) : arena_.view(final_in_, {T, C});
-  ops::copy(mid, next);
+  // A post-norm layer's backward needs the statistics of its last norm, so recomputing it runs to the end,
+  // rewriting the next layer's input with the values it holds.
+  if (!add_to_next && !post) return;
+  // The residual sum: the output itself (pre-norm) or what norm 2 takes to it (post-norm).
+  const Tensor next = post ? n2.x : arena_.view(next_input(l), {T, C});
+  ops::copy(post ? mlp_in : mid, next);
   if (const ops::SparseLinear* s = sparse(l, FfnLinear::down)) {
     s->forward(act, next, Write::accumulate);
     if (w.b_down >= 0) ops::bias_add(next, bias(w.b_down, C));
   } else {
     ops::linear_forward(act, weight(w.w_down, {C, F}), next, Write::accumulate, bias(w.b_down, C));
   }
+  if (post) norm_forward(n2, w.ffn_norm, w.ffn_norm_bias);
 }
 
 void DecoderModel::activation_forward(const Tensor& h, const Tensor& act) const {
-  if (config_.mlp == Mlp::swiglu)
-    ops::swiglu_forward(h, act);
-  else
-    ops::gelu_forward(h, act);
+  switch (config_.mlp) {
+    case Mlp::swiglu:
+      return ops::swiglu_forward(h, act);
+    case Mlp::gelu:
+      return ops::gelu_forward(h, act);
+    case Mlp::gelu_erf:
+      return ops::gelu_erf_forward(h, act);
+  }
 }
 
 LossSum DecoderModel::forward(const Batch& batch, const Tensor& params) {
@@ -444,12 +538,13 @@ void DecoderModel::head_and_loss(double grad_scale, const Tensor& grads) {
     const int64_t n = std::min(kLogitChunk, T - t0);
     logits_begin_ = t0;
     const Tensor x = rows(xn, t0, n), chunk = arena_.view(logits_, {n, V});
-    ops::linear_forward(x, head, chunk);
+    ops::linear_forward(x, head, chunk, Write::overwrite, bias(layout_.lm_head_bias(), V));
     ops::cross_entropy_accumulate(chunk, param(in_.targets, t0, {n}), grad_scale,
                                   grads.empty() ? Tensor() : chunk, loss_sums_);
-    if (!grads.empty())
-      ops::linear_backward(chunk, x, head, rows(dxn, t0, n), Write::overwrite,
-                           param(grads, layout_.lm_head(), {V, C}), Write::accumulate);
+    if (grads.empty()) continue;
+    bias_grad(chunk, layout_.lm_head_bias(), grads);
+    ops::linear_backward(chunk, x, head, rows(dxn, t0, n), Write::overwrite,
+                         param(grads, layout_.lm_head(), {V, C}), Write::accumulate);
   }
   ++passes_pending_;
 }
@@ -468,25 +563,31 @@ void DecoderModel::forward_backward(const StagedBatch& batch, const Tensor& grad
   const int64_t T = in_.tokens;
   run_forward(T);
   const auto& c = config_;
-  const int64_t C = c.hidden_size, F = c.intermediate_size, D = c.head_dim, V = c.vocab_size;
+  const int64_t C = c.hidden_size, F = c.intermediate_size, D = c.head_dim;
   const int64_t H = c.num_attention_heads, Hkv = c.num_key_value_heads, U = c.mlp_up_rows();
   Tensor dx = arena_.view(dx_, {T, C}), dtmp = arena_.view(dtmp_, {T, C}), dxn = arena_.view(dxn_, {T, C});
 
   head_and_loss(grad_scale, grads);
-  norm_backward(dxn, norm_acts(final_in_, xn_f_, mean_f_, rstd_f_, T), layout_.final_norm(),
-                layout_.final_norm_bias(), dx, grads);
-  // Backward runs through the layout (embeddings, layers, final norm, untied LM head) from its end. What
-  // is still to come lies before the part reported final: the layers below the current one and the
-  // embeddings, which a tied LM head shares, so its gradient is final only after embedding_backward.
+  if (c.head_transform) {
+    norm_backward(dxn, final_norm_acts(T), layout_.final_norm(), layout_.final_norm_bias(), dtmp, grads);
+    head_transform_backward(dtmp, dx, grads);
+  } else {
+    norm_backward(dxn, final_norm_acts(T), layout_.final_norm(), layout_.final_norm_bias(), dx, grads);
+  }
+  // Backward runs through the layout (embeddings, layers, head transform, final norm, untied LM head, its
+  // bias) from its end. What is still to come lies before the part reported final: the layers below the
+  // current one and the embeddings, which a tied LM head shares, so its gradient is final only after
+  // embed_backward.
   auto report = [&](int64_t first_final) {
     if (backward_progress_) backward_progress_(first_final);
   };
-  report(layout_.final_norm());
+  report(layout_.head_begin());
+  const bool post = c.post_norm;
   for (size_t l = layers_.size(); l-- > 0;) {
     const LayerActs& a = layers_[l];
     const LayerParams& w = layout_.layer(static_cast<int>(l));
-    const NormActs n1 = norm_acts(a.resid_in, a.xn1, a.mean1, a.rstd1, T);
-    const NormActs n2 = norm_acts(a.mid, a.xn2, a.mean2, a.rstd2, T);
+    const NormActs n1 = norm1_acts(l, T), n2 = norm2_acts(l, T);
+    const Tensor x = arena_.view(a.resid_in, {T, C}), mlp_in = arena_.view(a.xn2, {T, C});
     // MLP: dx flows into the down projection and, unchanged, along the residual. A sparse linear's dW
     // comes from its MVUE-pruned output gradient: down's lands in dtmp (free until the norm below), since
     // dx lives on; the up projection's replaces dh, which nothing reads afterwards but its bias gradient,
@@ -497,7 +598,16 @@ void DecoderModel::forward_backward(const StagedBatch& batch, const Tensor& grad
     if (recompute_ == Recompute::layers && l + 1 < layers_.size()) layer_forward(l, T, /*add_to_next=*/false);
     if (recompute_ == Recompute::norms_and_swiglu) {
       activation_forward(h, act);
-      norm_forward(n2, w.ffn_norm, w.ffn_norm_bias);
+      if (post)
+        norm_forward(n1, w.attn_norm, w.attn_norm_bias);
+      else
+        norm_forward(n2, w.ffn_norm, w.ffn_norm_bias);
+    }
+    // Post-norm: dx goes through norm 2 first, to the residual sum's gradient (kept in dx, as pre-norm's
+    // residual gradient is; dtmp stays free for the sparse down projection's pruned gradient).
+    if (post) {
+      norm_backward(dx, n2, w.ffn_norm, w.ffn_norm_bias, dtmp, grads);
+      ops::copy(dtmp, dx);
     }
     const Tensor dw_down = param(grads, w.w_down, {C, F}), dw_up = param(grads, w.w_up, {U, C});
     bias_grad(dx, w.b_down, grads);
@@ -512,20 +622,29 @@ void DecoderModel::forward_backward(const StagedBatch& batch, const Tensor& grad
       // With MVUE dW, the activation's backward also prunes and packs dh for the sparse dW GEMM where it can.
       const bool mvue = mvue_dw(*s, dw_up, T);
       const uint64_t seed = mvue_seed_.at(static_cast<int>(l), FfnLinear::gate_up);
-      const ops::Activation activation =
-          c.mlp == Mlp::swiglu ? ops::Activation::swiglu : ops::Activation::gelu_tanh;
+      const ops::Activation activation = c.mlp == Mlp::swiglu ? ops::Activation::swiglu
+                                         : c.mlp == Mlp::gelu ? ops::Activation::gelu_tanh
+                                                              : ops::Activation::gelu_erf;
       const bool packed = mvue ? s->activation_backward(activation, dact, h, dh, seed, dw_up.dtype)
                                : (activation_backward(dact, h, dh), false);
       bias_grad(dh, w.b_up, grads);
-      s->backward(dh, n2.y, dxn, Write::overwrite, dw_up, Write::accumulate, mvue ? dh : Tensor(), seed,
+      s->backward(dh, mlp_in, dxn, Write::overwrite, dw_up, Write::accumulate, mvue ? dh : Tensor(), seed,
                   packed, mvue_only_if_sparse());
     } else {
       activation_backward(dact, h, dh);
       bias_grad(dh, w.b_up, grads);
-      ops::linear_backward(dh, n2.y, weight(w.w_up, {U, C}), dxn, Write::overwrite, dw_up, Write::accumulate);
+      ops::linear_backward(dh, mlp_in, weight(w.w_up, {U, C}), dxn, Write::overwrite, dw_up,
+                           Write::accumulate);
     }
-    norm_backward(dxn, n2, w.ffn_norm, w.ffn_norm_bias, dtmp, grads);
-    ops::add(dtmp, dx);
+    // dx becomes mid's gradient: through norm 2 plus the residual (pre-norm), or the residual's part of
+    // xn2's gradient plus the MLP's, through norm 1 (post-norm).
+    if (post) {
+      ops::add(dx, dxn);
+      norm_backward(dxn, n1, w.attn_norm, w.attn_norm_bias, dx, grads);
+    } else {
+      norm_backward(dxn, n2, w.ffn_norm, w.ffn_norm_bias, dtmp, grads);
+      ops::add(dtmp, dx);
+    }
     // Attention.
     const Tensor dq = arena_.view(dq_, {T, H, D}), dk = arena_.view(dk_, {T, Hkv, D}),
                  dv = arena_.view(dv_, {T, Hkv, D});
@@ -555,32 +674,36 @@ void DecoderModel::forward_backward(const StagedBatch& batch, const Tensor& grad
       bias_grad(dk_lin, w.bqkv + H * D, grads);
       bias_grad(dv_lin, w.bqkv + (H + Hkv) * D, grads);
     }
-    if (recompute_ == Recompute::norms_and_swiglu) norm_forward(n1, w.attn_norm, w.attn_norm_bias);
-    ops::linear_backward(dq_lin, n1.y, weight(w.wq, {H * D, C}), dxn, Write::overwrite,
+    if (recompute_ == Recompute::norms_and_swiglu && !post) norm_forward(n1, w.attn_norm, w.attn_norm_bias);
+    const Tensor attn_in = post ? x : n1.y;
+    ops::linear_backward(dq_lin, attn_in, weight(w.wq, {H * D, C}), dxn, Write::overwrite,
                          param(grads, w.wq, {H * D, C}), Write::accumulate);
-    ops::linear_backward(dk_lin, n1.y, weight(w.wk, {Hkv * D, C}), dxn, Write::accumulate,
+    ops::linear_backward(dk_lin, attn_in, weight(w.wk, {Hkv * D, C}), dxn, Write::accumulate,
                          param(grads, w.wk, {Hkv * D, C}), Write::accumulate);
-    ops::linear_backward(dv_lin, n1.y, weight(w.wv, {Hkv * D, C}), dxn, Write::accumulate,
+    ops::linear_backward(dv_lin, attn_in, weight(w.wv, {Hkv * D, C}), dxn, Write::accumulate,
                          param(grads, w.wv, {Hkv * D, C}), Write::accumulate);
-    norm_backward(dxn, n1, w.attn_norm, w.attn_norm_bias, dtmp, grads);
-    ops::add(dtmp, dx);
+    if (post) {
+      ops::add(dxn, dx);
+    } else {
+      norm_backward(dxn, n1, w.attn_norm, w.attn_norm_bias, dtmp, grads);
+      ops::add(dtmp, dx);
+    }
     report(w.attn_norm);
   }
-  ops::embedding_backward(in_.ids, dx, param(grads, layout_.embedding(), {V, C}), Write::accumulate,
-                          /*ids_checked=*/true);
-  if (c.positions == Positions::learned)
-    ops::embedding_backward(in_.positions, dx,
-                            param(grads, layout_.positions(), {c.max_position_embeddings, C}),
-                            Write::accumulate, /*ids_checked=*/true);
+  embed_backward(dx, dtmp, grads);
   inputs_.release(batch);
   report(0);
 }
 
 void DecoderModel::activation_backward(const Tensor& dact, const Tensor& h, const Tensor& dh) const {
-  if (config_.mlp == Mlp::swiglu)
-    ops::swiglu_backward(dact, h, dh);
-  else
-    ops::gelu_backward(dact, h, dh);
+  switch (config_.mlp) {
+    case Mlp::swiglu:
+      return ops::swiglu_backward(dact, h, dh);
+    case Mlp::gelu:
+      return ops::gelu_backward(dact, h, dh);
+    case Mlp::gelu_erf:
+      return ops::gelu_erf_backward(dact, h, dh);
+  }
 }
 
 }  // namespace pt

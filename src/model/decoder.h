@@ -1,10 +1,12 @@
-// A decoder-only transformer as a sequence of ops, built from its ModelConfig (model/config.h): token
-// embedding (+ learned positions), per layer a pre-norm (RMSNorm or LayerNorm) -> q/k/v (+ biases) ->
-// per-head q/k RMSNorm -> RoPE -> varlen causal attention (sliding-window where the layer has one) ->
-// o_proj (+ bias) (+ residual), a pre-norm -> the MLP's up projection -> SwiGLU or GELU -> down (+ biases)
-// (+ residual), then a final norm, the LM head and cross-entropy. The model never names a backend or a
-// family: it hands tensor views on its arena's device to the ops, which dispatch. Activations for
-// `max_tokens` tokens are sized once at construction.
+// A transformer as a sequence of ops, built from its ModelConfig (model/config.h): token embedding
+// (+ learned positions, + token type 0, then a norm for BERT), per layer a pre-norm (RMSNorm or LayerNorm)
+// -> q/k/v (+ biases) -> per-head q/k RMSNorm -> RoPE -> varlen attention, causal (sliding-window where the
+// layer has one) or bidirectional within each example -> o_proj (+ bias) (+ residual), a pre-norm -> the
+// MLP's up projection -> SwiGLU or GELU -> down (+ biases) (+ residual), then a final norm, the LM head and
+// cross-entropy. Post-norm models (BERT) norm after each residual add instead and end in the MLM head's
+// transform (dense, GELU, norm) before the LM head (+ bias). The model never names a backend or a family:
+// it hands tensor views on its arena's device to the ops, which dispatch. Activations for `max_tokens`
+// tokens are sized once at construction.
 //
 // Precision: on the cpu everything (master weights, activations, gradients) is f32, or f64 for gradient
 // checks. On cuda the model computes in bf16 with f32 master weights: it keeps a bf16 working copy of the
@@ -146,6 +148,9 @@ class DecoderModel {
     int resid_in = -1, mean1 = -1, rstd1 = -1, xn1 = -1, q = -1, k = -1, v = -1, attn = -1, lse = -1,
         mid = -1, mean2 = -1, rstd2 = -1, xn2 = -1, h = -1, act = -1;
     int q_pre = -1, k_pre = -1, rstd_q = -1, rstd_k = -1;  // per-head q/k norms: their inputs and rstd
+    // Post-norm: the attention reads resid_in (no xn1), norm 1 takes mid to xn2 (the MLP's input and
+    // residual), and norm 2 takes sum2 = xn2 + mlp(xn2) to the next layer's input.
+    int sum2 = -1;
   };
   struct NormActs {  // a norm's input, output and statistics (mean only for LayerNorm)
     Tensor x, y, mean, rstd;
@@ -184,11 +189,26 @@ class DecoderModel {
   void norm_backward(const Tensor& dy, const NormActs& n, int64_t w, int64_t b, const Tensor& dx,
                      const Tensor& grads) const;
   NormActs norm_acts(int x, int y, int mean, int rstd, int64_t T) const;
+  // A layer's two norms (pre- or post-norm, see LayerActs); `next` is the following layer's input buffer.
+  NormActs norm1_acts(size_t l, int64_t T) const;
+  NormActs norm2_acts(size_t l, int64_t T) const;
+  // The buffer a layer's output goes to: the next layer's input, or the final one's.
+  int next_input(size_t l) const;
+  // The final norm's acts: over the head transform's activation where there is one, else the last output.
+  NormActs final_norm_acts(int64_t T) const;
   // The n bias values from skip past weight offset b (an empty Tensor when b < 0: no bias), which
   // ops::linear_forward adds to every row; and a bias's gradient, the column sums of dy.
   Tensor bias(int64_t b, int64_t n, int64_t skip = 0) const;
   void bias_grad(const Tensor& dy, int64_t b, const Tensor& grads) const;
   void run_forward(int64_t T);
+  // The embeddings summed (token, learned positions, token type 0) and normed where the config says so,
+  // into layer 0's input; and their gradients from dx, that input's gradient (dtmp is scratch).
+  void embed_forward(int64_t T);
+  void embed_backward(const Tensor& dx, const Tensor& dtmp, const Tensor& grads) const;
+  // The head transform (dense + activation) from the last layer's output into the final norm's input; and
+  // its backward from dy, the final norm's input gradient (clobbered), into dx (overwritten).
+  void head_transform_forward(int64_t T) const;
+  void head_transform_backward(const Tensor& dy, const Tensor& dx, const Tensor& grads) const;
   // Layer l's forward from its input; with add_to_next, also its output (the next layer's input).
   void layer_forward(size_t l, int64_t T, bool add_to_next);
   // The MLP's activation, SwiGLU or GELU, and its backward.
@@ -229,6 +249,8 @@ class DecoderModel {
   std::vector<LayerActs> layers_;
   ops::RopeFrequencies rope_;  // the current pass's rotary (dynamic scaling depends on its positions)
   int final_in_, mean_f_ = -1, rstd_f_, xn_f_, logits_, loss_sums_slot_;
+  int emb_sum_ = -1, emb_mean_ = -1, emb_rstd_ = -1;  // the embedding norm's input and statistics
+  int head_h_ = -1, head_act_ = -1;                   // the head transform's dense output and activation
   int64_t logits_begin_ = 0;  // the first token of the chunk logits_ holds
   int dx_, dtmp_, dxn_, dact_, dh_, dq_, dk_, dv_, dattn_, dk_pre_ = -1;
 };

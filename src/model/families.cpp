@@ -112,11 +112,17 @@ struct LlamaLike {
   enum { none, all_layers, per_layer } window;  // Mistral: sliding_window on every layer; Qwen: see below
 };
 
+struct Family;
+using ReadConfig = ModelConfig (*)(const Fields&, const Family&);
+using WriteConfig = void (*)(const ModelConfig&, const Family&, json&);
+
 struct Family {
   const char* model_type;
   const char* architecture;
   const TensorNames* names;
-  LlamaLike llama;  // unused by gpt2
+  ReadConfig read;    // config.json's fields into the choices
+  WriteConfig write;  // and back
+  LlamaLike llama;    // read_llama_like's options
 };
 
 constexpr TensorNames kLlamaNames{
@@ -133,13 +139,53 @@ constexpr TensorNames kGpt2Names{
     nullptr, nullptr, "transformer.h.{}.mlp.c_fc", "transformer.h.{}.mlp.c_proj", "transformer.ln_f",
     "lm_head.weight", true};
 
+// BERT's post-norm layers keep HF's norm names: attention.output.LayerNorm is norm 1 (after attention),
+// output.LayerNorm norm 2 (after the MLP); the MLM head's transform norm is the final norm.
+constexpr TensorNames kBertNames{.embed = "bert.embeddings.word_embeddings.weight",
+                                 .positions = "bert.embeddings.position_embeddings.weight",
+                                 .attn_norm = "bert.encoder.layer.{}.attention.output.LayerNorm",
+                                 .q = "bert.encoder.layer.{}.attention.self.query",
+                                 .k = "bert.encoder.layer.{}.attention.self.key",
+                                 .v = "bert.encoder.layer.{}.attention.self.value",
+                                 .qkv = nullptr,
+                                 .o = "bert.encoder.layer.{}.attention.output.dense",
+                                 .q_norm = nullptr,
+                                 .k_norm = nullptr,
+                                 .ffn_norm = "bert.encoder.layer.{}.output.LayerNorm",
+                                 .gate = nullptr,
+                                 .up = nullptr,
+                                 .fc = "bert.encoder.layer.{}.intermediate.dense",
+                                 .down = "bert.encoder.layer.{}.output.dense",
+                                 .final_norm = "cls.predictions.transform.LayerNorm",
+                                 .lm_head = "cls.predictions.decoder.weight",
+                                 .conv1d = false,
+                                 .token_types = "bert.embeddings.token_type_embeddings.weight",
+                                 .embed_norm = "bert.embeddings.LayerNorm",
+                                 .head_dense = "cls.predictions.transform.dense",
+                                 .lm_head_bias = "cls.predictions.bias"};
+
+ModelConfig read_llama_like(const Fields& f, const Family& fam);
+ModelConfig read_gpt2(const Fields& f, const Family& fam);
+ModelConfig read_bert(const Fields& f, const Family& fam);
+void write_llama_like(const ModelConfig& c, const Family& fam, json& j);
+void write_gpt2(const ModelConfig& c, const Family& fam, json& j);
+void write_bert(const ModelConfig& c, const Family& fam, json& j);
+
+// One family a row.
+// clang-format off
 constexpr Family kFamilies[] = {
-    {"llama", "LlamaForCausalLM", &kLlamaNames, {true, true, false, false, LlamaLike::none}},
-    {"mistral", "MistralForCausalLM", &kLlamaNames, {false, false, false, false, LlamaLike::all_layers}},
-    {"qwen2", "Qwen2ForCausalLM", &kLlamaNames, {false, false, true, false, LlamaLike::per_layer}},
-    {"qwen3", "Qwen3ForCausalLM", &kLlamaNames, {true, false, false, true, LlamaLike::per_layer}},
-    {"gpt2", "GPT2LMHeadModel", &kGpt2Names, {}},
+    {"llama", "LlamaForCausalLM", &kLlamaNames, read_llama_like, write_llama_like,
+     {true, true, false, false, LlamaLike::none}},
+    {"mistral", "MistralForCausalLM", &kLlamaNames, read_llama_like, write_llama_like,
+     {false, false, false, false, LlamaLike::all_layers}},
+    {"qwen2", "Qwen2ForCausalLM", &kLlamaNames, read_llama_like, write_llama_like,
+     {false, false, true, false, LlamaLike::per_layer}},
+    {"qwen3", "Qwen3ForCausalLM", &kLlamaNames, read_llama_like, write_llama_like,
+     {true, false, false, true, LlamaLike::per_layer}},
+    {"gpt2", "GPT2LMHeadModel", &kGpt2Names, read_gpt2, write_gpt2, {}},
+    {"bert", "BertForMaskedLM", &kBertNames, read_bert, write_bert, {}},
 };
+// clang-format on
 
 const Family& family(const std::string& model_type, const std::string& origin) {
   for (const Family& f : kFamilies)
@@ -219,7 +265,7 @@ ModelConfig read_llama_like(const Fields& f, const Family& fam) {
   return c;
 }
 
-ModelConfig read_gpt2(const Fields& f) {
+ModelConfig read_gpt2(const Fields& f, const Family&) {
   ModelConfig c;
   c.family = "gpt2";
   f.get("vocab_size", c.vocab_size, true);
@@ -252,6 +298,48 @@ ModelConfig read_gpt2(const Fields& f) {
   c.positions = Positions::learned;
   c.qkv_bias = c.o_bias = c.mlp_bias = true;
   c.mlp = Mlp::gelu;
+  return c;
+}
+
+ModelConfig read_bert(const Fields& f, const Family&) {
+  ModelConfig c;
+  c.family = "bert";
+  f.get("vocab_size", c.vocab_size, true);
+  f.get("hidden_size", c.hidden_size, true);
+  f.get("intermediate_size", c.intermediate_size, true);
+  f.get("num_hidden_layers", c.num_hidden_layers, true);
+  f.get("num_attention_heads", c.num_attention_heads, true);
+  if (c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads != 0)
+    fail(
+        "{}: \"hidden_size\" ({}) must be a multiple of \"num_attention_heads\" ({}), as BERT's heads split "
+        "it",
+        f.origin(), c.hidden_size, c.num_attention_heads);
+  c.num_key_value_heads = c.num_attention_heads;
+  c.head_dim = c.num_attention_heads > 0 ? c.hidden_size / c.num_attention_heads : 0;
+  c.max_position_embeddings = 512;  // BertConfig's defaults
+  c.type_vocab_size = 2;
+  c.norm_eps = 1e-12f;
+  f.get("max_position_embeddings", c.max_position_embeddings);
+  f.get("type_vocab_size", c.type_vocab_size);
+  if (c.type_vocab_size <= 0)
+    fail("{}: \"type_vocab_size\" is {}; BERT's token-type table needs at least the row of type 0",
+         f.origin(), c.type_vocab_size);
+  f.get("layer_norm_eps", c.norm_eps);
+  c.tie_word_embeddings = f.value("tie_word_embeddings", true);
+  const std::string act = f.value("hidden_act", std::string("gelu"));
+  if (act != "gelu")
+    fail("{}: \"hidden_act\" is \"{}\"; packtrain's BERT uses the exact GELU (\"gelu\")", f.origin(), act);
+  f.refuse("position_embedding_type", "absolute", "packtrain's BERT has absolute learned positions only");
+  f.refuse("is_decoder", false,
+           "BERT as a causal decoder is not implemented; packtrain trains it as an encoder");
+  f.refuse("add_cross_attention", false, "cross-attention is not implemented");
+  c.norm = Norm::layer;
+  c.post_norm = c.embedding_norm = true;
+  c.causal = false;
+  c.positions = Positions::learned;
+  c.qkv_bias = c.o_bias = c.mlp_bias = true;
+  c.mlp = Mlp::gelu_erf;
+  c.head_transform = c.lm_head_bias = true;
   return c;
 }
 
@@ -293,7 +381,7 @@ void write_llama_like(const ModelConfig& c, const Family& fam, json& j) {
   }
 }
 
-void write_gpt2(const ModelConfig& c, json& j) {
+void write_gpt2(const ModelConfig& c, const Family&, json& j) {
   j["vocab_size"] = c.vocab_size;
   j["n_embd"] = c.hidden_size;
   j["n_layer"] = c.num_hidden_layers;
@@ -303,6 +391,20 @@ void write_gpt2(const ModelConfig& c, json& j) {
   j["layer_norm_epsilon"] = c.norm_eps;
   j["activation_function"] = "gelu_new";
   j["tie_word_embeddings"] = true;
+}
+
+void write_bert(const ModelConfig& c, const Family&, json& j) {
+  j["vocab_size"] = c.vocab_size;
+  j["hidden_size"] = c.hidden_size;
+  j["intermediate_size"] = c.intermediate_size;
+  j["num_hidden_layers"] = c.num_hidden_layers;
+  j["num_attention_heads"] = c.num_attention_heads;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["type_vocab_size"] = c.type_vocab_size;
+  j["layer_norm_eps"] = c.norm_eps;
+  j["hidden_act"] = "gelu";
+  j["position_embedding_type"] = "absolute";
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
 }
 
 }  // namespace
@@ -337,10 +439,10 @@ ModelConfig parse_config(const std::string& json_text, const std::string& origin
     std::vector<std::string> archs;
     f.get("architectures", archs);
     if (archs.size() != 1 || archs[0] != fam.architecture)
-      fail("{}: \"architectures\" is {}; packtrain trains {} as {} (a causal LM head)", origin,
+      fail("{}: \"architectures\" is {}; packtrain trains {} as {} (its LM head)", origin,
            f.raw("architectures").dump(), model_type, fam.architecture);
   }
-  ModelConfig c = fam.names == &kGpt2Names ? read_gpt2(f) : read_llama_like(f, fam);
+  ModelConfig c = fam.read(f, fam);
   read_special_tokens(f, c);
   c.source_json = json_text;
   c.validate(origin);
@@ -354,10 +456,7 @@ std::string config_to_json(const ModelConfig& c) {
   json j = c.source_json.empty() ? json::object() : json::parse(c.source_json);
   j["architectures"] = {fam.architecture};
   j["model_type"] = fam.model_type;
-  if (fam.names == &kGpt2Names)
-    write_gpt2(c, j);
-  else
-    write_llama_like(c, fam, j);
+  fam.write(c, fam, j);
   // The source's own ids stay as they were (eos may list several stop tokens).
   if (c.bos_token_id >= 0 && !j.contains("bos_token_id")) j["bos_token_id"] = c.bos_token_id;
   if (c.eos_token_id >= 0 && !j.contains("eos_token_id")) j["eos_token_id"] = c.eos_token_id;

@@ -27,10 +27,14 @@ struct TensorNames {
   const char* final_norm;
   const char* lm_head;
   bool conv1d;  // linear weights stored [in, out] (GPT-2's Conv1D) rather than [out, in]
+  const char* token_types = nullptr;   // token-type embeddings [type_vocab_size, C]
+  const char* embed_norm = nullptr;    // the norm over the summed embeddings
+  const char* head_dense = nullptr;    // the head transform's dense [C, C]
+  const char* lm_head_bias = nullptr;  // the logits' bias [V]
 };
 
 const TensorNames& tensor_names(const std::string& family);
-// "llama, mistral, qwen2, qwen3, gpt2", for messages.
+// "llama, mistral, qwen2, qwen3, gpt2, bert", for messages.
 std::string supported_families();
 
 // Reads an HF config.json. Errors name the file, the field and its value.

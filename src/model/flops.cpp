@@ -9,8 +9,9 @@ double training_flops(const ModelConfig& c, const Batch& batch) {
   const double H = c.num_attention_heads, Hkv = c.num_key_value_heads;
   const double matmul_params =
       c.num_hidden_layers * (C * D * (2 * H + 2 * Hkv) + (c.mlp == Mlp::swiglu ? 3 : 2) * C * F) +
-      C * c.vocab_size;
-  // Query-key pairs of full causal layers, and of windowed ones: query i of a segment sees min(i+1, W) keys.
+      C * c.vocab_size + (c.head_transform ? C * C : 0);
+  // Query-key pairs of full layers (causal: query i of a segment sees i+1 keys; bidirectional: all L), and
+  // of windowed ones: query i sees min(i+1, W) keys.
   const double W = c.sliding_window;
   double pairs = 0, window_pairs = 0;
   // Real tokens of each segment: a segment's pads trail it (padding) or fill a segment of their own (bfd).
@@ -19,7 +20,7 @@ double training_flops(const ModelConfig& c, const Batch& batch) {
     const int32_t row = begin / batch.row_len;
     const int32_t row_real_end = row * batch.row_len + batch.row_real_len[static_cast<size_t>(row)];
     const double L = std::max(0, std::min(end, row_real_end) - begin);
-    pairs += L * (L + 1) / 2;
+    pairs += c.causal ? L * (L + 1) / 2 : L * L;
     const double within = std::min(L, W);  // queries that see all earlier keys, then W each
     window_pairs += within * (within + 1) / 2 + (L - within) * W;
   }

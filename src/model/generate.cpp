@@ -46,6 +46,9 @@ std::vector<int32_t> generate(DecoderModel& model, const Tensor& params, std::ve
                               const SamplingOptions& options, std::optional<int32_t> eos,
                               const std::function<void(int32_t)>& on_token) {
   if (tokens.empty()) fail("generate: the prompt is empty; give at least one token of text");
+  if (!model.config().causal)
+    fail("generate: a {} model is a masked-LM encoder; it predicts masked tokens, it does not continue text",
+         model.config().family);
   uint64_t rng_state = options.seed;
   model.load_weights(params);
   std::vector<float> last(static_cast<size_t>(model.config().vocab_size));

@@ -20,13 +20,24 @@ ParameterLayout::ParameterLayout(const ModelConfig& c) {
     return n.conv1d ? add(name + ".weight", {in, out}, ParamRole::matrix, true)
                     : add(name + ".weight", {out, in}, ParamRole::matrix);
   };
+  // A tensor of a choice the family's table may not name (a config built in code can ask for anything).
+  auto named = [&](const char* name, const char* what) {
+    if (!name) fail("model config: the {} family has no {}", c.family, what);
+    return std::string(name);
+  };
   auto norm = [&](const std::string& name, int64_t& weight, int64_t& bias) {
     weight = add(name + ".weight", {C}, ParamRole::norm);
     if (c.norm == Norm::layer) bias = add(name + ".bias", {C}, ParamRole::bias);
   };
+  // Everything the embedding step uses comes first: the backward reports the layers' gradients final
+  // before it (DecoderModel::set_backward_progress).
   embedding_ = add(n.embed, {c.vocab_size, C}, ParamRole::embedding);
   if (c.positions == Positions::learned)
     positions_ = add(n.positions, {c.max_position_embeddings, C}, ParamRole::embedding);
+  if (c.type_vocab_size > 0)
+    token_types_ =
+        add(named(n.token_types, "token-type embeddings"), {c.type_vocab_size, C}, ParamRole::embedding);
+  if (c.embedding_norm) norm(named(n.embed_norm, "embedding norm"), embedding_norm_, embedding_norm_bias_);
   for (int i = 0; i < c.num_hidden_layers; ++i) {
     auto name = [&](const char* pattern) { return fmt::format(fmt::runtime(pattern), i); };
     LayerParams l;
@@ -68,8 +79,16 @@ ParameterLayout::ParameterLayout(const ModelConfig& c) {
     if (c.mlp_bias) l.b_down = add(name(n.down) + ".bias", {C}, ParamRole::bias);
     layers_.push_back(l);
   }
+  head_begin_ = total_;
+  if (c.head_transform) {
+    const std::string dense = named(n.head_dense, "head transform");
+    head_dense_ = linear(dense, C, C);
+    head_dense_bias_ = add(dense + ".bias", {C}, ParamRole::bias);
+  }
   norm(n.final_norm, final_norm_, final_norm_bias_);
   lm_head_ = c.tie_word_embeddings ? embedding_ : add(n.lm_head, {c.vocab_size, C}, ParamRole::matrix);
+  if (c.lm_head_bias)
+    lm_head_bias_ = add(named(n.lm_head_bias, "LM head bias"), {c.vocab_size}, ParamRole::bias);
 }
 
 int64_t ParameterLayout::add(std::string name, std::vector<int64_t> shape, ParamRole role, bool transposed) {

@@ -51,9 +51,17 @@ class ParameterLayout {
   const LayerParams& layer(int i) const { return layers_[static_cast<size_t>(i)]; }
   int64_t embedding() const { return embedding_; }
   int64_t positions() const { return positions_; }  // learned positions, -1 for rotary models
+  int64_t token_types() const { return token_types_; }        // -1 without token-type embeddings
+  int64_t embedding_norm() const { return embedding_norm_; }  // -1 without an embedding norm
+  int64_t embedding_norm_bias() const { return embedding_norm_bias_; }
+  // The first parameter after the layers: the head transform's dense where there is one, else the final norm.
+  int64_t head_begin() const { return head_begin_; }
+  int64_t head_dense() const { return head_dense_; }  // -1 without a head transform
+  int64_t head_dense_bias() const { return head_dense_bias_; }
   int64_t final_norm() const { return final_norm_; }
   int64_t final_norm_bias() const { return final_norm_bias_; }
   int64_t lm_head() const { return lm_head_; }  // == embedding() when tied
+  int64_t lm_head_bias() const { return lm_head_bias_; }  // -1 without a bias on the logits
 
  private:
   int64_t add(std::string name, std::vector<int64_t> shape, ParamRole role, bool transposed = false);
@@ -61,6 +69,8 @@ class ParameterLayout {
   std::vector<ParamInfo> params_;
   std::vector<LayerParams> layers_;
   int64_t total_ = 0, embedding_ = 0, positions_ = -1, final_norm_ = 0, final_norm_bias_ = -1, lm_head_ = 0;
+  int64_t token_types_ = -1, embedding_norm_ = -1, embedding_norm_bias_ = -1, head_begin_ = 0,
+          head_dense_ = -1, head_dense_bias_ = -1, lm_head_bias_ = -1;
 };
 
 }  // namespace pt

@@ -1,6 +1,7 @@
 #include "model/presets.h"
 
 #include "core/error.h"
+#include "model/families.h"
 
 #include <algorithm>
 #include <functional>
@@ -80,6 +81,16 @@ const std::vector<std::pair<const char*, std::function<ModelConfig()>>>& presets
          ModelConfig c = qwen("qwen3", 1024, 3072, 28, 16, 8, 128, 40960);
          c.qk_norm = true, c.eos_token_id = 151645;
          return c;
+       }},
+      // bert-base-uncased as BertForMaskedLM, read as its config.json is, so that the family's choices
+      // have one source (model/families.cpp).
+      {"bert-base",
+       [] {
+         return parse_config(R"({"model_type": "bert", "architectures": ["BertForMaskedLM"],
+             "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+             "intermediate_size": 3072, "max_position_embeddings": 512, "type_vocab_size": 2,
+             "layer_norm_eps": 1e-12, "hidden_act": "gelu", "pad_token_id": 0})",
+                             "preset bert-base");
        }},
       {"mistral-7b",  // Mistral-7B-v0.1: a 4096-token sliding window on every layer
        [] {

@@ -8,38 +8,56 @@
 
 namespace pt::ops {
 
-void gelu_forward(const Tensor& h, const Tensor& out) {
-  ArgCheck a("gelu_forward");
+namespace {
+
+using Forward = void (*)(const Tensor&, const Tensor&);
+using Backward = void (*)(const Tensor&, const Tensor&, const Tensor&);
+
+// The front ends of both forms: the same checks, then the backend's kernel. cuda is null in a build
+// without CUDA.
+void forward(const char* op, Forward cpu, Forward cuda, const Tensor& h, const Tensor& out) {
+  ArgCheck a(op);
   a.real("h", h, {-1, -1}).real("out", out, {h.size(0), h.size(1)}).same_or_disjoint("h", h, "out", out);
-  switch (a.device()) {
-    case Device::cpu:
-      return cpu::gelu_forward(h, out);
-    case Device::cuda:
-#ifdef PACKTRAIN_CUDA
-      return cuda::gelu_forward(h, out);
-#else
-      break;
-#endif
-  }
+  if (a.device() == Device::cpu) return cpu(h, out);
+  if (a.device() == Device::cuda && cuda) return cuda(h, out);
   a.unsupported_device();
 }
 
-void gelu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh) {
-  ArgCheck a("gelu_backward");
+void backward(const char* op, Backward cpu, Backward cuda, const Tensor& dout, const Tensor& h,
+              const Tensor& dh) {
+  ArgCheck a(op);
   a.real("h", h, {-1, -1});
   a.real("dout", dout, {h.size(0), h.size(1)}).real("dh", dh, {h.size(0), h.size(1)});
   a.same_or_disjoint("dout", dout, "dh", dh).same_or_disjoint("h", h, "dh", dh);
-  switch (a.device()) {
-    case Device::cpu:
-      return cpu::gelu_backward(dout, h, dh);
-    case Device::cuda:
-#ifdef PACKTRAIN_CUDA
-      return cuda::gelu_backward(dout, h, dh);
-#else
-      break;
-#endif
-  }
+  if (a.device() == Device::cpu) return cpu(dout, h, dh);
+  if (a.device() == Device::cuda && cuda) return cuda(dout, h, dh);
   a.unsupported_device();
+}
+
+#ifdef PACKTRAIN_CUDA
+constexpr Forward kCudaTanh = cuda::gelu_forward, kCudaErf = cuda::gelu_erf_forward;
+constexpr Backward kCudaTanhGrad = cuda::gelu_backward, kCudaErfGrad = cuda::gelu_erf_backward;
+#else
+constexpr Forward kCudaTanh = nullptr, kCudaErf = nullptr;
+constexpr Backward kCudaTanhGrad = nullptr, kCudaErfGrad = nullptr;
+#endif
+
+}  // namespace
+
+void gelu_forward(const Tensor& h, const Tensor& out) {
+  forward("gelu_forward", cpu::gelu_forward, kCudaTanh, h, out);
+}
+
+void gelu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh) {
+  backward("gelu_backward", cpu::gelu_backward, kCudaTanhGrad, dout, h, dh);
+}
+
+void gelu_erf_forward(const Tensor& h, const Tensor& out) {
+  forward("gelu_erf_forward", cpu::gelu_erf_forward, kCudaErf, h, out);
+}
+
+void gelu_erf_backward(const Tensor& dout, const Tensor& h, const Tensor& dh) {
+  backward("gelu_erf_backward", cpu::gelu_erf_backward, kCudaErfGrad, dout, h, dh);
 }
 
 }  // namespace pt::ops

@@ -91,13 +91,20 @@ bool SparseLinear::activation_backward(Activation activation, const Tensor& dout
       .real("h", h, {dh.size(0), w_.size(0)})
       .real("dout", dout, {dh.size(0), swiglu ? w_.size(0) / 2 : w_.size(0)});
   check_tokens(name_, "dh", dh.size(0), max_tokens_);
-  const auto plain = [&] { swiglu ? ops::swiglu_backward(dout, h, dh) : ops::gelu_backward(dout, h, dh); };
+  const auto plain = [&] {
+    if (activation == Activation::swiglu) return ops::swiglu_backward(dout, h, dh);
+    if (activation == Activation::gelu_tanh) return ops::gelu_backward(dout, h, dh);
+    ops::gelu_erf_backward(dout, h, dh);
+  };
 #ifdef PACKTRAIN_CUDA
   if (accel_ && w_.dtype == DType::bf16) {
     const int64_t M = dh.size(0), N = w_.size(0), K = w_.size(1);
     const auto fused = [&](void* packed, int64_t rows) {
-      return swiglu ? cuda::swiglu_backward_mvue_packed(dout, h, dh, seed, rows, packed)
-                    : cuda::gelu_backward_mvue_packed(dout, h, dh, seed, rows, packed);
+      if (activation == Activation::swiglu)
+        return cuda::swiglu_backward_mvue_packed(dout, h, dh, seed, rows, packed);
+      if (activation == Activation::gelu_tanh)
+        return cuda::gelu_backward_mvue_packed(dout, h, dh, seed, rows, packed);
+      return cuda::gelu_erf_backward_mvue_packed(dout, h, dh, seed, rows, packed);
     };
     // Before the autotuner's first decision on this weight gradient: what packing adds to this pass.
     cuda::sparse_weight_grad_note_producer(M, N, K, dw_dtype, plain, fused);

@@ -25,7 +25,7 @@ namespace pt::ops {
 bool sparse_weight_grad_gemm(Device device);
 
 // The FFN activations whose backward can prune and pack its gradient for the up projection's weight gradient.
-enum class Activation { swiglu, gelu_tanh };
+enum class Activation { swiglu, gelu_tanh, gelu_erf };
 
 class SparseLinear {
  public:

@@ -6,14 +6,14 @@
 
 namespace pt {
 
-EvalResult evaluate(DecoderModel& model, const Tensor& params, const DatasetSplit& split,
-                    int64_t max_batches) {
+EvalResult evaluate(DecoderModel& model, const Tensor& params, const DatasetSplit& split, int64_t max_batches,
+                    const PackingOptions& masking) {
   model.load_weights(params);  // once: a bf16 model casts them, and they do not change during evaluation
-  return evaluate(model, split, max_batches);
+  return evaluate(model, split, max_batches, 0, masking);
 }
 
 EvalResult evaluate(DecoderModel& model, const DatasetSplit& split, int64_t max_batches,
-                    int32_t concat_row_len) {
+                    int32_t concat_row_len, const PackingOptions& masking) {
   PackingOptions options;
   options.shuffle = false;
   if (concat_row_len > 0) {
@@ -25,6 +25,10 @@ EvalResult evaluate(DecoderModel& model, const DatasetSplit& split, int64_t max_
     options.strategy = Strategy::kFlatten;
     options.tokens_per_batch = model.max_tokens();
   }
+  options.objective = masking.objective;
+  options.mlm = masking.mlm;
+  options.mlm_vocab = masking.mlm_vocab;
+  options.seed = masking.seed;
   auto packer = make_packer(split, options, 0);
   double loss = 0;
   int64_t tokens = 0, batches = 0;

@@ -30,13 +30,13 @@ int64_t activation_arena_bytes(const ModelConfig& c, int64_t T, DType dtype, Rec
   const int64_t C = c.hidden_size, F = c.intermediate_size, U = c.mlp_up_rows(), D = c.head_dim;
   const int64_t H = c.num_attention_heads, Hkv = c.num_key_value_heads, L = c.num_hidden_layers;
   const bool all = recompute == Recompute::layers, norms = recompute == Recompute::norms_and_swiglu;
-  const bool layer_norm = c.norm == Norm::layer;
+  const bool layer_norm = c.norm == Norm::layer, post = c.post_norm;
   int64_t bytes = slot(2 * 8);  // the loss sums
   const auto layer = [&](int64_t b, bool shared) { bytes += (shared ? 1 : L) * slot(b); };
   layer(real * T * C, false);  // the layer's input: what layer recomputation starts from
   if (layer_norm) layer(stat * T, all);
   layer(stat * T, all);               // rstd1
-  layer(real * T * C, all || norms);  // xn1 (and xn2, taking turns, when norms are recomputed)
+  if (!post) layer(real * T * C, all || norms);  // xn1 (and xn2, taking turns, when norms are recomputed)
   layer(real * T * H * D, all);       // q
   layer(real * T * Hkv * D, all);     // k
   layer(real * T * Hkv * D, all);     // v
@@ -51,9 +51,17 @@ int64_t activation_arena_bytes(const ModelConfig& c, int64_t T, DType dtype, Rec
   layer(real * T * C, all);      // mid
   if (layer_norm) layer(stat * T, all);
   layer(stat * T, all);                            // rstd2
-  if (!norms) layer(real * T * C, all);            // xn2
+  if (post) {
+    layer(real * T * C, all || norms);  // xn2
+    layer(real * T * C, all);           // sum2
+  } else if (!norms) {
+    layer(real * T * C, all);  // xn2
+  }
   layer(real * T * U, all);                        // h
   layer(real * T * F, all || norms);               // act
+  if (c.embedding_norm)                            // its input and statistics
+    bytes += slot(real * T * C) + (layer_norm ? 2 : 1) * slot(stat * T);
+  if (c.head_transform) bytes += 2 * slot(real * T * C);  // its dense output and activation
   bytes += 2 * slot(real * T * C);                 // final_in, xn_f
   bytes += (layer_norm ? 2 : 1) * slot(stat * T);  // mean_f, rstd_f
   *chunk = slot(real * std::min(T, DecoderModel::kLogitChunk) * c.vocab_size);

@@ -9,6 +9,7 @@
 #include "core/host.h"
 #include "core/log.h"
 #include "data/batch_stream.h"
+#include "data/tokenizer/tokenizer.h"
 #include "distributed/data_parallel.h"
 #include "distributed/launch.h"
 #include "distributed/step_data.h"
@@ -99,7 +100,7 @@ StepBatches counted(std::vector<Batch> micro, const ModelConfig& config) {
   StepBatches s;
   s.micro = std::move(micro);
   for (const Batch& b : s.micro) {
-    for (int32_t t : shifted_targets(b)) s.targets += t != kIgnoreLabel;
+    for (int32_t t : loss_targets(b)) s.targets += t != kIgnoreLabel;
     s.real_tokens += b.real_tokens;
     s.processed_tokens += b.processed_tokens;
     s.flops += training_flops(config, b);
@@ -192,7 +193,20 @@ ModelConfig model_config(const TrainConfig& tc, const PreparedDataset& data) {
   if (config.vocab_size < data.vocab_size())
     fail("the model's vocab_size ({}) is smaller than the dataset's tokenizer ({}); use a matching config",
          config.vocab_size, data.vocab_size());
+  if (tc.packing.objective != config.objective()) {
+    const bool mlm = config.objective() == Objective::kMaskedLm;
+    fail("a {} model trains on {} batches; pass --objective {}", config.family,
+         mlm ? "masked-LM" : "causal-LM", mlm ? "mlm" : "causal");
+  }
   return config;
+}
+
+// Masked LM masks with the vocabulary roles of the dataset's tokenizer (data/mlm/vocab.h).
+void set_masking(const TrainConfig& tc, PackingOptions& packing) {
+  if (packing.objective != Objective::kMaskedLm) return;
+  const Tokenizer tokenizer = Tokenizer::from_file((fs::path(tc.data_dir) / "tokenizer.json").string());
+  packing.mlm_vocab = std::make_shared<const MlmVocab>(MlmVocab::from_tokenizer(tokenizer, tc.mask_token));
+  packing.mlm.validate(*packing.mlm_vocab);
 }
 
 int64_t longest_example(const DatasetSplit& split) {
@@ -227,8 +241,11 @@ struct DataRank {
 // batches (a fraction of a second per million examples) sizes the activation arena exactly, once; a bound
 // over any epoch (the N longest examples together) would cost several times the memory on long-tailed data.
 // The single-process stream replays from the run's start, as it always has.
-int64_t largest_batch_tokens(const TrainConfig& tc, const PackingOptions& p, const DatasetSplit& split,
+int64_t largest_batch_tokens(const TrainConfig& tc, const PackingOptions& options, const DatasetSplit& split,
                              const TrainerState& state, const DataRank* data_parallel) {
+  // Masking changes no batch's size, and would read every token of the run: the replay packs unmasked.
+  PackingOptions p = options;
+  p.objective = Objective::kCausalLm;
   int64_t largest = 0;
   if (!data_parallel) {
     BatchStream replay(split, p);
@@ -337,6 +354,7 @@ TrainResult dry_run(const TrainConfig& tc) {
   const ModelConfig config = model_config(tc, data);
   PackingOptions packing = tc.packing;
   packing.seed = tc.seed;
+  set_masking(tc, packing);
   check_positions(config, packing, data);
   const bool data_parallel = launch.world_size > 1 || tc.dist.backend == dist::Backend::kMpi ||
                              tc.dist.backend == dist::Backend::kNccl;
@@ -393,6 +411,7 @@ TrainResult train(const TrainConfig& tc) {
   if (checkpoint) state = checkpoint->state;
   PackingOptions packing = tc.packing;
   packing.seed = state.seed;
+  set_masking(tc, packing);
 
   // Data-parallel data (global steps split by tokens) for several ranks, a backend named explicitly, or a
   // checkpoint of such a run; the single-process batch stream otherwise.
@@ -509,7 +528,7 @@ TrainResult train(const TrainConfig& tc) {
   auto validate = [&] {
     refresh_weights();
     auto r = evaluate(model, data.val(), tc.eval_batches,
-                      tc.packing.strategy == Strategy::kConcat ? tc.packing.row_len : 0);
+                      tc.packing.strategy == Strategy::kConcat ? tc.packing.row_len : 0, packing);
     if (metrics) metrics->validation(state.step, r.loss, r.tokens);
     if (result.first_val_loss == 0) result.first_val_loss = r.loss;
     result.final_val_loss = r.loss;

@@ -356,6 +356,114 @@ TEST(HuggingFaceLoading, TiedEmbeddingsIgnoreAnExtraLmHead) {
   EXPECT_EQ(w.params, params);
 }
 
+// A tiny BertForMaskedLM config (tied decoder, the MLM head's bias).
+ModelConfig tiny_bert() {
+  return parse_config(R"({"model_type": "bert", "architectures": ["BertForMaskedLM"], "vocab_size": 40,
+      "hidden_size": 16, "intermediate_size": 24, "num_hidden_layers": 2, "num_attention_heads": 2,
+      "max_position_embeddings": 32, "type_vocab_size": 2, "pad_token_id": 0})",
+                      "tiny bert");
+}
+
+// A BERT directory as transformers may write it: the layout's tensors plus `extra` (name, values).
+fs::path write_bert(const fs::path& dir, const ModelConfig& c, const std::vector<float>& params,
+                    const std::vector<std::pair<std::string, std::vector<float>>>& extra) {
+  fs::create_directories(dir);
+  const ParameterLayout layout(c);
+  std::vector<StTensorToWrite> tensors;
+  for (const auto& p : layout.params())
+    tensors.push_back({p.name, StDtype::kF32, p.shape, params.data() + p.offset});
+  for (const auto& [name, values] : extra)
+    tensors.push_back({name, StDtype::kF32, {static_cast<int64_t>(values.size())}, values.data()});
+  write_file_atomic((dir / "config.json").string(), config_to_json(c));
+  write_safetensors((dir / "model.safetensors").string(), tensors, {});
+  return dir;
+}
+
+// BERT checkpoints both ways: packtrain's save holds HF's names (no decoder weight: it is tied) and loads
+// back equal; HF's copies of tied tensors (the decoder's weight and bias, as some exports write them) load
+// when equal and are errors when not; position_ids is a constant; the pooler is a tensor the MLM model does
+// not use.
+TEST(HuggingFaceLoading, BertCheckpointsRoundTripAndAcceptTiedCopies) {
+  const auto dir = test::fresh_temp_dir();
+  const ModelConfig c = tiny_bert();
+  const auto params = init_params(c, 5, 0.5);
+  save_model_dir((dir / "saved").string(), c, params, "");
+  const auto reader = SafetensorsReader::open((dir / "saved").string());
+  EXPECT_TRUE(reader.contains("cls.predictions.bias"));
+  EXPECT_TRUE(reader.contains("bert.embeddings.token_type_embeddings.weight"));
+  EXPECT_FALSE(reader.contains("cls.predictions.decoder.weight"));
+  const auto back = load_model_dir((dir / "saved").string());
+  EXPECT_EQ(back.params, params);
+  EXPECT_EQ(back.config.family, "bert");
+  const std::string config = read_file((dir / "saved" / "config.json").string());
+  EXPECT_NE(config.find("\"BertForMaskedLM\""), std::string::npos) << config;
+
+  const ParameterLayout layout(c);
+  const ParamInfo& embed = layout.find("bert.embeddings.word_embeddings.weight");
+  const ParamInfo& bias = layout.find("cls.predictions.bias");
+  auto values = [&](const ParamInfo& p) {
+    return std::vector<float>(params.begin() + p.offset, params.begin() + p.offset + p.numel);
+  };
+  std::vector<float> flat_embed = values(embed), other_bias = values(bias);
+  other_bias[3] += 1;
+  std::vector<float> position_ids(32);
+  for (size_t i = 0; i < position_ids.size(); ++i) position_ids[i] = static_cast<float>(i);
+  // The decoder's weight (the embedding's [V, C]) and bias, and position_ids, beside the layout's tensors.
+  auto with_decoder = [&](const fs::path& d, const std::vector<float>& decoder_bias) {
+    fs::create_directories(d);
+    write_file_atomic((d / "config.json").string(), config_to_json(c));
+    auto tensors = std::vector<StTensorToWrite>{};
+    for (const auto& p : layout.params())
+      tensors.push_back({p.name, StDtype::kF32, p.shape, params.data() + p.offset});
+    tensors.push_back({"cls.predictions.decoder.weight", StDtype::kF32, embed.shape, flat_embed.data()});
+    tensors.push_back({"cls.predictions.decoder.bias", StDtype::kF32, bias.shape, decoder_bias.data()});
+    tensors.push_back({"bert.embeddings.position_ids", StDtype::kF32, {32}, position_ids.data()});
+    write_safetensors((d / "model.safetensors").string(), tensors, {});
+    return d;
+  };
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(load_model_dir(with_decoder(dir / "copies", values(bias)).string()).params, params);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+  try {
+    load_model_dir(with_decoder(dir / "other_bias", other_bias).string());
+    ADD_FAILURE() << "a decoder bias unlike cls.predictions.bias loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cls.predictions.decoder.bias"), std::string::npos) << e.what();
+  }
+  // TensorFlow's LayerNorm names (gamma, beta), as bert-base-uncased's checkpoint has them.
+  {
+    fs::create_directories(dir / "tf_names");
+    write_file_atomic((dir / "tf_names" / "config.json").string(), config_to_json(c));
+    std::vector<std::string> names;
+    std::vector<StTensorToWrite> tensors;
+    for (const auto& p : layout.params()) {
+      std::string name = p.name;
+      for (auto [hf, tf] :
+           {std::pair{".LayerNorm.weight", ".LayerNorm.gamma"}, {".LayerNorm.bias", ".LayerNorm.beta"}})
+        if (name.ends_with(hf)) name = name.substr(0, name.size() - std::string(hf).size()) + tf;
+      names.push_back(name);
+    }
+    for (size_t i = 0; i < names.size(); ++i) {
+      const ParamInfo& p = layout.params()[i];
+      tensors.push_back({names[i], StDtype::kF32, p.shape, params.data() + p.offset});
+    }
+    write_safetensors((dir / "tf_names" / "model.safetensors").string(), tensors, {});
+    EXPECT_EQ(load_model_dir((dir / "tf_names").string()).params, params);
+    EXPECT_NE(std::find(names.begin(), names.end(), "bert.embeddings.LayerNorm.gamma"), names.end());
+  }
+  write_bert(dir / "pooler", c, params, {{"bert.pooler.dense.bias", std::vector<float>(16, 0.5f)}});
+  try {
+    load_model_dir((dir / "pooler").string());
+    ADD_FAILURE() << "the pooler loaded silently";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bert.pooler.dense.bias"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--allow-unused-tensors"), std::string::npos) << e.what();
+  }
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(load_model_dir((dir / "pooler").string(), /*allow_unused_tensors=*/true).params, params);
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("bert.pooler.dense.bias"), std::string::npos);
+}
+
 // The weight files in a model directory, sorted.
 std::vector<std::string> weight_files(const fs::path& dir) {
   std::vector<std::string> out;

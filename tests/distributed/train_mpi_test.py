@@ -6,7 +6,8 @@
                sums: losses within LOSS_RTOL, gradient norms within NORM_RTOL (relative). The same for 2:4
                sparse training with --zero1 (masks from the gathered masters, masked decay on each rank's
                shard, dense fine-tuning at the end), whose masks must be computed at the same steps with the
-               same flips.
+               same flips. And BERT's masked-LM training (WordPiece documents), whose masks are drawn per
+               example from (seed, epoch, example), on 2 and 3 ranks with --zero1.
   resume:      a ZeRO-1 checkpoint written by 2 ranks resumes on 3 ranks (ZeRO-1) and on one plain process,
                and both continue with the losses of the uninterrupted 2-rank run; the same with 2:4 sparsity,
                resumed between two mask computations (so from the checkpoint's masks). Preemption: SIGTERM to
@@ -33,6 +34,7 @@ import tempfile
 import time
 
 BENCH = pathlib.Path(__file__).resolve().parents[2] / "bench"
+WORDPIECE = pathlib.Path(__file__).resolve().parents[1] / "fixtures/tokenizer/wordpiece_bert_uncased.tokenizer.json"
 sys.path.insert(0, str(BENCH))
 from scaling import mpi_rank_pids  # noqa: E402  the multi-GPU script finds ranks' processes the same way
 
@@ -73,11 +75,19 @@ class Fixture:
         subprocess.run([args.packtrain, "prepare", "--input", str(self.dir / "records.jsonl"), "--tokenizer",
                         args.tokenizer, "--output", str(self.dir / "data"), "--max-len", "96",
                         "--val-fraction", "0.1"], check=True, capture_output=True)
+        # BERT: the same records as [CLS] ... [SEP] documents of the WordPiece fixture's vocabulary.
+        (self.dir / "bert.json").write_text(json.dumps({
+            "model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+            "intermediate_size": 64, "max_position_embeddings": 96, "vocab_size": 2000}))
+        subprocess.run([args.packtrain, "prepare", "--input", str(self.dir / "records.jsonl"), "--tokenizer",
+                        str(WORDPIECE), "--output", str(self.dir / "bert_data"), "--max-len", "96", "--add-bos",
+                        "--val-fraction", "0.1"], check=True, capture_output=True)
 
-    def train_cmd(self, ranks, out, *extra, steps=8, grad_accum=None, backend="mpi"):
+    def train_cmd(self, ranks, out, *extra, steps=8, grad_accum=None, backend="mpi", data="data",
+                  model="config.json"):
         cmd = [] if ranks == 0 else self.args.mpirun + ["-np", str(ranks)]
         return cmd + [
-            self.args.packtrain, "train", "--data", str(self.dir / "data"), "--model", str(self.dir / "config.json"),
+            self.args.packtrain, "train", "--data", str(self.dir / data), "--model", str(self.dir / model),
             "--out", str(self.dir / out), "--device", "cpu", "--threads", "1", "--strategy", "flatten",
             "--examples", "4", "--grad-accum", str(grad_accum or GLOBAL_MICRO // max(ranks, 1)),
             "--steps", str(steps), "--lr", "3e-3", "--eval-every", "0", "--save-every", "0",
@@ -162,6 +172,14 @@ def case_equivalence(f):
         expect(f"{out}: the log names the sharded masters and gives the optimizer state per rank",
                "ZeRO-1 (masters and moments sharded)" in log and
                "MiB of fp32 masters and AdamW moments per rank" in log, log[-2000:])
+
+    bert = dict(data="bert_data", model="bert.json")
+    f.train(1, "b1", "--objective", "mlm", **bert)
+    ref = f.steps("b1")
+    for ranks in (2, 3):
+        out = f"b{ranks}z"
+        f.train(ranks, out, "--bucket-mb", "0.01", "--zero1", "--objective", "mlm", **bert)
+        expect_close(f"{ranks} ranks ZeRO-1 BERT masked LM vs 1 rank", ref, f.steps(out), range(1, 9))
 
 
 def case_resume(f):

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
 #include <vector>
 
 namespace pt {
@@ -34,7 +35,7 @@ TEST(BatchInputs, PassesReadTheStagedBatch) {
       EXPECT_EQ(v.tokens, b->num_tokens());
       EXPECT_EQ(ints(v.ids), b->input_ids);
       EXPECT_EQ(ints(v.positions), b->position_ids);
-      EXPECT_EQ(ints(v.targets), shifted_targets(*b));
+      EXPECT_EQ(ints(v.targets), loss_targets(*b));
       EXPECT_EQ(ints(v.cu_seqlens), b->cu_seqlens);
       EXPECT_EQ(v.segments + 1, static_cast<int64_t>(b->cu_seqlens.size()));
       // Rows that are one segment each (padding) carry their real lengths; flatten's segments do not.
@@ -88,6 +89,41 @@ TEST(BatchInputs, NamesBadBatches) {
   b = good;
   b.labels[4] = kIgnoreLabel;
   EXPECT_NO_THROW(inputs.stage(b));
+}
+
+// Masked-LM batches reach the model's targets unshifted: the label at t is the target of the logits at t.
+TEST(BatchInputs, MaskedLmTargetsAreTheLabelsThemselves) {
+  const auto split = random_split({5, 1, 12, 7}, kVocab, 4);
+  const auto batches = packed_batches(split, Strategy::kFlatten, 32, 4, Objective::kMaskedLm, kVocab);
+  const Batch& b = batches.at(0);
+  ASSERT_EQ(b.objective, Objective::kMaskedLm);
+  ASSERT_GT(b.loss_tokens, 0);
+  EXPECT_EQ(loss_targets(b), b.labels);
+  BatchInputs inputs(Device::cpu, 64, kVocab, 0, Objective::kMaskedLm);
+  const BatchInputs::View v = inputs.acquire(inputs.stage_now(b));
+  EXPECT_EQ(ints(v.targets), b.labels);
+  EXPECT_EQ(ints(v.ids), b.input_ids);
+}
+
+// A causal LM trained on masked-LM batches, or an encoder on causal ones, is a user error named as such.
+TEST(BatchInputs, RefusesBatchesOfTheOtherObjective) {
+  const auto split = random_split({5, 9}, kVocab, 5);
+  const Batch causal = packed_batches(split, Strategy::kFlatten, 32, 2).at(0);
+  const Batch masked = packed_batches(split, Strategy::kFlatten, 32, 2, Objective::kMaskedLm, kVocab).at(0);
+  BatchInputs decoder(Device::cpu, 64, kVocab), encoder(Device::cpu, 64, kVocab, 0, Objective::kMaskedLm);
+  for (auto [inputs, batch, words] :
+       {std::tuple{&decoder, &masked, "a masked-LM batch for a model that trains on causal-LM batches"},
+        std::tuple{&encoder, &causal, "a causal-LM batch for a model that trains on masked-LM batches"}}) {
+    try {
+      inputs->stage(*batch);
+      ADD_FAILURE() << "no error; wanted: " << words;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("--objective"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_NO_THROW(decoder.stage(causal));
+  EXPECT_NO_THROW(encoder.stage(masked));
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ Epoch run(const ModelConfig& c, const std::vector<Batch>& batches, const std::ve
   int64_t targets = 0;
   for (const Batch& b : batches) {
     int64_t shifted = 0;
-    for (int32_t t : shifted_targets(b)) shifted += t != kIgnoreLabel;
+    for (int32_t t : loss_targets(b)) shifted += t != kIgnoreLabel;
     EXPECT_EQ(shifted, b.loss_tokens) << "a batch's targets are its labels' loss tokens";
     targets += shifted;
   }

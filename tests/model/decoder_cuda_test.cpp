@@ -294,7 +294,8 @@ TEST(LlamaCuda, Bf16MatchesTheF32CpuModel) {
 }
 
 // Every family on cuda (LayerNorm and learned positions, biases, per-head q/k norms, sliding windows that
-// end inside the attention kernels' tiles, rope scaling) against the f32 cpu model, which matches HF
+// end inside the attention kernels' tiles, rope scaling; BERT's post-norm encoder with bidirectional
+// attention, exact GELU and the MLM head, on masked-LM batches) against the f32 cpu model, which matches HF
 // (hf_families_test.cpp), and padding against flatten on cuda.
 class FamilyCuda : public ::testing::TestWithParam<std::string> {
  protected:
@@ -313,7 +314,10 @@ TEST_P(FamilyCuda, Bf16MatchesTheF32CpuModelAndPaddingEqualsFlatten) {
   lengths.push_back(300);  // several tiles beyond the longest window
   const auto split = random_split(lengths, c.vocab_size, 9);
   const auto params = testing::random_params(c, 4, 0.05);
-  const auto flatten = packed_batches(split, Strategy::kFlatten, 512, 6);  // two micro-batches accumulate
+  const auto packed = [&](Strategy s) {
+    return packed_batches(split, s, 512, 6, c.objective(), c.vocab_size);
+  };
+  const auto flatten = packed(Strategy::kFlatten);  // two micro-batches accumulate
   const auto cpu = run(c, bf16_rounded(params), flatten, Device::cpu);
   const auto gpu = run(c, params, flatten, Device::cuda);
   const std::string what = "cuda bf16 vs cpu f32, " + GetParam();
@@ -331,7 +335,7 @@ TEST_P(FamilyCuda, Bf16MatchesTheF32CpuModelAndPaddingEqualsFlatten) {
         << what << ": gradient of " << p.name << " (max |a-b| / max |reference|); bf16 weights alone cost "
         << "the f32 cpu model " << steepness;
   }
-  const auto padding = run(c, params, packed_batches(split, Strategy::kPadding, 512, 6), Device::cuda);
+  const auto padding = run(c, params, packed(Strategy::kPadding), Device::cuda);
   EXPECT_EQ(padding.targets, gpu.targets);
   EXPECT_NEAR(padding.loss_sum, gpu.loss_sum, kLossTolerance * gpu.loss_sum) << GetParam();
   expect_grads_close(ParameterLayout(c), padding.grads, gpu.grads, kGradTolerance,

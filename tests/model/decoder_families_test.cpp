@@ -1,8 +1,10 @@
 // Every family's model (tests/model/family_configs.h) against finite differences in float64, across packing
-// strategies, and across recompute modes, with random values in every parameter.
+// strategies, and across recompute modes, with random values in every parameter. Encoders (BERT) run on
+// masked-LM batches, decoders on causal-LM ones.
 #include "model/batches.h"
 #include "model/decoder.h"
 #include "model/family_configs.h"
+#include "model/generate.h"
 #include "model/parameters.h"
 
 #include <gtest/gtest.h>
@@ -25,6 +27,11 @@ using testing::random_split;
 class DecoderFamily : public ::testing::TestWithParam<std::string> {
  protected:
   ModelConfig config() const { return family_config(GetParam()); }
+  // The batches the family's model trains on.
+  static std::vector<Batch> batches(const ModelConfig& c, const DatasetSplit& split, Strategy s,
+                                    int32_t row_len, int32_t examples) {
+    return packed_batches(split, s, row_len, examples, c.objective(), c.vocab_size);
+  }
 };
 
 // Examples longer than every variant's window, a one-token one among them.
@@ -33,7 +40,7 @@ const std::vector<int64_t> kLengths = {1, 9, 4, 17, 2, 30, 6, 11};
 TEST_P(DecoderFamily, GradientsMatchFiniteDifferencesInFloat64) {
   const ModelConfig c = config();
   auto split = random_split({1, 5, 3, 7}, c.vocab_size, 3);
-  const Batch batch = packed_batches(split, Strategy::kFlatten, 64, 4).at(0);
+  const Batch batch = batches(c, split, Strategy::kFlatten, 64, 4).at(0);
   DecoderModel model(c, batch.num_tokens(), Device::cpu, DType::f64);
   const auto init = random_params(c, 11, 0.5);  // large weights: gradients far from zero
   std::vector<double> params(init.begin(), init.end()), grads(params.size(), 0.0);
@@ -94,27 +101,27 @@ TEST_P(DecoderFamily, PackedStrategiesEqualPaddingAndConcatDoesNot) {
   const auto split = random_split(kLengths, c.vocab_size, 5);
   const auto params = random_params(c, 2, 0.3);
   // Rows of 128 hold every example: concat-posid splits none.
-  const auto batches = [&](Strategy s) { return packed_batches(split, s, 128, 8); };
-  const Totals padding = run(c, batches(Strategy::kPadding), params);
+  const auto packed = [&](Strategy s) { return batches(c, split, s, 128, 8); };
+  const Totals padding = run(c, packed(Strategy::kPadding), params);
   for (Strategy s : {Strategy::kFlatten, Strategy::kBfd, Strategy::kConcatPosId}) {
-    const Totals other = run(c, batches(s), params);
+    const Totals other = run(c, packed(s), params);
     EXPECT_EQ(other.targets, padding.targets) << strategy_name(s);
     EXPECT_NEAR(other.loss, padding.loss, 1e-5 * padding.loss) << strategy_name(s);
     EXPECT_LE(max_relative_difference(other.grads, padding.grads), 1e-5) << strategy_name(s);
   }
   // concat lets attention cross examples and runs positions on: the same targets, another loss.
-  const Totals concat = run(c, batches(Strategy::kConcat), params);
+  const Totals concat = run(c, packed(Strategy::kConcat), params);
   EXPECT_EQ(concat.targets, padding.targets);
   EXPECT_GT(std::abs(concat.loss - padding.loss), 1e-3 * padding.loss);
 }
 
 TEST_P(DecoderFamily, RecomputedActivationsGiveTheSameGradients) {
   const ModelConfig c = config();
-  const auto batches = packed_batches(random_split(kLengths, c.vocab_size, 6), Strategy::kFlatten, 64, 4);
+  const auto flatten = batches(c, random_split(kLengths, c.vocab_size, 6), Strategy::kFlatten, 64, 4);
   const auto params = random_params(c, 7, 0.3);
-  const Totals kept = run(c, batches, params);
+  const Totals kept = run(c, flatten, params);
   for (Recompute mode : {Recompute::norms_and_swiglu, Recompute::layers}) {
-    const Totals recomputed = run(c, batches, params, mode);
+    const Totals recomputed = run(c, flatten, params, mode);
     EXPECT_EQ(recomputed.loss, kept.loss) << static_cast<int>(mode);
     EXPECT_EQ(recomputed.grads, kept.grads) << static_cast<int>(mode);
   }
@@ -126,19 +133,19 @@ TEST_P(DecoderFamily, RecomputedActivationsGiveTheSameGradients) {
 TEST_P(DecoderFamily, BackwardProgressReportsOnlyFinalGradients) {
   const ModelConfig c = config();
   auto split = random_split({4, 9, 3, 7, 6, 2}, c.vocab_size, 5);
-  const auto batches = packed_batches(split, Strategy::kFlatten, 64, 3);
-  ASSERT_EQ(batches.size(), 2u);
-  DecoderModel model(c, max_batch_tokens(batches), Device::cpu, DType::f64);
+  const auto two = batches(c, split, Strategy::kFlatten, 64, 3);
+  ASSERT_EQ(two.size(), 2u);
+  DecoderModel model(c, max_batch_tokens(two), Device::cpu, DType::f64);
   auto init = random_params(c, 7, 0.5);
   std::vector<double> params(init.begin(), init.end()), grads(params.size(), 0.0);
   const auto n = static_cast<int64_t>(params.size());
   Tensor p = Tensor::of(params.data(), {n}), g = Tensor::of(grads.data(), {n});
-  model.forward_backward(batches[0], p, g, 0.5);
+  model.forward_backward(two[0], p, g, 0.5);
   std::vector<std::pair<int64_t, std::vector<double>>> reports;
   model.set_backward_progress([&](int64_t offset) { reports.emplace_back(offset, grads); });
-  model.forward_backward(batches[1], g, 0.5);
+  model.forward_backward(two[1], g, 0.5);
   model.set_backward_progress({});
-  model.forward(batches[1]);
+  model.forward(two[1]);
   ASSERT_EQ(reports.size(), static_cast<size_t>(c.num_hidden_layers) + 2) << GetParam();
   EXPECT_EQ(reports.back().first, 0);
   const auto& layout = model.layout();
@@ -174,6 +181,20 @@ TEST(DecoderFamilies, PositionsPastGpt2sTableAreAnError) {
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("128 learned positions"), std::string::npos) << e.what();
+  }
+}
+
+// An encoder predicts masked tokens; asked to continue text, it says so.
+TEST(DecoderFamilies, BertDoesNotGenerate) {
+  const ModelConfig c = family_config("bert");
+  DecoderModel model(c, 16);
+  std::vector<float> params = random_params(c, 1, 0.1);
+  try {
+    generate(model, Tensor::of(params.data(), {static_cast<int64_t>(params.size())}), {2, 3},
+             SamplingOptions{}, std::nullopt, [](int32_t) {});
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("masked-LM encoder"), std::string::npos) << e.what();
   }
 }
 

@@ -45,7 +45,7 @@ EpochTotals run_epoch(const ModelConfig& c, const DatasetSplit& split, Strategy 
   const std::vector<Batch> batches = packed_batches(split, strategy, row_len, examples_per_batch);
   int64_t targets = 0;
   for (const auto& b : batches)
-    for (int32_t t : shifted_targets(b)) targets += t != kIgnoreLabel;
+    for (int32_t t : loss_targets(b)) targets += t != kIgnoreLabel;
   DecoderModel model(c, max_batch_tokens(batches));
   EpochTotals totals;
   totals.grads.assign(params.size(), 0.0f);
@@ -137,7 +137,7 @@ TEST(DecoderModel, ShiftedTargetsStayInsideRows) {
   Batch b;
   b.rows = 2, b.row_len = 3;
   b.labels = {-100, 5, 6, -100, 8, 9};
-  EXPECT_EQ(shifted_targets(b), (std::vector<int32_t>{5, 6, -100, 8, 9, -100}));
+  EXPECT_EQ(loss_targets(b), (std::vector<int32_t>{5, 6, -100, 8, 9, -100}));
 }
 
 }  // namespace

@@ -28,8 +28,9 @@ TEST(ModelPresets, OwnShapesTakeTheTokenizersVocab) {
 // The parameter counts the models' publishers give (embeddings included, tied ones once).
 TEST(ModelPresets, RealModelsHaveTheirPublishedParameterCounts) {
   const std::pair<const char*, int64_t> published[] = {
-      {"gpt2", 124439808},          {"llama3.2-1b", 1235814400},   {"llama3.2-3b", 3212749824},
-      {"llama3.1-8b", 8030261248},  {"qwen2.5-0.5b", 494032768},   {"mistral-7b", 7241732096},
+      {"gpt2", 124439808},         {"llama3.2-1b", 1235814400}, {"llama3.2-3b", 3212749824},
+      {"llama3.1-8b", 8030261248}, {"qwen2.5-0.5b", 494032768}, {"mistral-7b", 7241732096},
+      {"bert-base", 109514298},  // BertForMaskedLM: BertModel's 109482240 less the pooler, plus the MLM head
   };
   for (const auto& [name, count] : published) {
     const ModelConfig c = preset_config(name);
@@ -45,7 +46,8 @@ TEST(ModelPresets, RealModelsHaveTheirPublishedParameterCounts) {
 }
 
 TEST(ModelFamilies, EveryPresetRoundTripsThroughConfigJson) {
-  for (const char* name : {"tiny", "gpt2", "llama3.2-1b", "llama3.1-8b", "qwen2.5-0.5b", "qwen3-0.6b", "mistral-7b"}) {
+  for (const char* name : {"tiny", "gpt2", "llama3.2-1b", "llama3.1-8b", "qwen2.5-0.5b", "qwen3-0.6b",
+                           "mistral-7b", "bert-base"}) {
     ModelConfig c = preset_config(name);
     if (c.vocab_size == 0) c.vocab_size = 512;
     const ModelConfig back = parse_config(config_to_json(c), name);
@@ -113,6 +115,73 @@ TEST(ModelFamilies, Gpt2ReadsItsOwnFieldNames) {
   EXPECT_EQ(layout.find("transformer.wpe.weight").shape, (std::vector<int64_t>{128, 64}));
 }
 
+// bert-base-uncased's config.json as transformers writes it.
+const std::string kBertBase = R"({"architectures": ["BertForMaskedLM"], "attention_probs_dropout_prob": 0.1,
+    "gradient_checkpointing": false, "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "hidden_size": 768,
+    "initializer_range": 0.02, "intermediate_size": 3072, "layer_norm_eps": 1e-12,
+    "max_position_embeddings": 512, "model_type": "bert", "num_attention_heads": 12, "num_hidden_layers": 12,
+    "pad_token_id": 0, "position_embedding_type": "absolute", "transformers_version": "4.6.0.dev0",
+    "type_vocab_size": 2, "use_cache": true, "vocab_size": 30522})";
+
+TEST(ModelFamilies, BertIsAPostNormEncoderWithTheMlmHead) {
+  const ModelConfig c = parse_config(kBertBase, "bert-base-uncased");
+  EXPECT_EQ(c.family, "bert");
+  EXPECT_EQ(c.norm, Norm::layer);
+  EXPECT_TRUE(c.post_norm);
+  EXPECT_TRUE(c.embedding_norm);
+  EXPECT_FALSE(c.causal);
+  EXPECT_EQ(c.objective(), Objective::kMaskedLm);
+  EXPECT_EQ(c.positions, Positions::learned);
+  EXPECT_EQ(c.mlp, Mlp::gelu_erf);
+  EXPECT_TRUE(c.qkv_bias && c.o_bias && c.mlp_bias);
+  EXPECT_TRUE(c.head_transform && c.lm_head_bias && c.tie_word_embeddings);
+  EXPECT_EQ(c.type_vocab_size, 2);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_FLOAT_EQ(c.norm_eps, 1e-12f);
+  // BertForMaskedLM's published count: BertModel's 109482240 without the pooler (768^2 + 768), plus the
+  // MLM head's transform (768^2 + 768 + 2 x 768) and the logits' bias (30522).
+  EXPECT_EQ(c.num_parameters(), 109482240 - (768 * 768 + 768) + (768 * 768 + 768 + 2 * 768) + 30522);
+  const ParameterLayout layout(c);
+  for (const char* name :
+       {"bert.embeddings.word_embeddings.weight", "bert.embeddings.position_embeddings.weight",
+        "bert.embeddings.token_type_embeddings.weight", "bert.embeddings.LayerNorm.weight",
+        "bert.embeddings.LayerNorm.bias", "bert.encoder.layer.11.attention.self.query.weight",
+        "bert.encoder.layer.0.attention.self.key.bias", "bert.encoder.layer.0.attention.self.value.weight",
+        "bert.encoder.layer.0.attention.output.dense.bias",
+        "bert.encoder.layer.0.attention.output.LayerNorm.bias",
+        "bert.encoder.layer.0.intermediate.dense.weight", "bert.encoder.layer.0.output.dense.weight",
+        "bert.encoder.layer.0.output.LayerNorm.weight", "cls.predictions.transform.dense.weight",
+        "cls.predictions.transform.dense.bias", "cls.predictions.transform.LayerNorm.weight",
+        "cls.predictions.transform.LayerNorm.bias", "cls.predictions.bias"})
+    EXPECT_NO_THROW(layout.find(name)) << name;
+  EXPECT_EQ(layout.find("bert.encoder.layer.0.intermediate.dense.weight").shape,
+            (std::vector<int64_t>{3072, 768}));
+  EXPECT_EQ(layout.find("bert.embeddings.token_type_embeddings.weight").shape,
+            (std::vector<int64_t>{2, 768}));
+  EXPECT_EQ(layout.find("cls.predictions.bias").role, ParamRole::bias);
+  EXPECT_EQ(layout.lm_head(), layout.embedding());  // the decoder is tied: no tensor of its own
+  EXPECT_THROW(layout.find("cls.predictions.decoder.weight"), Error);
+
+  const ModelConfig back = parse_config(config_to_json(c), "saved");
+  EXPECT_EQ(back.num_parameters(), c.num_parameters());
+  EXPECT_EQ(back.type_vocab_size, 2);
+  EXPECT_FLOAT_EQ(back.norm_eps, 1e-12f);
+  EXPECT_EQ(back.mlp, Mlp::gelu_erf);
+  const std::string saved = config_to_json(c);
+  for (const char* kept : {"\"BertForMaskedLM\"", "\"model_type\": \"bert\"", "\"pad_token_id\": 0",
+                           "\"hidden_dropout_prob\": 0.1", "\"hidden_act\": \"gelu\""})
+    EXPECT_NE(saved.find(kept), std::string::npos) << kept << " in " << saved;
+  // An untied decoder is a tensor of its own.
+  const ModelConfig untied = parse_config(
+      R"({"model_type": "bert", "vocab_size": 40, "hidden_size": 16, "intermediate_size": 8,
+          "num_hidden_layers": 1, "num_attention_heads": 2, "tie_word_embeddings": false})",
+      "untied");
+  EXPECT_EQ(ParameterLayout(untied).find("cls.predictions.decoder.weight").shape,
+            (std::vector<int64_t>{40, 16}));
+  EXPECT_EQ(untied.max_position_embeddings, 512);  // BertConfig's defaults
+  EXPECT_EQ(untied.type_vocab_size, 2);
+}
+
 // Each config names the field packtrain does not implement, and its value.
 TEST(ModelFamilies, UnsupportedConfigsAreRefusedByName) {
   const std::string llama = R"("vocab_size": 10, "hidden_size": 64, "intermediate_size": 8,
@@ -155,6 +224,26 @@ TEST(ModelFamilies, UnsupportedConfigsAreRefusedByName) {
   expect_error("{" + gpt2 + R"(, "scale_attn_by_inverse_layer_idx": true})", {"scale_attn_by_inverse_layer_idx"});
   expect_error("{" + gpt2 + R"(, "scale_attn_weights": false})", {"scale_attn_weights"});
   expect_error("{" + gpt2 + R"(, "add_cross_attention": true})", {"add_cross_attention"});
+  const std::string bert =
+      R"("model_type": "bert", "vocab_size": 50, "hidden_size": 64, "intermediate_size": 8,
+      "num_hidden_layers": 2, "num_attention_heads": 4)";
+  expect_error("{" + bert + R"(, "position_embedding_type": "relative_key"})",
+               {"position_embedding_type", "relative_key", "absolute"});
+  expect_error("{" + bert + R"(, "is_decoder": true})", {"is_decoder", "true"});
+  expect_error("{" + bert + R"(, "add_cross_attention": true})", {"add_cross_attention"});
+  expect_error("{" + bert + R"(, "hidden_act": "gelu_new"})", {"hidden_act", "gelu_new"});
+  expect_error("{" + bert + R"(, "hidden_act": "relu"})", {"hidden_act", "relu"});
+  expect_error("{" + bert + R"(, "type_vocab_size": 0})", {"type_vocab_size", "0"});
+  expect_error("{" + bert + R"(, "architectures": ["BertForSequenceClassification"]})",
+               {"architectures", "BertForSequenceClassification", "BertForMaskedLM"});
+  expect_error("{" + bert + R"(, "architectures": ["BertForPreTraining"]})", {"BertForPreTraining"});
+  expect_error(R"({"model_type": "bert", "vocab_size": 50, "hidden_size": 60, "intermediate_size": 8,
+      "num_hidden_layers": 2, "num_attention_heads": 8})",
+               {"hidden_size", "60", "multiple", "num_attention_heads"});
+  // Harmless values of the same fields load.
+  EXPECT_NO_THROW(parse_config("{" + bert + R"(, "position_embedding_type": "absolute", "is_decoder": false,
+      "add_cross_attention": false, "hidden_act": "gelu", "type_vocab_size": 1})",
+                               "bert"));
 }
 
 }  // namespace

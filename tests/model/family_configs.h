@@ -13,8 +13,8 @@
 
 namespace pt::testing {
 
-inline const std::vector<std::string> kFamilyVariants = {"llama", "llama3_biases", "mistral", "qwen2", "qwen3",
-                                                         "gpt2"};
+inline const std::vector<std::string> kFamilyVariants = {"llama", "llama3_biases", "mistral", "qwen2",
+                                                         "qwen3", "gpt2",          "bert"};
 
 inline ModelConfig family_config(const std::string& variant, int32_t head_dim = 4, int32_t vocab = 50) {
   ModelConfig c;
@@ -36,6 +36,11 @@ inline ModelConfig family_config(const std::string& variant, int32_t head_dim = 
   } else if (variant == "gpt2") {
     c.family = "gpt2", c.norm = Norm::layer, c.positions = Positions::learned, c.mlp = Mlp::gelu;
     c.qkv_bias = c.o_bias = c.mlp_bias = true, c.num_key_value_heads = 2, c.tie_word_embeddings = true;
+  } else if (variant == "bert") {  // post-norm encoder: embedding norm, token types, the MLM head
+    c.family = "bert", c.norm = Norm::layer, c.positions = Positions::learned, c.mlp = Mlp::gelu_erf;
+    c.qkv_bias = c.o_bias = c.mlp_bias = true, c.num_key_value_heads = 2, c.tie_word_embeddings = true;
+    c.post_norm = c.embedding_norm = c.head_transform = c.lm_head_bias = true, c.causal = false;
+    c.type_vocab_size = 2;
   }
   return c;
 }

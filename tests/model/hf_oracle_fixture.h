@@ -24,6 +24,8 @@ inline Batch hf_oracle_batch(const std::string& dir = kHfOracleDir) {
   b.position_ids = j["position_ids"].get<std::vector<int32_t>>();
   b.cu_seqlens = j["cu_seqlens"].get<std::vector<int32_t>>();
   b.labels = j["labels"].get<std::vector<int32_t>>();
+  // "objective": "mlm" (BERT's fixture): unshifted labels on the masked tokens.
+  if (j.value("objective", std::string("causal")) == "mlm") b.objective = Objective::kMaskedLm;
   b.rows = 1, b.row_len = static_cast<int32_t>(b.input_ids.size());
   b.row_real_len = {b.row_len};
   b.real_tokens = b.processed_tokens = b.row_len;

@@ -39,7 +39,8 @@ SparsityConfig sparse_config(WeightGrad dw) {
 }
 
 Batch one_batch(const ModelConfig& c, uint64_t seed) {
-  auto batches = packed_batches(random_split({5, 9, 3, 7}, c.vocab_size, seed), Strategy::kFlatten, 64, 4);
+  auto batches = packed_batches(random_split({5, 9, 3, 7}, c.vocab_size, seed), Strategy::kFlatten, 64, 4,
+                                c.objective(), c.vocab_size);
   EXPECT_EQ(batches.size(), 1u);
   return batches.at(0);
 }
@@ -83,9 +84,15 @@ Pass<T> run(DecoderModel& model, std::vector<T>& params, const Batch& batch) {
   return r;
 }
 
-bool is_sparse_weight(const std::string& name) {
-  // gate, up and down (c_fc and c_proj): all sparse in these tests
-  return name.find(".mlp.") != std::string::npos && name.ends_with(".weight");
+// gate, up and down (c_fc and c_proj; BERT's intermediate and output dense): all sparse in these tests.
+bool is_sparse_weight(const ModelConfig& c, const ParamInfo& p) {
+  const ParameterLayout layout(c);
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const LayerParams& w = layout.layer(l);
+    if ((p.offset >= w.w_up && p.offset < w.w_up + c.mlp_up_rows() * c.hidden_size) || p.offset == w.w_down)
+      return true;
+  }
+  return false;
 }
 
 double max_abs(std::span<const double> v) {
@@ -94,7 +101,8 @@ double max_abs(std::span<const double> v) {
   return m;
 }
 
-// Llama's SwiGLU MLP and GPT-2's GELU one (c_fc, c_proj; biases, LayerNorm, learned positions around it).
+// Llama's SwiGLU MLP, GPT-2's GELU one (c_fc, c_proj; biases, LayerNorm, learned positions around it) and
+// BERT's exact-GELU one (post-norm, on masked-LM batches).
 class SparseFamily : public ::testing::TestWithParam<std::string> {
  protected:
   ModelConfig config() const {
@@ -154,7 +162,7 @@ TEST_P(SparseFamily, DenseDwGradientsAreThoseOfTheMaskedModelStraightThrough) {
   // Finite differences of the sparse model (masks held) at kept and pruned FFN weights.
   int kept_checked = 0, pruned_checked = 0;
   for (const auto& p : sparse.layout().params()) {
-    if (!is_sparse_weight(p.name)) continue;
+    if (!is_sparse_weight(c, p)) continue;
     for (int64_t k = 0; k < p.numel; k += 5) {
       const auto i = static_cast<size_t>(p.offset + k);
       const bool kept = pruned[i] != 0;
@@ -179,7 +187,7 @@ TEST_P(SparseFamily, DenseDwGradientsAreThoseOfTheMaskedModelStraightThrough) {
   EXPECT_GT(pruned_checked, 10);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, SparseFamily, ::testing::Values("llama", "gpt2"));
+INSTANTIATE_TEST_SUITE_P(Families, SparseFamily, ::testing::Values("llama", "gpt2", "bert"));
 
 // MVUE prunes only the output gradients that feed dW: the loss and every other gradient equal dense dW's;
 // the sparse weights' gradients are seeded draws whose mean over seeds is dense dW.
@@ -218,7 +226,7 @@ TEST_P(SparseFamily, MvueDwIsASeededUnbiasedEstimateOfDenseDw) {
       one_draw = std::max(one_draw, std::abs(a.grads[at + i] - w[i]));
       averaged = std::max(averaged, std::abs(mean[at + i] - w[i]));
     }
-    if (!is_sparse_weight(p.name)) {
+    if (!is_sparse_weight(c, p)) {
       EXPECT_LE(one_draw, 1e-12 * max_abs(w)) << p.name << ": only the sparse linears' dW is pruned";
       continue;
     }
@@ -299,14 +307,16 @@ TEST(SparseModel, MaskedDecayReachesOnlyPrunedSparseWeights) {
   masks.masked_decay(flat(params), lambda, flat(grads));
   int64_t decayed = 0;
   const ParameterLayout layout(c);
-  for (const auto& p : layout.params())
+  for (const auto& p : layout.params()) {
+    const bool sparse_weight = is_sparse_weight(c, p);
     for (int64_t k = 0; k < p.numel; ++k) {
       const auto i = static_cast<size_t>(p.offset + k);
-      const bool pruned_here = is_sparse_weight(p.name) && pruned[i] == 0 && params[i] != 0;
+      const bool pruned_here = sparse_weight && pruned[i] == 0 && params[i] != 0;
       const float want = pruned_here ? static_cast<float>(1.0 + lambda * params[i]) : 1.0f;
       EXPECT_FLOAT_EQ(grads[i], want) << p.name << "[" << k << "]";
       decayed += pruned_here;
     }
+  }
   EXPECT_EQ(decayed, c.num_hidden_layers * 3 * c.hidden_size * c.intermediate_size / 2);
 }
 

@@ -236,6 +236,65 @@ TEST_F(TrainingRun, Gpt2TrainsAndResumesBitwise) {
   expect_resume_is_bitwise(run_config("a", 6), run_config("b", 6));
 }
 
+// BERT: masked-LM pre-training (--objective mlm) on documents tokenized with WordPiece as [CLS] ... [SEP],
+// validated on masked-LM batches; the run resumes bit for bit (the masks are drawn from the seed and the
+// epoch) and saves a BertForMaskedLM. The objective must be the model's.
+TEST_F(TrainingRun, BertTrainsOnMaskedLmAndResumesBitwise) {
+  std::string text;
+  const std::vector<std::string> animals = {"cat", "dog", "bird", "fox", "owl", "bee"};
+  const std::vector<std::string> places = {"mat", "log", "tree", "den", "barn", "hive"};
+  for (int i = 0; i < 300; ++i) {
+    const auto& a = animals[static_cast<size_t>(i) % animals.size()];
+    const std::string sentence =
+        "the " + a + " sat on the " + places[static_cast<size_t>(i * 7 / 3) % 6] + ".";
+    text += nlohmann::json{{"text", sentence + " the " + a + " is happy."}}.dump() + "\n";
+  }
+  write_file_atomic((dir_ / "docs.jsonl").string(), text);
+  PrepareOptions o;
+  o.inputs = {(dir_ / "docs.jsonl").string()};
+  o.tokenizer_path = PACKTRAIN_FIXTURES "/tokenizer/wordpiece_bert_uncased.tokenizer.json";
+  o.output_dir = (dir_ / "bert_data").string();
+  o.max_len = 64;
+  o.val_fraction = 0.1;
+  o.add_bos = true;  // [CLS] ... [SEP]
+  o.threads = 2;
+  o.show_progress = false;
+  prepare_dataset(o);
+  const auto config = dir_ / "bert.json";
+  write_file_atomic(config.string(), R"({"model_type": "bert", "architectures": ["BertForMaskedLM"],
+      "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
+      "max_position_embeddings": 64, "vocab_size": 2000})");
+  base_.data_dir = o.output_dir;
+  base_.model = config.string();
+  base_.packing.objective = Objective::kMaskedLm;
+  auto c = run_config("run", 20);
+  const auto r = train(c);
+  EXPECT_LT(r.final_val_loss, r.first_val_loss - 1.0);
+  EXPECT_EQ(load_model_dir(r.final_dir).config.family, "bert");
+  expect_resume_is_bitwise(run_config("a", 6), run_config("b", 6));
+
+  auto expect_refused = [&](TrainConfig bad, const char* words) {
+    try {
+      train(bad);
+      ADD_FAILURE() << "no error; wanted: " << words;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  auto causal = run_config("causal", 2);
+  causal.packing.objective = Objective::kCausalLm;
+  expect_refused(causal, "a bert model trains on masked-LM batches; pass --objective mlm");
+  causal.dry_run = true;
+  expect_refused(causal, "pass --objective mlm");
+  auto llama = run_config("llama_mlm", 2);
+  const auto llama_config = dir_ / "llama.json";
+  write_file_atomic(llama_config.string(),
+                    R"({"model_type": "llama", "hidden_size": 32, "num_hidden_layers": 1,
+      "num_attention_heads": 2, "intermediate_size": 64, "vocab_size": 2000})");
+  llama.model = llama_config.string();
+  expect_refused(llama, "a llama model trains on causal-LM batches; pass --objective causal");
+}
+
 // concat rows no longer than the learned positions train a GPT-2 on longer examples, validation included:
 // it runs in the same rows (flattened validation examples would reach past position 63).
 TEST_F(TrainingRun, Gpt2ConcatRowsFitItsPositionsInTrainingAndValidation) {

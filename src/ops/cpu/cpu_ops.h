@@ -39,6 +39,8 @@ void swiglu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh);
 
 void gelu_forward(const Tensor& h, const Tensor& out);
 void gelu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh);
+void gelu_erf_forward(const Tensor& h, const Tensor& out);
+void gelu_erf_backward(const Tensor& dout, const Tensor& h, const Tensor& dh);
 
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode);
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, Write dx_mode,

@@ -46,6 +46,8 @@ void swiglu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh);
 // out may be h, and dh may be dout or h (each element is read before it is written).
 void gelu_forward(const Tensor& h, const Tensor& out);
 void gelu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh);
+void gelu_erf_forward(const Tensor& h, const Tensor& out);  // the same for the exact GELU
+void gelu_erf_backward(const Tensor& dout, const Tensor& h, const Tensor& dh);
 // swiglu_backward whose dh feeds a 2:4 weight gradient (the gate_up projection's): in the same pass, rows
 // [0, rows) of dh are pruned by mvue24 with `seed` and packed as A = mvue24(dh[:rows])^T [2F, rows] into
 // `packed` (cusparselt_pack_bytes(2F, rows)), the bytes cusparselt_pack24_mvue writes from dh; rows past
@@ -57,6 +59,8 @@ bool swiglu_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tens
 // [F, rows], under the same conditions (F and rows multiples of 64, bf16, 16-byte aligned).
 bool gelu_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed,
                                int64_t rows, void* packed);
+bool gelu_erf_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed,
+                                   int64_t rows, void* packed);  // the same for the exact GELU
 // cuBLASLt GEMMs with fp32 accumulation (no TF32); dw may be f32 beside bf16 inputs.
 // With a bias, cuBLASLt's bias epilogue adds it when it lies 16-byte aligned in y's type (as the weights'
 // flat buffer usually places it); otherwise bias_add runs after the GEMM.

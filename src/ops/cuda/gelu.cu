@@ -30,10 +30,25 @@ __device__ __forceinline__ float gelu_grad(float h) {
   return s + 2.0f * s * one_minus_s * h * kSqrt2OverPi * (1.0f + 3.0f * kCubic * h * h);
 }
 
+// The two forms for the kernels below: the value and the derivative.
+struct TanhForm {
+  static __device__ __forceinline__ float value(float h) { return gelu(h); }
+  static __device__ __forceinline__ float grad(float h) { return gelu_grad(h); }
+};
+
+// Exact GELU h Phi(h) and its derivative Phi(h) + h phi(h); normcdff has no cancellation for negative h.
+struct ErfForm {
+  static constexpr float kInvSqrt2Pi = 0.3989422804f;
+  static __device__ __forceinline__ float value(float h) { return h * normcdff(h); }
+  static __device__ __forceinline__ float grad(float h) {
+    return normcdff(h) + h * kInvSqrt2Pi * expf(-0.5f * h * h);
+  }
+};
+
 // Grid-stride loops over the n = T F elements as one flat range (rows are contiguous): whole vectors of
 // kVec elements when `vector` (every pointer 16-byte aligned), then the rest one element per thread.
 // A thread reads its elements before writing them, so out may be h (no __restrict__).
-template <class T>
+template <class Form, class T>
 __global__ void forward_kernel(const T* h, T* out, int64_t n, bool vector) {
   constexpr int kVec = kPack16<T>;
   const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x,
@@ -43,14 +58,14 @@ __global__ void forward_kernel(const T* h, T* out, int64_t n, bool vector) {
     float v[kVec];
     load_floats<kVec>(h + i, v);
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) v[k] = gelu(v[k]);
+    for (int k = 0; k < kVec; ++k) v[k] = Form::value(v[k]);
     store_floats<kVec>(out + i, v);
   }
-  for (int64_t i = body + first; i < n; i += stride) store(out + i, gelu(load(h + i)));
+  for (int64_t i = body + first; i < n; i += stride) store(out + i, Form::value(load(h + i)));
 }
 
 // As forward_kernel; dh may be dout or h.
-template <class T>
+template <class Form, class T>
 __global__ void backward_kernel(const T* dout, const T* h, T* dh, int64_t n, bool vector) {
   constexpr int kVec = kPack16<T>;
   const int64_t first = int64_t{blockIdx.x} * blockDim.x + threadIdx.x,
@@ -61,15 +76,16 @@ __global__ void backward_kernel(const T* dout, const T* h, T* dh, int64_t n, boo
     load_floats<kVec>(dout + i, g);
     load_floats<kVec>(h + i, v);
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) g[k] *= gelu_grad(v[k]);
+    for (int k = 0; k < kVec; ++k) g[k] *= Form::grad(v[k]);
     store_floats<kVec>(dh + i, g);
   }
-  for (int64_t i = body + first; i < n; i += stride) store(dh + i, load(dout + i) * gelu_grad(load(h + i)));
+  for (int64_t i = body + first; i < n; i += stride) store(dh + i, load(dout + i) * Form::grad(load(h + i)));
 }
 
 // backward_kernel (bf16) for rows [0, C) that also prunes dh by MVUE24 and packs it as the fc weight
 // gradient's A = mvue24(dh)^T [F, C] (ops/cuda/mvue_pack.cuh): a CTA takes 64 tokens and 64 features and
 // packs their tile of A from the bf16 values it stores in dh, so the packed values are those of dh.
+template <class Form>
 __global__ void __launch_bounds__(mvue_pack::kThreads, 4)
     backward_mvue_pack_kernel(const __nv_bfloat16* __restrict__ dout, const __nv_bfloat16* __restrict__ h,
                               __nv_bfloat16* __restrict__ dh, int64_t F, int64_t C, uint32_t seed_hash,
@@ -86,7 +102,7 @@ __global__ void __launch_bounds__(mvue_pack::kThreads, 4)
     Pack<__nv_bfloat16, 4> out;
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      store(&out.v[k], load(&d.v[k]) * gelu_grad(load(&x.v[k])));
+      store(&out.v[k], load(&d.v[k]) * Form::grad(load(&x.v[k])));
       g[k][i] = load(&out.v[k]);
     }
     store_pack(dh + at, out);
@@ -104,51 +120,77 @@ unsigned blocks_for_elements(int64_t n, bool vector) {
   return grid_stride_blocks(vector ? (n + kPack16<T> - 1) / kPack16<T> : n, kThreads);
 }
 
-}  // namespace
-
-void gelu_forward(const Tensor& h, const Tensor& out) {
+template <class Form>
+void forward(const char* op, const Tensor& h, const Tensor& out) {
   const int64_t n = h.numel();
   if (n == 0) return;
-  dispatch_float("gelu_forward", "h", h.dtype, [&](auto tag) {
+  dispatch_float(op, "h", h.dtype, [&](auto tag) {
     using E = decltype(tag);
     const bool vector = aligned16({h.data, out.data});
-    forward_kernel<E><<<blocks_for_elements<E>(n, vector), kThreads, 0, current_stream()>>>(
+    forward_kernel<Form, E><<<blocks_for_elements<E>(n, vector), kThreads, 0, current_stream()>>>(
         data<E>(h), data<E>(out), n, vector);
     PT_CUDA_CHECK_LAUNCH();
   });
 }
 
-void gelu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh) {
+template <class Form>
+void backward(const char* op, const Tensor& dout, const Tensor& h, const Tensor& dh) {
   const int64_t n = h.numel();
   if (n == 0) return;
-  dispatch_float("gelu_backward", "h", h.dtype, [&](auto tag) {
+  dispatch_float(op, "h", h.dtype, [&](auto tag) {
     using E = decltype(tag);
     const bool vector = aligned16({dout.data, h.data, dh.data});
-    backward_kernel<E><<<blocks_for_elements<E>(n, vector), kThreads, 0, current_stream()>>>(
+    backward_kernel<Form, E><<<blocks_for_elements<E>(n, vector), kThreads, 0, current_stream()>>>(
         data<E>(dout), data<E>(h), data<E>(dh), n, vector);
     PT_CUDA_CHECK_LAUNCH();
   });
 }
 
-bool gelu_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed,
-                               int64_t rows, void* packed) {
+// gelu_backward (or gelu_erf_backward) whose dh also feeds the fc's sparse weight gradient (cuda_ops.h).
+template <class Form>
+bool backward_mvue_packed(const char* op, const Tensor& dout, const Tensor& h, const Tensor& dh,
+                          uint64_t seed, int64_t rows, void* packed) {
   const int64_t T = h.shape[0], F = h.shape[1];
   const bool fits = rows > 0 && rows <= T && cusparselt_pack_fits(F, rows) && F % mvue_pack::kTile == 0 &&
                     h.dtype == DType::bf16 && dout.dtype == DType::bf16 && dh.dtype == DType::bf16 &&
                     aligned16({dout.data, h.data, dh.data, packed});
   if (!fits) {
-    gelu_backward(dout, h, dh);
+    backward<Form>(op, dout, h, dh);
     return false;
   }
   const mvue_pack::Packed a = mvue_pack::packed_parts(packed, F, rows);
   const dim3 grid(static_cast<unsigned>(rows / mvue_pack::kTile),
                   static_cast<unsigned>(F / mvue_pack::kTile));
-  backward_mvue_pack_kernel<<<grid, mvue_pack::kThreads, 0, current_stream()>>>(
+  backward_mvue_pack_kernel<Form><<<grid, mvue_pack::kThreads, 0, current_stream()>>>(
       data<__nv_bfloat16>(dout), data<__nv_bfloat16>(h), data<__nv_bfloat16>(dh), F, rows,
       sparse24::mvue_seed_hash(seed), a.values, a.meta);
   PT_CUDA_CHECK_LAUNCH();
-  if (rows < T) gelu_backward(dout.rows(rows, T), h.rows(rows, T), dh.rows(rows, T));  // unpruned
+  if (rows < T) backward<Form>(op, dout.rows(rows, T), h.rows(rows, T), dh.rows(rows, T));  // unpruned
   return true;
+}
+
+}  // namespace
+
+void gelu_forward(const Tensor& h, const Tensor& out) { forward<TanhForm>("gelu_forward", h, out); }
+
+void gelu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh) {
+  backward<TanhForm>("gelu_backward", dout, h, dh);
+}
+
+void gelu_erf_forward(const Tensor& h, const Tensor& out) { forward<ErfForm>("gelu_erf_forward", h, out); }
+
+void gelu_erf_backward(const Tensor& dout, const Tensor& h, const Tensor& dh) {
+  backward<ErfForm>("gelu_erf_backward", dout, h, dh);
+}
+
+bool gelu_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed,
+                               int64_t rows, void* packed) {
+  return backward_mvue_packed<TanhForm>("gelu_backward", dout, h, dh, seed, rows, packed);
+}
+
+bool gelu_erf_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed,
+                                   int64_t rows, void* packed) {
+  return backward_mvue_packed<ErfForm>("gelu_erf_backward", dout, h, dh, seed, rows, packed);
 }
 
 }  // namespace pt::ops::cuda

@@ -243,7 +243,7 @@ TrainLog train(Communicator& c, bool zero1, int32_t grad_accum, Strategy strateg
     log.imbalance = std::max(log.imbalance, s.balance.imbalance());
     double targets = 0;
     for (const Batch& b : s.micro)
-      for (int32_t t : shifted_targets(b)) targets += t != kIgnoreLabel;
+      for (int32_t t : loss_targets(b)) targets += t != kIgnoreLabel;
     const double global_targets = c.sum_host(std::span<const double>(&targets, 1))[0];
     const double grad_scale = 1.0 / std::max(1.0, global_targets);
     // As the trainer: masks from the full masters (gathered through the gradients), then the weights.

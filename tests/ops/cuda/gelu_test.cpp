@@ -1,4 +1,5 @@
-// CUDA GELU (tanh approximation) against the cpu backend in f64, in f32 and bf16, in place and not.
+// CUDA GELU (the tanh approximation and the exact erf form) against the cpu backend in f64, in f32 and
+// bf16, in place and not.
 #include "ops/gelu.h"
 
 #include "cuda_test_util.h"
@@ -11,11 +12,20 @@ using namespace pt::testing;
 
 const DType kTypes[] = {DType::f32, DType::bf16};
 
+struct Form {
+  const char* name;
+  void (*forward)(const Tensor&, const Tensor&);
+  void (*backward)(const Tensor&, const Tensor&, const Tensor&);
+};
+const Form kForms[] = {{"tanh", gelu_forward, gelu_backward}, {"erf", gelu_erf_forward, gelu_erf_backward}};
+
 // offset > 0 places every tensor that many elements into its buffer, off 16-byte alignment (the scalar
 // path). in_place runs the forward into h and the backward into dout.
-void check_gelu(DType dtype, int64_t T, int64_t F, int64_t offset, bool in_place) {
-  SCOPED_TRACE(
-      fmt::format("{} T={} F={} offset {}{}", dtype_name(dtype), T, F, offset, in_place ? " in place" : ""));
+void check_form(const Form& form, DType dtype, int64_t T, int64_t F, int64_t offset, bool in_place) {
+  const auto gelu_forward = form.forward;
+  const auto gelu_backward = form.backward;
+  SCOPED_TRACE(fmt::format("{} {} T={} F={} offset {}{}", form.name, dtype_name(dtype), T, F, offset,
+                           in_place ? " in place" : ""));
   std::vector<double> h = rounded(random_values(T * F, 1, -8, 8), dtype);
   std::vector<double> dout = rounded(random_values(T * F, 2), dtype);
   std::vector<double> out(T * F), dh(T * F);
@@ -37,6 +47,10 @@ void check_gelu(DType dtype, int64_t T, int64_t F, int64_t offset, bool in_place
   gelu_backward(d_dout.t, d_h.t, d_dh.t);
   EXPECT_CLOSE(d_out.t, out, tolerance(dtype));
   EXPECT_CLOSE(d_dh.t, dh, tolerance(dtype));
+}
+
+void check_gelu(DType dtype, int64_t T, int64_t F, int64_t offset, bool in_place) {
+  for (const Form& form : kForms) check_form(form, dtype, T, F, offset, in_place);
 }
 
 // GPT-2's MLP width (3072) and sizes with a tail after the 16-byte vectors (T F % 8 != 0 for bf16).

@@ -267,16 +267,21 @@ struct ActivationCase {
   const char* name;
   int64_t U(int64_t F) const { return activation == Activation::swiglu ? 2 * F : F; }
   void plain(const Tensor& dout, const Tensor& h, const Tensor& dh) const {
-    activation == Activation::swiglu ? swiglu_backward(dout, h, dh) : gelu_backward(dout, h, dh);
+    if (activation == Activation::swiglu) return swiglu_backward(dout, h, dh);
+    if (activation == Activation::gelu_tanh) return gelu_backward(dout, h, dh);
+    gelu_erf_backward(dout, h, dh);
   }
   bool fused(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed, int64_t rows,
              void* packed) const {
-    return activation == Activation::swiglu
-               ? cuda::swiglu_backward_mvue_packed(dout, h, dh, seed, rows, packed)
-               : cuda::gelu_backward_mvue_packed(dout, h, dh, seed, rows, packed);
+    if (activation == Activation::swiglu)
+      return cuda::swiglu_backward_mvue_packed(dout, h, dh, seed, rows, packed);
+    if (activation == Activation::gelu_tanh)
+      return cuda::gelu_backward_mvue_packed(dout, h, dh, seed, rows, packed);
+    return cuda::gelu_erf_backward_mvue_packed(dout, h, dh, seed, rows, packed);
   }
 };
-constexpr ActivationCase kActivations[] = {{Activation::swiglu, "swiglu"}, {Activation::gelu_tanh, "gelu"}};
+constexpr ActivationCase kActivations[] = {
+    {Activation::swiglu, "swiglu"}, {Activation::gelu_tanh, "gelu"}, {Activation::gelu_erf, "gelu_erf"}};
 
 // The activation backward fused with MVUE24 and the packing writes the dh of the plain backward and, for
 // its first `rows` tokens, the bytes that packing mvue24(dh)^T writes; where it cannot fuse (F not a
