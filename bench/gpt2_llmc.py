@@ -10,6 +10,10 @@ on the dataset's own examples, its real tokens/s beside.
 
   bench/gpt2_llmc.py --packtrain build/packtrain --data DATA_DIR --llmc .peers/llmc.sh --out OUT [--steps 40]
 
+DATA_DIR must hold no example longer than GPT-2's 1024 positions for the packed run (`packtrain prepare
+--max-len 1024 --long split`). llm.c builds with cuDNN attention when CUDNN_INCLUDE, CUDNN_LIB (the torch
+wheel's nvidia/cudnn include and lib) and CUDNN_FRONTEND_INCLUDE (PyPI nvidia-cudnn-frontend) are set.
+
 Without --llmc (or on a machine without a GPU, where llm.c cannot run) only the packtrain side runs: CI uses
 that with a small --model config on the CPU as a smoke test of this script.
 """
@@ -40,6 +44,30 @@ def write_llmc_tokens(tokens_bin, out_path, limit):
         f.write(struct.pack("<256i", *header))
         f.write(struct.pack(f"<{count}H", *ids))
     return count
+
+
+def llmc_cudnn_env(work):
+    """llm.c's Makefile accepts cuDNN only where it finds ~/cudnn-frontend/include, and links -lcudnn, which the
+    torch wheel ships as libcudnn.so.9 only: link both into place from CUDNN_FRONTEND_INCLUDE and CUDNN_LIB."""
+    env = dict(os.environ)
+    frontend, lib = env.get("CUDNN_FRONTEND_INCLUDE"), env.get("CUDNN_LIB")
+    if not frontend or not lib:
+        return env
+    home_frontend = os.path.expanduser("~/cudnn-frontend")
+    if not os.path.isdir(os.path.join(home_frontend, "include")):
+        os.makedirs(home_frontend, exist_ok=True)
+        os.symlink(os.path.abspath(frontend), os.path.join(home_frontend, "include"))
+    links = os.path.join(work, "lib")
+    os.makedirs(links, exist_ok=True)
+    for name in os.listdir(lib):
+        if name.startswith("libcudnn.so."):
+            os.symlink(os.path.join(lib, name), os.path.join(links, "libcudnn.so"))
+            break
+    env["CUDNN_LIB"] = links if os.listdir(links) else lib
+    # -lnvidia-ml and -lcuda link against the toolkit's stubs where the driver's libraries lack the bare name.
+    env["LIBRARY_PATH"] = ":".join(
+        p for p in (links, "/usr/local/cuda/lib64", "/usr/local/cuda/lib64/stubs", env.get("LIBRARY_PATH")) if p)
+    return env
 
 
 def run(cmd, log_path, env=None):
@@ -107,7 +135,8 @@ def main():
             count = write_llmc_tokens(os.path.join(args.data, "train", "tokens.bin"), train_bin, need)
             write_llmc_tokens(os.path.join(args.data, "val", "tokens.bin"), val_bin, tokens_per_step + 1)
             log = os.path.join(args.out, "llmc.log")
-            run(["bash", args.llmc, train_bin, val_bin, "d12", str(args.rows), str(args.row_len), str(args.steps)], log)
+            run(["bash", args.llmc, train_bin, val_bin, "d12", str(args.rows), str(args.row_len), str(args.steps)], log,
+                env=llmc_cudnn_env(tmp))
         results["llmc_tokens"] = count
         results["llmc_tokens_per_s"] = llmc_tokens_per_s(log, tokens_per_step, args.warmup)
 

@@ -4,8 +4,8 @@
 // example a row), so bfd's segments, position ids, targets at example starts and row ends, and pad tails
 // are exact, and the per-step target count the trainer normalises by is each batch's own.
 #include "model/batches.h"
-#include "model/init.h"
 #include "model/decoder.h"
+#include "model/init.h"
 
 #include <gtest/gtest.h>
 

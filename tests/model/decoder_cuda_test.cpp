@@ -327,10 +327,12 @@ TEST_P(FamilyCuda, Bf16MatchesTheF32CpuModelAndPaddingEqualsFlatten) {
   // HF fixtures, each tensor gets twice what bf16 weights alone cost the f32 cpu model on top.
   const auto unrounded = run(c, params, flatten, Device::cpu);
   const ParameterLayout layout(c);
+  const double model_scale = testing::max_abs(cpu.grads);
   for (const auto& p : layout.params()) {
     const auto at = static_cast<size_t>(p.offset), n = static_cast<size_t>(p.numel);
-    const double steepness = relative_error({unrounded.grads.data() + at, n}, {cpu.grads.data() + at, n});
-    EXPECT_LE(relative_error({gpu.grads.data() + at, n}, {cpu.grads.data() + at, n}),
+    const std::span<const float> want(cpu.grads.data() + at, n);
+    const double steepness = testing::gradient_error({unrounded.grads.data() + at, n}, want, model_scale);
+    EXPECT_LE(testing::gradient_error({gpu.grads.data() + at, n}, want, model_scale),
               kGradTolerance + 2 * steepness)
         << what << ": gradient of " << p.name << " (max |a-b| / max |reference|); bf16 weights alone cost "
         << "the f32 cpu model " << steepness;

@@ -20,7 +20,8 @@ TEST(ModelPresets, OwnShapesTakeTheTokenizersVocab) {
   c.validate("110m");
   EXPECT_EQ(c.head_dim, 64);
   // 12 layers of (4*768^2 + 3*768*2048 + 2*768) + final norm + untied embeddings.
-  EXPECT_EQ(c.num_parameters(), 12 * (4LL * 768 * 768 + 3LL * 768 * 2048 + 2 * 768) + 768 + 2LL * 32000 * 768);
+  EXPECT_EQ(c.num_parameters(),
+            12 * (4LL * 768 * 768 + 3LL * 768 * 2048 + 2 * 768) + 768 + 2LL * 32000 * 768);
   EXPECT_EQ(preset_config("1b").num_key_value_heads, 8);
   EXPECT_THROW(preset_config("7b"), Error);
 }
@@ -67,7 +68,8 @@ TEST(ModelFamilies, EveryPresetRoundTripsThroughConfigJson) {
     EXPECT_EQ(back.rope.factor, c.rope.factor) << name;
     EXPECT_FLOAT_EQ(back.norm_eps, c.norm_eps) << name;
     EXPECT_EQ(back.eos_token_id, c.eos_token_id) << name;
-    for (int l = 0; l < c.num_hidden_layers; ++l) EXPECT_EQ(back.window(l), c.window(l)) << name << " layer " << l;
+    for (int l = 0; l < c.num_hidden_layers; ++l)
+      EXPECT_EQ(back.window(l), c.window(l)) << name << " layer " << l;
   }
 }
 
@@ -83,7 +85,8 @@ TEST(ModelFamilies, SavingKeepsTheSourceConfigsOtherFields) {
 }
 
 TEST(ModelFamilies, QwenWindowsFollowTransformers) {
-  const std::string base = R"({"model_type": "qwen2", "vocab_size": 10, "hidden_size": 64, "intermediate_size": 8,
+  const std::string base =
+      R"({"model_type": "qwen2", "vocab_size": 10, "hidden_size": 64, "intermediate_size": 8,
       "num_hidden_layers": 4, "num_attention_heads": 4, "sliding_window": 32)";
   // Qwen2.5's shipped configs: a window size without use_sliding_window means no window.
   ModelConfig c = parse_config(base + R"(, "max_window_layers": 2})", "a");
@@ -91,8 +94,10 @@ TEST(ModelFamilies, QwenWindowsFollowTransformers) {
   c = parse_config(base + R"(, "use_sliding_window": true, "max_window_layers": 3})", "b");
   EXPECT_EQ(c.window(2), 0);
   EXPECT_EQ(c.window(3), 32);
-  c = parse_config(base + R"(, "use_sliding_window": true, "layer_types": ["sliding_attention", "full_attention",
-      "sliding_attention", "full_attention"]})", "c");
+  c = parse_config(
+      base + R"(, "use_sliding_window": true, "layer_types": ["sliding_attention", "full_attention",
+      "sliding_attention", "full_attention"]})",
+      "c");
   EXPECT_EQ(c.window(0), 32);
   EXPECT_EQ(c.window(1), 0);
   EXPECT_TRUE(c.qkv_bias);
@@ -101,7 +106,8 @@ TEST(ModelFamilies, QwenWindowsFollowTransformers) {
 
 TEST(ModelFamilies, Gpt2ReadsItsOwnFieldNames) {
   const ModelConfig c = parse_config(R"({"model_type": "gpt2", "vocab_size": 50, "n_embd": 64, "n_layer": 2,
-      "n_head": 4, "n_positions": 128, "resid_pdrop": 0.1})", "gpt2");
+      "n_head": 4, "n_positions": 128, "resid_pdrop": 0.1})",
+                                     "gpt2");
   EXPECT_EQ(c.intermediate_size, 256);  // n_inner null: 4 n_embd
   EXPECT_EQ(c.norm, Norm::layer);
   EXPECT_EQ(c.positions, Positions::learned);
@@ -197,23 +203,29 @@ TEST(ModelFamilies, UnsupportedConfigsAreRefusedByName) {
   };
   expect_error("{", {"cfg.json", "not valid JSON"});
   expect_error("{" + llama + "}", {"model_type", "llama, mistral, qwen2, qwen3, gpt2"});
-  expect_error(R"({"model_type": "gemma2", )" + llama + "}", {"\"gemma2\"", "llama, mistral, qwen2, qwen3, gpt2"});
+  expect_error(R"({"model_type": "gemma2", )" + llama + "}",
+               {"\"gemma2\"", "llama, mistral, qwen2, qwen3, gpt2"});
   expect_error(R"({"model_type": "mixtral", )" + llama + "}", {"mixtral"});
-  expect_error(R"({"model_type": "llama", "num_local_experts": 8, )" + llama + "}", {"num_local_experts", "8"});
-  expect_error(R"({"model_type": "llama", "vision_config": {}, )" + llama + "}", {"vision_config", "multimodal"});
+  expect_error(R"({"model_type": "llama", "num_local_experts": 8, )" + llama + "}",
+               {"num_local_experts", "8"});
+  expect_error(R"({"model_type": "llama", "vision_config": {}, )" + llama + "}",
+               {"vision_config", "multimodal"});
   expect_error(R"({"model_type": "llama", "quantization_config": {"bits": 4}, )" + llama + "}",
                {"quantization_config"});
   expect_error(R"({"model_type": "llama", "hidden_act": "gelu", )" + llama + "}", {"hidden_act", "gelu"});
   expect_error(R"({"model_type": "llama", "sliding_window": 16, )" + llama + "}", {"sliding_window", "16"});
-  expect_error(R"({"model_type": "mistral", "attention_bias": true, )" + llama + "}", {"attention_bias", "true"});
+  expect_error(R"({"model_type": "mistral", "attention_bias": true, )" + llama + "}",
+               {"attention_bias", "true"});
   expect_error(R"({"model_type": "qwen2", "mlp_bias": true, )" + llama + "}", {"mlp_bias"});
   expect_error(R"({"model_type": "qwen3", "layer_types": ["chunked_attention"], )" + llama + "}",
                {"layer_types", "chunked_attention"});
-  expect_error(R"({"model_type": "llama", "architectures": ["LlamaForSequenceClassification"], )" + llama + "}",
-               {"architectures", "LlamaForSequenceClassification", "LlamaForCausalLM"});
-  expect_error(R"({"model_type": "llama", "rope_parameters": {"rope_type": "longrope", "rope_theta": 1e4}, )" + llama +
-                   "}",
-               {"longrope"});
+  expect_error(
+      R"({"model_type": "llama", "architectures": ["LlamaForSequenceClassification"], )" + llama + "}",
+      {"architectures", "LlamaForSequenceClassification", "LlamaForCausalLM"});
+  expect_error(
+      R"({"model_type": "llama", "rope_parameters": {"rope_type": "longrope", "rope_theta": 1e4}, )" + llama +
+          "}",
+      {"longrope"});
   expect_error(R"({"model_type": "llama", "num_key_value_heads": 3, )" + llama + "}", {"multiple"});
   expect_error(R"({"model_type": "llama", "hidden_size": "big", "vocab_size": 10, "intermediate_size": 8,
       "num_hidden_layers": 1, "num_attention_heads": 2})",
@@ -221,7 +233,8 @@ TEST(ModelFamilies, UnsupportedConfigsAreRefusedByName) {
   const std::string gpt2 = R"("model_type": "gpt2", "vocab_size": 50, "n_embd": 64, "n_layer": 2, "n_head": 4,
       "n_positions": 128)";
   expect_error("{" + gpt2 + R"(, "activation_function": "relu"})", {"activation_function", "relu"});
-  expect_error("{" + gpt2 + R"(, "scale_attn_by_inverse_layer_idx": true})", {"scale_attn_by_inverse_layer_idx"});
+  expect_error("{" + gpt2 + R"(, "scale_attn_by_inverse_layer_idx": true})",
+               {"scale_attn_by_inverse_layer_idx"});
   expect_error("{" + gpt2 + R"(, "scale_attn_weights": false})", {"scale_attn_weights"});
   expect_error("{" + gpt2 + R"(, "add_cross_attention": true})", {"add_cross_attention"});
   const std::string bert =

@@ -4,8 +4,8 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
 #include "model/compare.h"
-#include "model/hf_oracle_fixture.h"
 #include "model/decoder.h"
+#include "model/hf_oracle_fixture.h"
 
 #include <gtest/gtest.h>
 

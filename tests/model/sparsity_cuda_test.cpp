@@ -121,7 +121,9 @@ TEST(SparseCuda, DenseDwMatchesTheSparseF32CpuModel) {
   const ParameterLayout layout(u.c);
   for (const auto& p : layout.params()) {
     const auto at = static_cast<size_t>(p.offset), n = static_cast<size_t>(p.numel);
-    EXPECT_LE(relative_error({gpu.grads.data() + at, n}, {cpu.grads.data() + at, n}, false), kGradTolerance)
+    EXPECT_LE(testing::gradient_error({gpu.grads.data() + at, n}, {cpu.grads.data() + at, n},
+                                      testing::max_abs(cpu.grads)),
+              kGradTolerance)
         << "gradient of " << p.name << " (max |a-b| / max |cpu|)";
   }
 }
@@ -137,7 +139,8 @@ void check_mvue(const SparseCase& u, const SparsityConfig& s) {
     const auto at = static_cast<size_t>(p.offset), n = static_cast<size_t>(p.numel);
     const std::span<const float> g(gpu.grads.data() + at, n), want(cpu.grads.data() + at, n);
     if (!ffn(u.c, p)) {
-      EXPECT_LE(relative_error(g, want, false), kGradTolerance) << "gradient of " << p.name;
+      EXPECT_LE(testing::gradient_error(g, want, testing::max_abs(cpu.grads)), kGradTolerance)
+          << "gradient of " << p.name;
       continue;
     }
     const double same_seed = relative_error(g, want, true);

@@ -5,9 +5,9 @@
 #include "model/sparsity.h"
 #include "core/error.h"
 #include "model/batches.h"
-#include "model/init.h"
 #include "model/decoder.h"
 #include "model/family_configs.h"
+#include "model/init.h"
 #include "ops/sparse_linear.h"
 
 #include <gtest/gtest.h>
@@ -246,7 +246,7 @@ TEST(SparseModel, RecomputedLayersGiveTheSameGradients) {
   masks.recompute(flat(params));
   auto run_with = [&](Recompute recompute) {
     DecoderModel model(c, batch.num_tokens(), Device::cpu, DType::f64, sparse_config(WeightGrad::mvue),
-                     recompute);
+                       recompute);
     model.set_masks(&masks);
     model.set_mvue_seed({3, 1, 0});
     return run(model, params, batch);

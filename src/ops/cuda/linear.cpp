@@ -28,6 +28,7 @@ namespace pt::ops::cuda {
 namespace {
 
 constexpr size_t kWorkspaceBytes = kCublasLtWorkspaceBytes;
+constexpr int kHeuristicResults = 8;  // the heuristic's best first; later ones stand in where one is unsafe
 
 void check_cublas(cublasStatus_t status, const char* what) {
   if (status != CUBLAS_STATUS_SUCCESS)
@@ -158,7 +159,7 @@ class Lt {
     try {
       const PlanKey bucket_key = bucket_of(key);
       const auto algo = algos_.find(bucket_key);
-      if (algo != algos_.end() && runs(plan, algo->second)) {
+      if (algo != algos_.end() && runs(plan, algo->second, g.k)) {
         plan.algo = algo->second;
       } else {
         plan.algo = heuristic(g, key, plan);
@@ -212,11 +213,23 @@ class Lt {
   }
 
   // Whether algo (found for another shape of the bucket) runs this exact shape within the workspace.
-  bool runs(const Plan& plan, const cublasLtMatmulAlgo_t& algo) const {
+  bool runs(const Plan& plan, const cublasLtMatmulAlgo_t& algo, int64_t k) const {
     cublasLtMatmulHeuristicResult_t result{};
     return cublasLtMatmulAlgoCheck(handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, &algo, &result) ==
                CUBLAS_STATUS_SUCCESS &&
-           result.workspaceSize <= kWorkspaceBytes;
+           result.workspaceSize <= kWorkspaceBytes && splits_right(algo, k);
+  }
+
+  // cuBLAS 13.0 on an H100 split an odd k = 4097 two ways and dropped its last element (a weight gradient
+  // without its last token; bench_cublaslt_algos): two-way split-K runs even k only. Three- and more-way
+  // splits summed every element of the odd k tried (4097, 16371).
+  static bool splits_right(const cublasLtMatmulAlgo_t& algo, int64_t k) {
+    int split = 1;
+    size_t written = 0;
+    check_cublas(cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split,
+                                                      sizeof split, &written),
+                 "reading an algorithm's split-K");
+    return split != 2 || k % 2 == 0;
   }
 
   cublasLtMatmulAlgo_t heuristic(const Gemm& g, const PlanKey& key, const Plan& plan) const {
@@ -239,17 +252,20 @@ class Lt {
     check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
                                                       &align_c, sizeof align_c),
                  "setting the alignment of D");
-    cublasLtMatmulHeuristicResult_t result{};
+    cublasLtMatmulHeuristicResult_t results[kHeuristicResults]{};
     int found = 0;
-    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.c,
-                                                                 plan.c, pref, 1, &result, &found);
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+        handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, kHeuristicResults, results, &found);
     cublasLtMatmulPreferenceDestroy(pref);
-    if (status != CUBLAS_STATUS_SUCCESS || found == 0)
+    const auto result =
+        std::find_if(results, results + std::max(found, 0),
+                     [&](const cublasLtMatmulHeuristicResult_t& r) { return splits_right(r.algo, g.k); });
+    if (status != CUBLAS_STATUS_SUCCESS || result == results + std::max(found, 0))
       throw Error("linear: cuBLASLt has no algorithm for a " + std::string(dtype_name(g.ab_type)) +
                   " GEMM m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) +
                   " k=" + std::to_string(g.k) + " into " + dtype_name(g.c_type) + " (" +
                   cublasLtGetStatusString(status) + ")");
-    return result.algo;
+    return result->algo;
   }
 
   std::mutex mutex_;
