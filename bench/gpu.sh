@@ -11,6 +11,10 @@
 #   train_hf    HF transformers on the same batches                              (bench/peers/train_hf.py)
 #   families    bench_train_gpu on the family presets (gpt2, qwen2.5-0.5b, qwen3-0.6b, llama3.2-1b; real
 #               vocabs), 48 examples a step, and HF's flattened paths on the Qwen batches
+#   bert, bert_hf  bench_train_gpu on bert-base (masked LM) padding vs flatten at BERT_EXAMPLES (default 16,64)
+#               examples a step, then HF's BertForMaskedLM on the same batches, padded (sdpa) and on each
+#               packed path it has for BERT (bench/peers/train_hf.py; run the two in one call, as the batches
+#               pass between them in a temporary file)
 #   gpt2_llmc   GPT-2 124M against llm.c on the same tokens (bench/gpt2_llmc.py; llm.c from LLMC, default
 #               .peers/llmc.sh: ../shared/peers copied into the checkout and carried)
 #   packing     `packtrain train` per packing strategy on the default corpus     (bench/packing_gpu.py)
@@ -107,6 +111,17 @@ for preset in qwen2.5-0.5b qwen3-0.6b; do
     --preset "$preset" --packtrain "$out/families.jsonl" --json "$out/families_hf.jsonl" --steps 6 --budget 160 \
     --only "flattened flex_attention compiled,flattened sdpa"
 done
+
+# BERT-base masked LM (issue #27). The HF peer gets BERT_HF_BUDGET seconds (default 420), less where that
+# would leave under 70 s for the sections after it. Its compiled flex_attention compiles for minutes per
+# size, so one size a call (BERT_EXAMPLES=16, then 64, each into its own OUT_DIR) runs every configuration.
+want bert && rm -f "$out/bert.jsonl" "$out/bert_hf.jsonl"
+section bert 150 "$build/bench_train_gpu" --models bert-base --examples "${BERT_EXAMPLES:-16,64}" --skip-1b \
+  --steps 10 --json "$out/bert.jsonl" --dump-batches "$scratch/bert_batches.json"
+bert_budget=$(left 70)
+bert_budget=$((bert_budget < ${BERT_HF_BUDGET:-420} ? bert_budget : ${BERT_HF_BUDGET:-420}))
+section bert_hf $((bert_budget + 40)) "$python" "$bench/peers/train_hf.py" --batches "$scratch/bert_batches.json" \
+  --preset bert-base --packtrain "$out/bert.jsonl" --json "$out/bert_hf.jsonl" --steps 8 --budget "$bert_budget"
 
 # The packing section needs a prepared dataset: make it from the corpus as scripts/main.sh does if need be.
 if want packing && [ ! -f "$data/metadata.json" ] && [ -f data/default/corpus.jsonl ] && [ -x "$build/packtrain" ]; then
