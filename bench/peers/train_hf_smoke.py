@@ -5,8 +5,9 @@ causal batches), and checks that every configuration that can run on a CPU runs,
 configuration keeps its examples apart (its check against padding passes, and a mask that lets them see each
 other fails it), and that the HF configurations' first losses agree (same weights, same batch). The packtrain
 records it hands to --packtrain are made up, to exercise the comparison table: the ratios printed are not
-measurements. Needs torch and transformers (a CPU wheel will do).
-Usage: train_hf_smoke.py [--python PYTHON] [--compiled]   (--compiled adds the torch.compile configurations)
+measurements. Run it with a Python that has torch and transformers (a CPU wheel will do); train_hf.py runs
+under the same one.
+Usage: PYTHON bench/peers/train_hf_smoke.py [--compiled]   (--compiled adds the torch.compile configurations)
 """
 import argparse
 import json
@@ -73,9 +74,9 @@ def made_up_packtrain(preset, examples):
              "first_loss": math.log(VOCAB)} for s in ("padding", "flatten")]
 
 
-def run_peer(python, tmp, preset, only, steps=2):
+def run_peer(tmp, preset, only, steps=2):
     out = os.path.join(tmp, f"{preset}.jsonl")
-    cmd = [python, os.path.join(HERE, "train_hf.py"), "--batches", os.path.join(tmp, "batches.json"),
+    cmd = [sys.executable, os.path.join(HERE, "train_hf.py"), "--batches", os.path.join(tmp, "batches.json"),
            "--packtrain", os.path.join(tmp, "packtrain.jsonl"), "--json", out, "--preset", preset,
            "--warmup", "2", "--steps", str(steps), "--budget", "900", "--only", ",".join(only)]
     print("$", " ".join(cmd), flush=True)
@@ -85,7 +86,6 @@ def run_peer(python, tmp, preset, only, steps=2):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--compiled", action="store_true")
     args = ap.parse_args()
     rng = random.Random(7)
@@ -103,7 +103,7 @@ def main():
         names = lambda objective: [train_hf.config_name(*c[:3]) for c in train_hf.CONFIGS[objective]
                                    if args.compiled or not c[2]]
         for preset, objective in (("bert-smoke", "masked"), ("llama-smoke", "causal")):
-            records = run_peer(args.python, tmp, preset, names(objective))
+            records = run_peer(tmp, preset, names(objective))
             for r in records:
                 # What a CPU cannot run: flash_attention_2 (CUDA only), and flex_attention's backward
                 cpu_only = (r["attn"] == "flash_attention_2" and r["status"] == "unavailable") or \
