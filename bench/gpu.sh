@@ -29,8 +29,8 @@
 # The whole run keeps to TOTAL_BUDGET seconds (default 540, under the 10 minutes a device command may take):
 # each section's limit is cut to what is left, keeping 30 s for the report.
 # Environment: PYTHON (default python3, with torch, transformers, matplotlib), TOTAL_BUDGET, HF_BUDGET (seconds
-# for the HF peer, default 300), FAMILY_EXAMPLES (examples a step in the families section, default 48; 24 on
-# an 80 GiB card), PACKING_ARGS (arguments of packing_gpu.py, default "--seeds 1,2"),
+# for the HF peer, default 300), FAMILY_EXAMPLES (examples a step in the families section: 48, or 24 on a
+# card under 100 GB), PACKING_ARGS (arguments of packing_gpu.py, default "--seeds 1,2"),
 # SPARSE_ARGS (arguments of bench_sparse_ffn, default "--tokens 16384,65536").
 set -uo pipefail
 if [ $# -lt 2 ]; then
@@ -103,7 +103,9 @@ section train_hf $((hf_budget + 40)) "$python" "$bench/peers/train_hf.py" \
   --steps 8 --budget "$hf_budget"
 
 want families && rm -f "$out/families.jsonl" "$out/families_hf.jsonl"
-family_examples=${FAMILY_EXAMPLES:-48}  # 48 fit the H200; padding them with a 152k vocab needs ~96 GiB
+# 48 examples fit the H200; padding them with a 152k vocab needs ~96 GiB, so 24 on an 80 GiB card.
+gpu_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1)
+family_examples=${FAMILY_EXAMPLES:-$([ "${gpu_mib:-0}" -gt 0 ] && [ "${gpu_mib:-0}" -lt 100000 ] && echo 24 || echo 48)}
 section families 240 "$build/bench_train_gpu" --models gpt2,qwen2.5-0.5b,qwen3-0.6b,llama3.2-1b --examples "$family_examples" \
   --skip-1b --steps 10 --json "$out/families.jsonl" --dump-batches "$scratch/family_batches.json"
 for preset in qwen2.5-0.5b qwen3-0.6b; do
