@@ -16,7 +16,8 @@
 #               packed path it has for BERT (bench/peers/train_hf.py; run the two in one call, as the batches
 #               pass between them in a temporary file)
 #   gpt2_llmc   GPT-2 124M against llm.c on the same tokens (bench/gpt2_llmc.py; llm.c from LLMC, default
-#               .peers/llmc.sh: ../shared/peers copied into the checkout and carried)
+#               .peers/llmc.sh: ../shared/peers copied into the checkout and carried), on data/prepared/gpt2
+#               (the default corpus prepared for 1024 positions, made here if need be)
 #   packing     `packtrain train` per packing strategy on the default corpus     (bench/packing_gpu.py)
 #   sparse_ffn  bench_sparse_ffn --json, when that binary exists
 #   train_sparse        bench_train_gpu --sparse24: dense vs 2:4 FFN steps, 110m, 1b at 16 and 64 examples
@@ -55,7 +56,8 @@ left() { echo $((total - (SECONDS - started) - ${1:-0})); }
 # section NAME LIMIT_SECONDS COMMAND...: runs COMMAND with its output in logs/NAME.log and on the console,
 # within LIMIT_SECONDS and the total budget (less 30 s for the report).
 # Whether SECTIONS (default: all) names section $1; the report always runs.
-want() { [ -z "${SECTIONS:-}" ] || [ "$1" = report ] || [[ ",$SECTIONS," == *",$1,"* ]]; }
+# prepare* sections make data for the section that calls them, whichever sections were asked for.
+want() { [ -z "${SECTIONS:-}" ] || [ "$1" = report ] || [[ "$1" == prepare* ]] || [[ ",$SECTIONS," == *",$1,"* ]]; }
 
 section() {
   local name=$1 limit=$2
@@ -168,9 +170,22 @@ fi
 section sparse_convergence 330 "$python" "$bench/sparse_convergence.py" --packtrain "$build/packtrain" \
   --data "$conv_data" --out "$out" $conv_args
 
+# GPT-2 learns 1024 positions: its packed run needs the corpus prepared with examples of at most 1024 tokens.
 llmc=${LLMC:-.peers/llmc.sh}
-if want gpt2_llmc && [ -f "$data/metadata.json" ] && [ -f "$llmc" ]; then
-  section gpt2_llmc 300 "$python" "$bench/gpt2_llmc.py" --packtrain "$build/packtrain" --data "$data" \
+gpt2_data=data/prepared/gpt2
+if want gpt2_llmc && [ ! -f "$gpt2_data/metadata.json" ] && [ -f data/default/corpus.jsonl ] &&
+  [ -f data/default/tokenizer.json ] && [ -x "$build/packtrain" ]; then
+  section prepare_gpt2 120 "$build/packtrain" prepare --input data/default/corpus.jsonl \
+    --tokenizer data/default/tokenizer.json --output "$gpt2_data" --max-len 1024 --long split --threads "$(nproc)"
+fi
+if want gpt2_llmc && [ -f "$gpt2_data/metadata.json" ] && [ -f "$llmc" ]; then
+  # llm.c's cuDNN build: the torch wheel's cuDNN unless CUDNN_INCLUDE is set; CUDNN_FRONTEND_INCLUDE (PyPI
+  # nvidia-cudnn-frontend's headers) is the caller's to set.
+  nvidia=$("$python" -c 'import nvidia; print(nvidia.__path__[0])' 2>/dev/null)
+  if [ -z "${CUDNN_INCLUDE:-}" ] && [ -d "$nvidia/cudnn/include" ]; then
+    export CUDNN_INCLUDE=$nvidia/cudnn/include CUDNN_LIB=$nvidia/cudnn/lib
+  fi
+  section gpt2_llmc 300 "$python" "$bench/gpt2_llmc.py" --packtrain "$build/packtrain" --data "$gpt2_data" \
     --llmc "$llmc" --out "$out/gpt2_llmc"
 fi
 
