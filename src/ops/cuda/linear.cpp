@@ -254,17 +254,28 @@ class Lt {
                  "setting the alignment of D");
     cublasLtMatmulHeuristicResult_t results[kHeuristicResults]{};
     int found = 0;
-    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-        handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, kHeuristicResults, results, &found);
+    const auto search = [&] {
+      found = 0;
+      if (cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref,
+                                         kHeuristicResults, results, &found) != CUBLAS_STATUS_SUCCESS)
+        found = 0;
+      return std::find_if(results, results + found, [&](const cublasLtMatmulHeuristicResult_t& r) {
+        return splits_right(r.algo, g.k);
+      });
+    };
+    auto result = search();
+    if (result == results + found) {  // every one split an odd k two ways: ask for no split at all
+      const uint32_t unsplit = CUBLASLT_REDUCTION_SCHEME_NONE;
+      check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                        &unsplit, sizeof unsplit),
+                   "excluding split-K");
+      result = search();
+    }
     cublasLtMatmulPreferenceDestroy(pref);
-    const auto result =
-        std::find_if(results, results + std::max(found, 0),
-                     [&](const cublasLtMatmulHeuristicResult_t& r) { return splits_right(r.algo, g.k); });
-    if (status != CUBLAS_STATUS_SUCCESS || result == results + std::max(found, 0))
+    if (result == results + found)
       throw Error("linear: cuBLASLt has no algorithm for a " + std::string(dtype_name(g.ab_type)) +
                   " GEMM m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) +
-                  " k=" + std::to_string(g.k) + " into " + dtype_name(g.c_type) + " (" +
-                  cublasLtGetStatusString(status) + ")");
+                  " k=" + std::to_string(g.k) + " into " + dtype_name(g.c_type));
     return result->algo;
   }
 
