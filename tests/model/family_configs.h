@@ -60,4 +60,16 @@ inline std::vector<float> random_params(const ModelConfig& c, uint64_t seed, dou
   return params;
 }
 
+// Whether p is an FFN weight the 2:4 tests make sparse: every layer's up projection (gate and up; c_fc;
+// BERT's intermediate dense) and down projection.
+inline bool is_sparse_ffn_weight(const ModelConfig& c, const ParamInfo& p) {
+  const ParameterLayout layout(c);
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const LayerParams& w = layout.layer(l);
+    if ((p.offset >= w.w_up && p.offset < w.w_up + c.mlp_up_rows() * c.hidden_size) || p.offset == w.w_down)
+      return true;
+  }
+  return false;
+}
+
 }  // namespace pt::testing

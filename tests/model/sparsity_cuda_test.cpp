@@ -85,17 +85,6 @@ Totals run(const ModelConfig& c, const SparsityConfig& s, const std::vector<floa
   return totals;
 }
 
-// Whether p is one of the sparse FFN weights (every up and down projection here).
-bool ffn(const ModelConfig& c, const ParamInfo& p) {
-  const ParameterLayout layout(c);
-  for (int l = 0; l < c.num_hidden_layers; ++l) {
-    const LayerParams& w = layout.layer(l);
-    if ((p.offset >= w.w_up && p.offset < w.w_up + c.mlp_up_rows() * c.hidden_size) || p.offset == w.w_down)
-      return true;
-  }
-  return false;
-}
-
 struct SparseCase {
   ModelConfig c;
   std::vector<float> params = init_params(c, 4, 0.05);
@@ -138,7 +127,7 @@ void check_mvue(const SparseCase& u, const SparsityConfig& s) {
   for (const auto& p : layout.params()) {
     const auto at = static_cast<size_t>(p.offset), n = static_cast<size_t>(p.numel);
     const std::span<const float> g(gpu.grads.data() + at, n), want(cpu.grads.data() + at, n);
-    if (!ffn(u.c, p)) {
+    if (!testing::is_sparse_ffn_weight(u.c, p)) {
       EXPECT_LE(testing::gradient_error(g, want, testing::max_abs(cpu.grads)), kGradTolerance)
           << "gradient of " << p.name;
       continue;

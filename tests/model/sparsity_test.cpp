@@ -84,17 +84,6 @@ Pass<T> run(DecoderModel& model, std::vector<T>& params, const Batch& batch) {
   return r;
 }
 
-// gate, up and down (c_fc and c_proj; BERT's intermediate and output dense): all sparse in these tests.
-bool is_sparse_weight(const ModelConfig& c, const ParamInfo& p) {
-  const ParameterLayout layout(c);
-  for (int l = 0; l < c.num_hidden_layers; ++l) {
-    const LayerParams& w = layout.layer(l);
-    if ((p.offset >= w.w_up && p.offset < w.w_up + c.mlp_up_rows() * c.hidden_size) || p.offset == w.w_down)
-      return true;
-  }
-  return false;
-}
-
 double max_abs(std::span<const double> v) {
   double m = 0;
   for (double x : v) m = std::max(m, std::abs(x));
@@ -162,7 +151,7 @@ TEST_P(SparseFamily, DenseDwGradientsAreThoseOfTheMaskedModelStraightThrough) {
   // Finite differences of the sparse model (masks held) at kept and pruned FFN weights.
   int kept_checked = 0, pruned_checked = 0;
   for (const auto& p : sparse.layout().params()) {
-    if (!is_sparse_weight(c, p)) continue;
+    if (!testing::is_sparse_ffn_weight(c, p)) continue;
     for (int64_t k = 0; k < p.numel; k += 5) {
       const auto i = static_cast<size_t>(p.offset + k);
       const bool kept = pruned[i] != 0;
@@ -226,7 +215,7 @@ TEST_P(SparseFamily, MvueDwIsASeededUnbiasedEstimateOfDenseDw) {
       one_draw = std::max(one_draw, std::abs(a.grads[at + i] - w[i]));
       averaged = std::max(averaged, std::abs(mean[at + i] - w[i]));
     }
-    if (!is_sparse_weight(c, p)) {
+    if (!testing::is_sparse_ffn_weight(c, p)) {
       EXPECT_LE(one_draw, 1e-12 * max_abs(w)) << p.name << ": only the sparse linears' dW is pruned";
       continue;
     }
@@ -308,7 +297,7 @@ TEST(SparseModel, MaskedDecayReachesOnlyPrunedSparseWeights) {
   int64_t decayed = 0;
   const ParameterLayout layout(c);
   for (const auto& p : layout.params()) {
-    const bool sparse_weight = is_sparse_weight(c, p);
+    const bool sparse_weight = testing::is_sparse_ffn_weight(c, p);
     for (int64_t k = 0; k < p.numel; ++k) {
       const auto i = static_cast<size_t>(p.offset + k);
       const bool pruned_here = sparse_weight && pruned[i] == 0 && params[i] != 0;
