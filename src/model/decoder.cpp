@@ -130,7 +130,7 @@ DecoderModel::DecoderModel(const ModelConfig& config, int64_t max_tokens, Device
   if (layer_norm) mean_f_ = stat({T});
   rstd_f_ = stat({T});
   xn_f_ = real({T, C});
-  logits_ = real({std::min(T, kLogitChunk), V});
+  logits_ = real({std::min(T, kLogitChunk), logit_row_width(V)});
   dx_ = real({T, C});
   dtmp_ = real({T, C});
   dxn_ = real({T, C});
@@ -265,7 +265,7 @@ void DecoderModel::refresh_sparse(const Tensor& source) {
 }
 
 Tensor DecoderModel::logits() const {
-  return arena_.view(logits_, {in_.tokens - logits_begin_, config_.vocab_size});
+  return arena_.view(logits_, {in_.tokens - logits_begin_, logit_row_width(config_.vocab_size)});
 }
 
 void DecoderModel::copy_logits_row(int64_t t, std::span<float> out) const {
@@ -278,7 +278,7 @@ void DecoderModel::copy_logits_row(int64_t t, std::span<float> out) const {
   if (static_cast<int64_t>(out.size()) != V)
     fail("copy_logits_row: the output holds {} values, the vocabulary has {}", out.size(), V);
   // The row's logits on the host in the model's dtype, then widened or narrowed to f32.
-  const Tensor row = param(logits(), (t - logits_begin_) * V, {V});
+  const Tensor row = param(logits(), (t - logits_begin_) * logit_row_width(V), {V});
   std::vector<char> host(static_cast<size_t>(row.bytes()));
   copy_bytes(host.data(), false, row.data, row.device == Device::cuda, host.size());
   const Tensor host_row(host.data(), dtype_, {V});
@@ -361,8 +361,9 @@ Tensor DecoderModel::bias(int64_t b, int64_t n, int64_t skip) const {
   return b < 0 ? Tensor() : weight(b + skip, {n});
 }
 
-void DecoderModel::bias_grad(const Tensor& dy, int64_t b, const Tensor& grads) const {
-  if (b >= 0) ops::bias_backward(dy, param(grads, b, {dy.size(1)}), Write::accumulate);
+void DecoderModel::bias_grad(const Tensor& dy, int64_t b, const Tensor& grads, int64_t columns) const {
+  if (b >= 0)
+    ops::bias_backward(dy, param(grads, b, {columns < 0 ? dy.size(1) : columns}), Write::accumulate);
 }
 
 void DecoderModel::run_forward(int64_t T) {
@@ -537,12 +538,12 @@ void DecoderModel::head_and_loss(double grad_scale, const Tensor& grads) {
   for (int64_t t0 = 0; t0 < T; t0 += kLogitChunk) {
     const int64_t n = std::min(kLogitChunk, T - t0);
     logits_begin_ = t0;
-    const Tensor x = rows(xn, t0, n), chunk = arena_.view(logits_, {n, V});
+    const Tensor x = rows(xn, t0, n), chunk = arena_.view(logits_, {n, logit_row_width(V)});
     ops::linear_forward(x, head, chunk, Write::overwrite, bias(layout_.lm_head_bias(), V));
     ops::cross_entropy_accumulate(chunk, param(in_.targets, t0, {n}), grad_scale,
-                                  grads.empty() ? Tensor() : chunk, loss_sums_);
+                                  grads.empty() ? Tensor() : chunk, loss_sums_, V);
     if (grads.empty()) continue;
-    bias_grad(chunk, layout_.lm_head_bias(), grads);
+    bias_grad(chunk, layout_.lm_head_bias(), grads, V);
     ops::linear_backward(chunk, x, head, rows(dxn, t0, n), Write::overwrite,
                          param(grads, layout_.lm_head(), {V, C}), Write::accumulate);
   }

@@ -61,8 +61,8 @@ class DecoderModel {
   // master_dtype(): the compute dtype, or f32 for bf16. sparsity names the FFN linears that can run 2:4
   // sparse (its schedule is the trainer's business).
   DecoderModel(const ModelConfig& config, int64_t max_tokens, Device device = Device::cpu,
-             DType dtype = DType::f32, const SparsityConfig& sparsity = {},
-             Recompute recompute = Recompute::none);
+               DType dtype = DType::f32, const SparsityConfig& sparsity = {},
+               Recompute recompute = Recompute::none);
 
   const ModelConfig& config() const { return config_; }
   const ParameterLayout& layout() const { return layout_; }
@@ -135,9 +135,13 @@ class DecoderModel {
   // exists (at 32k tokens and a 32k vocabulary it would take 2 GiB in bf16): each chunk's logits become
   // its gradient in place, and the chunk's backward GEMMs run before the next chunk's logits.
   static constexpr int64_t kLogitChunk = 2048;
+  // The logits' rows are padded to a multiple of 64 values: cuBLASLt's fast GEMM kernels need 16-byte
+  // aligned rows, and with an odd vocabulary (GPT-2's 50257, BERT's 30522) the LM head's GEMMs otherwise
+  // fall back to kernels several times slower. The padding is neither computed nor read.
+  static int64_t logit_row_width(int64_t vocab) { return (vocab + 63) / 64 * 64; }
   // The logits of the last forward's final chunk (its last min(tokens, kLogitChunk) tokens), on the
-  // model's device in its dtype; valid until the next pass, and forward_backward overwrites them with their
-  // gradient.
+  // model's device in its dtype: [tokens, logit_row_width(vocab)], the first vocab_size columns of each row
+  // the logits; valid until the next pass, and forward_backward overwrites them with their gradient.
   Tensor logits() const;
   // Row t of the last forward's logits as f32 on the host, from any device (generation samples from it);
   // t must lie in the final chunk (the last kLogitChunk tokens).
@@ -177,7 +181,8 @@ class DecoderModel {
   const ops::SparseLinear* sparse(size_t layer, FfnLinear which) const;
   // Whether a sparse linear's dW of this T-token pass comes from the MVUE-pruned output gradient.
   bool mvue_dw(const ops::SparseLinear& s, const Tensor& dw, int64_t T) const;
-  // Automatic dW: MVUE only where the dW GEMM runs sparse, which the first pass of a shape decides as it runs.
+  // Automatic dW: MVUE only where the dW GEMM runs sparse, which the first pass of a shape decides as it
+  // runs.
   bool mvue_only_if_sparse() const { return weight_grad_ == WeightGrad::automatic; }
   // The pass's inputs: the staged batch's, acquired (its copy ordered before the pass's kernels).
   void begin_pass(const StagedBatch& batch);
@@ -197,9 +202,10 @@ class DecoderModel {
   // The final norm's acts: over the head transform's activation where there is one, else the last output.
   NormActs final_norm_acts(int64_t T) const;
   // The n bias values from skip past weight offset b (an empty Tensor when b < 0: no bias), which
-  // ops::linear_forward adds to every row; and a bias's gradient, the column sums of dy.
+  // ops::linear_forward adds to every row; and a bias's gradient, the column sums of dy's first columns
+  // (default: all; the logits' rows are padded).
   Tensor bias(int64_t b, int64_t n, int64_t skip = 0) const;
-  void bias_grad(const Tensor& dy, int64_t b, const Tensor& grads) const;
+  void bias_grad(const Tensor& dy, int64_t b, const Tensor& grads, int64_t columns = -1) const;
   void run_forward(int64_t T);
   // The embeddings summed (token, learned positions, token type 0) and normed where the config says so,
   // into layer 0's input; and their gradients from dx, that input's gradient (dtmp is scratch).
@@ -251,7 +257,7 @@ class DecoderModel {
   int final_in_, mean_f_ = -1, rstd_f_, xn_f_, logits_, loss_sums_slot_;
   int emb_sum_ = -1, emb_mean_ = -1, emb_rstd_ = -1;  // the embedding norm's input and statistics
   int head_h_ = -1, head_act_ = -1;                   // the head transform's dense output and activation
-  int64_t logits_begin_ = 0;  // the first token of the chunk logits_ holds
+  int64_t logits_begin_ = 0;                          // the first token of the chunk logits_ holds
   int dx_, dtmp_, dxn_, dact_, dh_, dq_, dk_, dv_, dattn_, dk_pre_ = -1;
 };
 

@@ -43,6 +43,14 @@ ArgCheck& ArgCheck::real(const char* name, const Tensor& t, std::initializer_lis
   return *this;
 }
 
+ArgCheck& ArgCheck::padded_rows(const char* name, const Tensor& t, int64_t rows, int64_t cols) {
+  real(name, t, {rows, -1});
+  if (t.shape[1] < cols)
+    fail("{}: {} is {} but needs at least {} columns (rows padded past them are allowed)", op_, name, t.str(),
+         cols);
+  return *this;
+}
+
 ArgCheck& ArgCheck::real_or_f32(const char* name, const Tensor& t, std::initializer_list<int64_t> dims) {
   if (seen_real_ && dtype_ == DType::bf16 && t.dtype == DType::f32) {
     common(name, t, dims);

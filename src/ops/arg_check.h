@@ -17,6 +17,9 @@ class ArgCheck {
   // Like real(), but f32 is accepted beside bf16 arguments: norm weights, statistics and parameter
   // gradients stay fp32 while activations are bf16. Call it after the tensor that sets the shared dtype.
   ArgCheck& real_or_f32(const char* name, const Tensor& t, std::initializer_list<int64_t> dims);
+  // A real [rows, >= cols] matrix, as real(): its rows may be padded past cols (the logits' rows are, to
+  // the 16-byte multiples cuBLASLt's fast kernels need); ops read and write its first cols columns only.
+  ArgCheck& padded_rows(const char* name, const Tensor& t, int64_t rows, int64_t cols);
   // An int32 tensor (token ids, labels, positions, sequence offsets).
   ArgCheck& ints(const char* name, const Tensor& t, std::initializer_list<int64_t> dims);
 

@@ -10,7 +10,7 @@ namespace pt::ops {
 
 void bias_add(const Tensor& y, const Tensor& bias) {
   ArgCheck a("bias_add");
-  a.real("y", y, {-1, -1}).real_or_f32("bias", bias, {y.size(1)});
+  a.real("y", y, {-1, -1}).real_or_f32("bias", bias, {-1}).padded_rows("y", y, y.size(0), bias.size(0));
   switch (a.device()) {
     case Device::cpu:
       return cpu::bias_add(y, bias);
@@ -26,7 +26,9 @@ void bias_add(const Tensor& y, const Tensor& bias) {
 
 void bias_backward(const Tensor& dy, const Tensor& dbias, Write mode) {
   ArgCheck a("bias_backward");
-  a.real("dy", dy, {-1, -1}).real_or_f32("dbias", dbias, {dy.size(1)});
+  a.real("dy", dy, {-1, -1})
+      .real_or_f32("dbias", dbias, {-1})
+      .padded_rows("dy", dy, dy.size(0), dbias.size(0));
   switch (a.device()) {
     case Device::cpu:
       return cpu::bias_backward(dy, dbias, mode);

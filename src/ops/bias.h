@@ -6,7 +6,8 @@
 
 namespace pt::ops {
 
-// y[M,N] += bias[N] on every row. bias is y's type, or f32 beside bf16 y.
+// y[M,N] += bias[N] on every row. bias is y's type, or f32 beside bf16 y. y (dy below) may be [M, >= N],
+// rows padded past N as linear_forward allows; the columns past N are left alone (unread).
 void bias_add(const Tensor& y, const Tensor& bias);
 
 // dbias[N] = (or +=) the sum over rows of dy[M,N]. dbias is dy's type, or f32 beside bf16 dy. Each column

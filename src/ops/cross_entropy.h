@@ -18,13 +18,16 @@ struct CrossEntropyResult {
 // accumulation over micro-batches equals one large batch. dlogits may be logits itself (overwritten in
 // place, no extra [T,V] buffer) or an empty Tensor() for the loss alone. The loss uses a max-subtracted
 // log-sum-exp and is summed in token order (deterministic).
+// With vocab > 0 the rows may be padded past it (logits[T, >= vocab], as linear_forward writes them for
+// an odd vocabulary): the first vocab columns are the classes, the rest are neither read as logits nor
+// promised anything in dlogits. vocab = 0 takes every column.
 CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, double grad_scale,
-                                 const Tensor& dlogits);
+                                 const Tensor& dlogits, int64_t vocab = 0);
 
 // As cross_entropy, without waiting for the device: adds the sum of -log p(target) and the number of
 // non-ignored rows to sums (f64 [2] on the logits' device: {loss_sum, tokens}). The targets must be known
 // valid (in [0, V) or -100; the caller checked them on the host): a bad target is not reported here.
 void cross_entropy_accumulate(const Tensor& logits, const Tensor& targets, double grad_scale,
-                              const Tensor& dlogits, const Tensor& sums);
+                              const Tensor& dlogits, const Tensor& sums, int64_t vocab = 0);
 
 }  // namespace pt::ops

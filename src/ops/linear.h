@@ -16,6 +16,8 @@ inline constexpr size_t kCublasLtWorkspaceBytes = size_t{32} << 20;
 
 // x[M,K], w[N,K] -> y[M,N] = x W^T (overwritten, or added to with Write::accumulate), plus bias[N] on every
 // row when a bias is given (y's type, or f32 beside bf16 y; its gradient is ops::bias_backward's).
+// y may be [M, >= N]: rows padded past N (aligned rows for an odd N such as GPT-2's vocabulary), the
+// columns past N left as they are; dy likewise in linear_backward, its columns past N unread.
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode = Write::overwrite,
                     const Tensor& bias = Tensor());
 

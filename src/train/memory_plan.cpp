@@ -35,11 +35,11 @@ int64_t activation_arena_bytes(const ModelConfig& c, int64_t T, DType dtype, Rec
   const auto layer = [&](int64_t b, bool shared) { bytes += (shared ? 1 : L) * slot(b); };
   layer(real * T * C, false);  // the layer's input: what layer recomputation starts from
   if (layer_norm) layer(stat * T, all);
-  layer(stat * T, all);               // rstd1
+  layer(stat * T, all);                          // rstd1
   if (!post) layer(real * T * C, all || norms);  // xn1 (and xn2, taking turns, when norms are recomputed)
-  layer(real * T * H * D, all);       // q
-  layer(real * T * Hkv * D, all);     // k
-  layer(real * T * Hkv * D, all);     // v
+  layer(real * T * H * D, all);                  // q
+  layer(real * T * Hkv * D, all);                // k
+  layer(real * T * Hkv * D, all);                // v
   if (c.qk_norm) {
     layer(real * T * H * D, all);    // q_pre
     layer(real * T * Hkv * D, all);  // k_pre
@@ -50,21 +50,21 @@ int64_t activation_arena_bytes(const ModelConfig& c, int64_t T, DType dtype, Rec
   layer(stat * H * T, all);      // lse
   layer(real * T * C, all);      // mid
   if (layer_norm) layer(stat * T, all);
-  layer(stat * T, all);                            // rstd2
+  layer(stat * T, all);  // rstd2
   if (post) {
     layer(real * T * C, all || norms);  // xn2
     layer(real * T * C, all);           // sum2
   } else if (!norms) {
     layer(real * T * C, all);  // xn2
   }
-  layer(real * T * U, all);                        // h
-  layer(real * T * F, all || norms);               // act
-  if (c.embedding_norm)                            // its input and statistics
+  layer(real * T * U, all);           // h
+  layer(real * T * F, all || norms);  // act
+  if (c.embedding_norm)               // its input and statistics
     bytes += slot(real * T * C) + (layer_norm ? 2 : 1) * slot(stat * T);
   if (c.head_transform) bytes += 2 * slot(real * T * C);  // its dense output and activation
-  bytes += 2 * slot(real * T * C);                 // final_in, xn_f
-  bytes += (layer_norm ? 2 : 1) * slot(stat * T);  // mean_f, rstd_f
-  *chunk = slot(real * std::min(T, DecoderModel::kLogitChunk) * c.vocab_size);
+  bytes += 2 * slot(real * T * C);                        // final_in, xn_f
+  bytes += (layer_norm ? 2 : 1) * slot(stat * T);         // mean_f, rstd_f
+  *chunk = slot(real * std::min(T, DecoderModel::kLogitChunk) * DecoderModel::logit_row_width(c.vocab_size));
   bytes += *chunk;
   bytes += 3 * slot(real * T * C);                          // dx, dtmp, dxn
   bytes += slot(real * T * F) + slot(real * T * U);         // dact, dh
@@ -155,7 +155,8 @@ MemoryPlan plan_memory(const PlanSettings& s) {
   // (blocks are cut at tensor boundaries), so the plan takes the largest rank's.
   int64_t state = 0;
   for (int rank = 0; rank < (s.zero1 ? s.world_size : 1); ++rank)
-    state = std::max(state, dist::DataParallelOptimizer::state_bytes(layout, s.world_size, rank, s.zero1, s.moments));
+    state = std::max(
+        state, dist::DataParallelOptimizer::state_bytes(layout, s.world_size, rank, s.zero1, s.moments));
   p.moments = state - p.masters;
   p.gradients = slot(flat * dtype_size(s.grad_dtype));
   // A model computing in the master dtype reads the masters in place; ZeRO-1 gathers a copy to read.

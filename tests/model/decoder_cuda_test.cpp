@@ -400,13 +400,14 @@ TEST(LlamaPrecision, CpuModelNeedsLoadedWeightsOfItsLayoutAndCopiesLogitRows) {
   std::vector<float> params = init_params(c, 3, 0.05), row(static_cast<size_t>(V));
   model.forward(batch, Tensor::of(params.data(), {n}));
   model.copy_logits_row(2, row);
-  EXPECT_EQ(row[7], model.logits().ptr<float>()[2 * V + 7]);
+  const int64_t width = DecoderModel::logit_row_width(V);  // the logits' rows are padded
+  EXPECT_EQ(row[7], model.logits().ptr<float>()[2 * width + 7]);
   EXPECT_THROW(model.copy_logits_row(batch.num_tokens(), row), Error);
   DecoderModel f64(c, batch.num_tokens(), Device::cpu, DType::f64);
   std::vector<double> params64(params.begin(), params.end());
   f64.forward(batch, Tensor::of(params64.data(), {n}));
   f64.copy_logits_row(2, row);
-  EXPECT_EQ(row[7], static_cast<float>(f64.logits().ptr<double>()[2 * V + 7]));
+  EXPECT_EQ(row[7], static_cast<float>(f64.logits().ptr<double>()[2 * width + 7]));
 }
 
 }  // namespace

@@ -4,11 +4,14 @@
 
 #include "core/file.h"
 #include "data/packing/batch.h"
+#include "model/decoder.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <span>
 #include <string>
+#include <vector>
 
 namespace pt::testing {
 
@@ -16,6 +19,15 @@ inline const std::string kHfOracleDir = std::string(PACKTRAIN_FIXTURES) + "/hf_o
 
 // One family's fixtures (scripts/hf_oracle.py families): the same files per family directory.
 inline const std::string kHfFamiliesDir = kHfOracleDir + "/families";
+
+// The last forward's logits of a batch within one logit chunk, [tokens, vocab] without the rows' padding.
+inline std::vector<float> logit_rows(const DecoderModel& model, int64_t tokens) {
+  const auto V = static_cast<size_t>(model.config().vocab_size);
+  std::vector<float> out(static_cast<size_t>(tokens) * V);
+  for (int64_t t = 0; t < tokens; ++t)
+    model.copy_logits_row(t, std::span<float>(out).subspan(static_cast<size_t>(t) * V, V));
+  return out;
+}
 
 inline Batch hf_oracle_batch(const std::string& dir = kHfOracleDir) {
   auto j = nlohmann::json::parse(read_file(dir + "/batch.json"));

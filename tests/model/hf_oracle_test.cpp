@@ -41,7 +41,7 @@ TEST_P(HfOracle, LogitsLossAndGradientsMatchTransformers) {
   std::vector<int64_t> shape = {batch.num_tokens(), V};
   std::vector<float> ref_logits(static_cast<size_t>(batch.num_tokens() * V));
   reference.read_f32(name + ".logits", shape, ref_logits);
-  EXPECT_LE(relative_error({model.logits().ptr<float>(), ref_logits.size()}, ref_logits), 1e-4);
+  EXPECT_LE(relative_error(testing::logit_rows(model, batch.num_tokens()), ref_logits), 1e-4);
 
   for (const auto& p : model.layout().params()) {
     std::vector<float> ref(static_cast<size_t>(p.numel));

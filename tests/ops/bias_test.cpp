@@ -5,11 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace pt::ops {
 namespace {
 
 using testing::gradcheck;
+using testing::pad_rows;
 using testing::random_values;
+using testing::unpad_rows;
 using testing::view;
 using testing::weighted_sum;
 
@@ -58,10 +62,25 @@ TEST(Bias, NoRowsGiveAZeroGradient) {
   EXPECT_EQ(db, (std::vector<double>{0, 0}));
 }
 
-TEST(Bias, RejectsAWrongWidth) {
-  std::vector<double> y(6), b(2);
-  EXPECT_THROW(bias_add(view(y, {2, 3}), view(b, {2})), Error);
-  EXPECT_THROW(bias_backward(view(y, {2, 3}), view(b, {2}), Write::overwrite), Error);
+// A bias wider than y's rows is an error (a narrower one is y's rows padded: see below).
+TEST(Bias, RejectsABiasWiderThanTheRows) {
+  std::vector<double> y(6), b(4);
+  EXPECT_THROW(bias_add(view(y, {2, 3}), view(b, {4})), Error);
+  EXPECT_THROW(bias_backward(view(y, {2, 3}), view(b, {4}), Write::overwrite), Error);
+}
+
+// Rows padded past the bias's N: the same sums, the padding neither changed (add) nor read (backward).
+TEST(Bias, PaddedRowsEqualCompactOnes) {
+  const int64_t M = 5, N = 3, width = 8;
+  std::vector<double> y = random_values(M * N, 1), b = random_values(N, 2), db(N), db2(N);
+  std::vector<double> y_padded = pad_rows(y, M, N, width, NAN);
+  bias_add(view(y, {M, N}), view(b, {N}));
+  bias_add(view(y_padded, {M, width}), view(b, {N}));
+  EXPECT_EQ(unpad_rows(y_padded, M, N, width), y);
+  EXPECT_TRUE(std::isnan(y_padded[N]));
+  bias_backward(view(y, {M, N}), view(db, {N}), Write::overwrite);
+  bias_backward(view(y_padded, {M, width}), view(db2, {N}), Write::overwrite);
+  EXPECT_EQ(db2, db);
 }
 
 }  // namespace

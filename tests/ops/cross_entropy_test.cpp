@@ -10,7 +10,9 @@ namespace pt::ops {
 namespace {
 
 using testing::gradcheck;
+using testing::pad_rows;
 using testing::random_values;
+using testing::unpad_rows;
 using testing::view;
 
 TEST(CrossEntropy, LossSumsOverNonIgnoredTokens) {
@@ -114,6 +116,27 @@ TEST(CrossEntropyAccumulate, WrongSumsAreRejected) {
       cross_entropy_accumulate(l, t, 1.0, Tensor(), Tensor(sums2.data(), DType::f64, {2}, Device::cuda)),
       Error);
   EXPECT_NO_THROW(cross_entropy_accumulate(l, t, 1.0, Tensor(), view(sums2, {2})));
+}
+
+// Rows padded past the vocabulary (NaN there): the loss and the gradient's first V columns equal those of
+// the compact rows, in place or not.
+TEST(CrossEntropy, PaddedRowsEqualCompactOnes) {
+  const int64_t T = 4, V = 5, width = 8;
+  std::vector<double> logits = random_values(T * V, 1, -3, 3), dlogits(T * V);
+  std::vector<int32_t> targets = {4, -100, 0, 2};
+  const CrossEntropyResult want =
+      cross_entropy(view(logits, {T, V}), view(targets, {T}), 0.5, view(dlogits, {T, V}));
+  for (bool in_place : {false, true}) {
+    std::vector<double> padded = pad_rows(logits, T, V, width, NAN), grad(T * width);
+    const CrossEntropyResult got =
+        cross_entropy(view(padded, {T, width}), view(targets, {T}), 0.5,
+                      in_place ? view(padded, {T, width}) : view(grad, {T, width}), V);
+    EXPECT_EQ(got.loss_sum, want.loss_sum);
+    EXPECT_EQ(got.tokens, want.tokens);
+    EXPECT_EQ(unpad_rows(in_place ? padded : grad, T, V, width), dlogits);
+  }
+  std::vector<double> padded = pad_rows(logits, T, V, width, NAN);
+  EXPECT_THROW(cross_entropy(view(padded, {T, width}), view(targets, {T}), 1.0, Tensor(), width + 1), Error);
 }
 
 }  // namespace

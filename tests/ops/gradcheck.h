@@ -86,6 +86,22 @@ Tensor view(std::vector<T>& v, std::initializer_list<int64_t> dims) {
   return Tensor::of(v.data(), dims);
 }
 
+// A [rows, cols] matrix laid out in rows of `width` values, the padding set to `fill` (NaN shows whatever
+// reads it), and the [rows, cols] matrix back out of such rows.
+inline std::vector<double> pad_rows(const std::vector<double>& v, int64_t rows, int64_t cols, int64_t width,
+                                    double fill) {
+  std::vector<double> out(static_cast<size_t>(rows * width), fill);
+  for (int64_t r = 0; r < rows; ++r) std::copy_n(v.begin() + r * cols, cols, out.begin() + r * width);
+  return out;
+}
+
+inline std::vector<double> unpad_rows(const std::vector<double>& v, int64_t rows, int64_t cols,
+                                      int64_t width) {
+  std::vector<double> out(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) std::copy_n(v.begin() + r * width, cols, out.begin() + r * cols);
+  return out;
+}
+
 }  // namespace pt::testing
 
 // EXPECT_GRAD(report): fails with the worst element when the gradient does not match.

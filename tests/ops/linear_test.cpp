@@ -4,11 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace pt::ops {
 namespace {
 
 using testing::gradcheck;
+using testing::pad_rows;
 using testing::random_values;
+using testing::unpad_rows;
 using testing::view;
 using testing::weighted_sum;
 
@@ -78,6 +82,30 @@ TEST(Linear, MismatchedInnerDimensionIsAnError) {
               std::string::npos)
         << e.what();
   }
+}
+
+// Rows of y and dy padded past N (the logits' rows are): the products equal the compact ones, y's padding
+// stays as it was, and dy's padding (NaN) is never read.
+TEST(Linear, PaddedRowsEqualCompactOnes) {
+  const int64_t M = 4, K = 3, N = 5, width = 8;
+  std::vector<double> x = random_values(M * K, 1), w = random_values(N * K, 2), y(M * N),
+                      dy = random_values(M * N, 3);
+  std::vector<double> dx(M * K), dw(N * K);
+  linear_forward(view(x, {M, K}), view(w, {N, K}), view(y, {M, N}));
+  linear_backward(view(dy, {M, N}), view(x, {M, K}), view(w, {N, K}), view(dx, {M, K}), Write::overwrite,
+                  view(dw, {N, K}), Write::overwrite);
+  std::vector<double> y_padded = pad_rows(std::vector<double>(M * N, 0.0), M, N, width, -7.0);
+  std::vector<double> dy_padded = pad_rows(dy, M, N, width, NAN), dx2(M * K), dw2(N * K);
+  linear_forward(view(x, {M, K}), view(w, {N, K}), view(y_padded, {M, width}));
+  linear_backward(view(dy_padded, {M, width}), view(x, {M, K}), view(w, {N, K}), view(dx2, {M, K}),
+                  Write::overwrite, view(dw2, {N, K}), Write::overwrite);
+  EXPECT_EQ(unpad_rows(y_padded, M, N, width), y);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t j = N; j < width; ++j) EXPECT_EQ(y_padded[m * width + j], -7.0);
+  EXPECT_EQ(dx2, dx);
+  EXPECT_EQ(dw2, dw);
+  std::vector<double> narrow(M * (N - 1));
+  EXPECT_THROW(linear_forward(view(x, {M, K}), view(w, {N, K}), view(narrow, {M, N - 1})), Error);
 }
 
 }  // namespace

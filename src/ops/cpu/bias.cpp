@@ -8,14 +8,14 @@
 namespace pt::ops::cpu {
 
 void bias_add(const Tensor& y, const Tensor& bias) {
-  const int64_t M = y.size(0), N = y.size(1);
+  const int64_t M = y.size(0), N = bias.size(0), ld = y.size(1);
   dispatch_real("bias_add", y.dtype, [&](auto tag) {
     using R = decltype(tag);
     const R* b = bias.ptr<R>();
     R* yp = y.ptr<R>();
     parallel_for(M, cpu_threads(), [&](int64_t begin, int64_t end) {
       for (int64_t m = begin; m < end; ++m)
-        for (int64_t n = 0; n < N; ++n) yp[m * N + n] += b[n];
+        for (int64_t n = 0; n < N; ++n) yp[m * ld + n] += b[n];
     });
   });
 }
@@ -23,7 +23,7 @@ void bias_add(const Tensor& y, const Tensor& bias) {
 // Columns split across threads: each column is summed by one thread in row order, then added to the old
 // value once, so accumulating equals computing afresh and adding.
 void bias_backward(const Tensor& dy, const Tensor& dbias, Write mode) {
-  const int64_t M = dy.size(0), N = dy.size(1);
+  const int64_t M = dy.size(0), N = dbias.size(0), ld = dy.size(1);
   dispatch_real("bias_backward", dy.dtype, [&](auto tag) {
     using R = decltype(tag);
     const R* g = dy.ptr<R>();
@@ -31,7 +31,7 @@ void bias_backward(const Tensor& dy, const Tensor& dbias, Write mode) {
     parallel_for(N, cpu_threads(), [&](int64_t n0, int64_t n1) {
       std::vector<R> sum(static_cast<size_t>(n1 - n0), R(0));
       for (int64_t m = 0; m < M; ++m)
-        for (int64_t n = n0; n < n1; ++n) sum[static_cast<size_t>(n - n0)] += g[m * N + n];
+        for (int64_t n = n0; n < n1; ++n) sum[static_cast<size_t>(n - n0)] += g[m * ld + n];
       for (int64_t n = n0; n < n1; ++n)
         db[n] = (mode == Write::accumulate ? db[n] : R(0)) + sum[static_cast<size_t>(n - n0)];
     });

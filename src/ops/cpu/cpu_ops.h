@@ -49,11 +49,12 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const T
 void bias_add(const Tensor& y, const Tensor& bias);
 void bias_backward(const Tensor& dy, const Tensor& dbias, Write mode);
 
+// The first V columns of each row are the classes (rows may be padded past them).
 CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, double grad_scale,
-                                 const Tensor& dlogits);
+                                 const Tensor& dlogits, int64_t V);
 // Checks the targets all the same (cheap on the host).
 void cross_entropy_accumulate(const Tensor& logits, const Tensor& targets, double grad_scale,
-                              const Tensor& dlogits, const Tensor& sums);
+                              const Tensor& dlogits, const Tensor& sums, int64_t V);
 
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);
 

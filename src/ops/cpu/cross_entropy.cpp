@@ -11,8 +11,8 @@
 namespace pt::ops::cpu {
 
 CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, double grad_scale,
-                                 const Tensor& dlogits) {
-  const int64_t T = logits.size(0), V = logits.size(1);
+                                 const Tensor& dlogits, int64_t V) {
+  const int64_t T = logits.size(0), ld = logits.size(1);
   const int32_t* target = targets.ptr<int32_t>();
   CrossEntropyResult result;
   for (int64_t t = 0; t < T; ++t) {
@@ -32,8 +32,8 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, do
     R* grad = dlogits.empty() ? nullptr : dlogits.ptr<R>();
     parallel_for(T, cpu_threads(), [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
-        const R* row = in + t * V;
-        R* grow = grad ? grad + t * V : nullptr;
+        const R* row = in + t * ld;
+        R* grow = grad ? grad + t * ld : nullptr;
         if (target[t] == kIgnoreLabel) {
           if (grow) std::fill_n(grow, V, R(0));
           continue;
@@ -55,8 +55,8 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, do
 }
 
 void cross_entropy_accumulate(const Tensor& logits, const Tensor& targets, double grad_scale,
-                              const Tensor& dlogits, const Tensor& sums) {
-  const CrossEntropyResult r = cross_entropy(logits, targets, grad_scale, dlogits);
+                              const Tensor& dlogits, const Tensor& sums, int64_t V) {
+  const CrossEntropyResult r = cross_entropy(logits, targets, grad_scale, dlogits, V);
   double* sum = sums.ptr<double>();
   sum[0] += r.loss_sum;
   sum[1] += double(r.tokens);

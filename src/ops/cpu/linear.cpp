@@ -30,17 +30,17 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mod
   const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
   dispatch_real("linear_forward", x.dtype, [&](auto tag) {
     using R = decltype(tag);
-    gemm<R>(false, true, M, N, K, x.ptr<R>(), K, w.ptr<R>(), K, mode, y.ptr<R>(), N);  // y = x W^T
+    gemm<R>(false, true, M, N, K, x.ptr<R>(), K, w.ptr<R>(), K, mode, y.ptr<R>(), y.size(1));  // y = x W^T
   });
 }
 
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, Write dx_mode,
                      const Tensor& dw, Write dw_mode) {
-  const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
+  const int64_t M = x.size(0), K = x.size(1), N = w.size(0), ldy = dy.size(1);
   dispatch_real("linear_backward", x.dtype, [&](auto tag) {
     using R = decltype(tag);
-    if (!dx.empty()) gemm<R>(false, false, M, K, N, dy.ptr<R>(), N, w.ptr<R>(), K, dx_mode, dx.ptr<R>(), K);
-    if (!dw.empty()) gemm<R>(true, false, N, K, M, dy.ptr<R>(), N, x.ptr<R>(), K, dw_mode, dw.ptr<R>(), K);
+    if (!dx.empty()) gemm<R>(false, false, M, K, N, dy.ptr<R>(), ldy, w.ptr<R>(), K, dx_mode, dx.ptr<R>(), K);
+    if (!dw.empty()) gemm<R>(true, false, N, K, M, dy.ptr<R>(), ldy, x.ptr<R>(), K, dw_mode, dw.ptr<R>(), K);
   });
 }
 

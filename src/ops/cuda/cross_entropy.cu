@@ -46,15 +46,18 @@ __device__ MaxSum block_max_sum(MaxSum v) {
 }
 
 // One block per row, its threads striding over the row in vectors of kVec logits (16-byte accesses where
-// V and the pointers allow). Pass 1 streams the row once with an online max and sum per thread (no copy
-// of the row is kept); pass 2 rereads it (mostly from L2) to write (softmax - onehot) * scale, in place if
+// the row stride ld and the pointers allow). The row's classes are its first V values; a vector reaching
+// past V (into the row's padding, up to ld) has those lanes masked out of the sums, and the values written
+// there are unspecified. Pass 1 streams the row once with an online max and sum per thread (no copy of
+// the row is kept); pass 2 rereads it (mostly from L2) to write (softmax - onehot) * scale, in place if
 // asked: a thread reads each vector before writing it.
 template <class T, int kVec>
 __global__ void row_kernel(const T* logits, const int32_t* __restrict__ targets, float grad_scale, T* dlogits,
-                           int64_t V, float* __restrict__ row_loss, int* first_bad) {
+                           int64_t V, int64_t ld, float* __restrict__ row_loss, int* first_bad) {
   const int64_t t = blockIdx.x;
-  const T* row = logits + t * V;
-  T* grad = dlogits ? dlogits + t * V : nullptr;
+  const T* row = logits + t * ld;
+  T* grad = dlogits ? dlogits + t * ld : nullptr;
+  const int64_t span = (V + kVec - 1) / kVec * kVec;  // within ld: the launch checked ld % kVec == 0
   const int32_t target = targets[t];
   const bool bad = target != kIgnoreLabel && (target < 0 || target >= V);
   if (bad && first_bad && threadIdx.x == 0) atomicMin(first_bad, static_cast<int>(t));
@@ -62,15 +65,18 @@ __global__ void row_kernel(const T* logits, const int32_t* __restrict__ targets,
     if (threadIdx.x == 0) row_loss[t] = 0;
     if (grad) {
       const float zeros[kVec] = {};
-      for (int64_t j = int64_t{threadIdx.x} * kVec; j < V; j += int64_t{blockDim.x} * kVec)
+      for (int64_t j = int64_t{threadIdx.x} * kVec; j < span; j += int64_t{blockDim.x} * kVec)
         store_floats<kVec>(grad + j, zeros);
     }
     return;
   }
   MaxSum ms;
-  for (int64_t j = int64_t{threadIdx.x} * kVec; j < V; j += int64_t{blockDim.x} * kVec) {
+  for (int64_t j = int64_t{threadIdx.x} * kVec; j < span; j += int64_t{blockDim.x} * kVec) {
     float x[kVec];
     load_floats<kVec>(row + j, x);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k)
+      if (kVec > 1 && j + k >= V) x[k] = -INFINITY;  // padding: exp(-inf - max) adds 0
     float m = x[0];
 #pragma unroll
     for (int k = 1; k < kVec; ++k) m = fmaxf(m, x[k]);
@@ -87,7 +93,7 @@ __global__ void row_kernel(const T* logits, const int32_t* __restrict__ targets,
   __syncthreads();  // every thread has read row[target] before it may be overwritten
   if (threadIdx.x == 0) row_loss[t] = lse - target_logit;
   if (!grad) return;
-  for (int64_t j = int64_t{threadIdx.x} * kVec; j < V; j += int64_t{blockDim.x} * kVec) {
+  for (int64_t j = int64_t{threadIdx.x} * kVec; j < span; j += int64_t{blockDim.x} * kVec) {
     float x[kVec];
     load_floats<kVec>(row + j, x);
 #pragma unroll
@@ -119,18 +125,18 @@ __global__ void total_kernel(const float* __restrict__ row_loss, const int32_t* 
 
 // Queues the rows and their total into sums (see total_kernel). row_loss holds T floats; first_bad, if
 // not null, receives the first row whose target is outside the vocabulary (it must start at kNoBadRow).
-void queue(const Tensor& logits, const Tensor& targets, double grad_scale, const Tensor& dlogits,
+void queue(const Tensor& logits, const Tensor& targets, double grad_scale, const Tensor& dlogits, int64_t V,
            float* row_loss, int* first_bad, double* sums, bool add) {
-  const int64_t T = logits.shape[0], V = logits.shape[1];
+  const int64_t T = logits.shape[0], ld = logits.shape[1];
   const cudaStream_t stream = current_stream();
   dispatch_float("cross_entropy", "logits", logits.dtype, [&](auto tag) {
     using E = decltype(tag);
     constexpr int kVec = kPack16<E>;
-    const bool vector = V % kVec == 0 && aligned16({logits.data, dlogits.data});
+    const bool vector = ld % kVec == 0 && aligned16({logits.data, dlogits.data});
     auto kernel = vector ? row_kernel<E, kVec> : row_kernel<E, 1>;
     kernel<<<static_cast<unsigned>(T), kRowThreads, 0, stream>>>(
         data<E>(logits), data<int32_t>(targets), float(grad_scale),
-        dlogits.empty() ? nullptr : data<E>(dlogits), V, row_loss, first_bad);
+        dlogits.empty() ? nullptr : data<E>(dlogits), V, ld, row_loss, first_bad);
     PT_CUDA_CHECK_LAUNCH();
   });
   total_kernel<<<1, kSumThreads, 0, stream>>>(row_loss, data<int32_t>(targets), T, sums, add);
@@ -140,8 +146,8 @@ void queue(const Tensor& logits, const Tensor& targets, double grad_scale, const
 }  // namespace
 
 CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, double grad_scale,
-                                 const Tensor& dlogits) {
-  const int64_t T = logits.shape[0], V = logits.shape[1];
+                                 const Tensor& dlogits, int64_t V) {
+  const int64_t T = logits.shape[0];
   if (T == 0) return {};
   ScratchPlan plan;
   const size_t loss_at = plan.reserve<float>(T), bad_at = plan.reserve<int>(1),
@@ -151,7 +157,7 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, do
   double* device_sums = plan.at<double>(sums_at);
   const cudaStream_t stream = current_stream();
   PT_CUDA_CHECK(cudaMemsetAsync(first_bad, kNoBadRow, sizeof(int), stream));
-  queue(logits, targets, grad_scale, dlogits, plan.at<float>(loss_at), first_bad, device_sums, false);
+  queue(logits, targets, grad_scale, dlogits, V, plan.at<float>(loss_at), first_bad, device_sums, false);
   int bad = 0;
   double sums[2] = {};
   PT_CUDA_CHECK(cudaMemcpyAsync(&bad, first_bad, sizeof bad, cudaMemcpyDeviceToHost, stream));
@@ -164,13 +170,13 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, do
 }
 
 void cross_entropy_accumulate(const Tensor& logits, const Tensor& targets, double grad_scale,
-                              const Tensor& dlogits, const Tensor& sums) {
+                              const Tensor& dlogits, const Tensor& sums, int64_t V) {
   const int64_t T = logits.shape[0];
   if (T == 0) return;
   ScratchPlan plan;
   const size_t loss_at = plan.reserve<float>(T);
   plan.allocate();
-  queue(logits, targets, grad_scale, dlogits, plan.at<float>(loss_at), nullptr, data<double>(sums), true);
+  queue(logits, targets, grad_scale, dlogits, V, plan.at<float>(loss_at), nullptr, data<double>(sums), true);
 }
 
 }  // namespace pt::ops::cuda

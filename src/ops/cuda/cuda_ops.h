@@ -70,11 +70,12 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const T
 // bias and dbias are f32 or y's type; dbias is reduced over rows in a fixed order (two passes, no atomics).
 void bias_add(const Tensor& y, const Tensor& bias);
 void bias_backward(const Tensor& dy, const Tensor& dbias, Write mode);
+// The first V columns of each row are the classes (rows may be padded past them).
 CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, double grad_scale,
-                                 const Tensor& dlogits);
+                                 const Tensor& dlogits, int64_t V);
 // Queued only: the targets are not checked (a bad one counts as a token of loss 0 and zero gradient).
 void cross_entropy_accumulate(const Tensor& logits, const Tensor& targets, double grad_scale,
-                              const Tensor& dlogits, const Tensor& sums);
+                              const Tensor& dlogits, const Tensor& sums, int64_t V);
 // f32 tensors, updated in a few launches over a table of tensor descriptors.
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step);
 // Sum of squares of every element of every (f32) tensor, reduced in double in a fixed order.

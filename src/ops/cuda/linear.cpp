@@ -292,7 +292,7 @@ void gemm(const Gemm& g) {
   if (g.k == 0) {
     if (!g.accumulate)
       PT_CUDA_CHECK(
-          cudaMemsetAsync(g.c, 0, static_cast<size_t>(g.m * g.n * dtype_size(g.c_type)), current_stream()));
+          cudaMemsetAsync(g.c, 0, static_cast<size_t>(g.ldc * g.n * dtype_size(g.c_type)), current_stream()));
     return;
   }
   Lt::get().run(g);
@@ -303,19 +303,19 @@ void gemm(const Gemm& g) {
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode, const Tensor& bias) {
   const int64_t M = x.shape[0], K = x.shape[1], N = w.shape[0];
   const bool epilogue = !bias.empty() && bias.dtype == y.dtype && alignment(bias.data) >= 16 && K > 0;
-  gemm({true, false, N, M, K, w.data, K, x.data, K, y.data, N, x.dtype, y.dtype, mode == Write::accumulate,
-        epilogue ? bias.data : nullptr});
+  gemm({true, false, N, M, K, w.data, K, x.data, K, y.data, y.shape[1], x.dtype, y.dtype,
+        mode == Write::accumulate, epilogue ? bias.data : nullptr});
   if (!bias.empty() && !epilogue) bias_add(y, bias);
 }
 
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, Write dx_mode,
                      const Tensor& dw, Write dw_mode) {
-  const int64_t M = x.shape[0], K = x.shape[1], N = w.shape[0];
+  const int64_t M = x.shape[0], K = x.shape[1], N = w.shape[0], ldy = dy.shape[1];
   if (!dx.empty())
-    gemm({false, false, K, M, N, w.data, K, dy.data, N, dx.data, K, x.dtype, dx.dtype,
+    gemm({false, false, K, M, N, w.data, K, dy.data, ldy, dx.data, K, x.dtype, dx.dtype,
           dx_mode == Write::accumulate});
   if (!dw.empty())
-    gemm({false, true, K, N, M, x.data, K, dy.data, N, dw.data, K, x.dtype, dw.dtype,
+    gemm({false, true, K, N, M, x.data, K, dy.data, ldy, dw.data, K, x.dtype, dw.dtype,
           dw_mode == Write::accumulate});
 }
 

@@ -77,5 +77,30 @@ TEST(CudaBias, GradientIsBitwiseReproducible) {
   EXPECT_EQ(download_bytes(db.t), first);
 }
 
+// Rows padded past N (NaN there), on the vector path (N and the row width multiples of 16 bytes) and the
+// scalar one: the first N columns against the cpu backend; the padding is not read.
+TEST(CudaBias, PaddedRowsMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  for (Dtypes types : kAllTypes)
+    for (int64_t N : {1000, 1003}) {
+      const int64_t M = 70, width = 1024;
+      SCOPED_TRACE(fmt::format("y {} N={} rows of {}", dtype_name(types.y), N, width));
+      std::vector<double> y = rounded(random_values(M * N, 1), types.y),
+                          b = rounded(random_values(N, 2), types.bias);
+      std::vector<double> dy = rounded(random_values(M * N, 3), types.y), db(N);
+      DeviceTensor d_y = upload(pad_rows(y, M, N, width, NAN), types.y, {M, width}),
+                   d_b = upload(b, types.bias, {N});
+      DeviceTensor d_dy = upload(pad_rows(dy, M, N, width, NAN), types.y, {M, width});
+      DeviceTensor d_db = poisoned(types.bias, {N});
+      bias_add(view(y, {M, N}), view(b, {N}));
+      bias_backward(view(dy, {M, N}), view(db, {N}), Write::overwrite);
+      bias_add(d_y.t, d_b.t);
+      bias_backward(d_dy.t, d_db.t, Write::overwrite);
+      const Comparison c = compare(unpad_rows(download(d_y.t), M, N, width), y);
+      EXPECT_LE(c.error, tolerance(types.y)) << "y: " << c.str();
+      EXPECT_CLOSE(d_db.t, db, tolerance(types.bias == DType::bf16 ? DType::bf16 : types.y, true));
+    }
+}
+
 }  // namespace
 }  // namespace pt::ops

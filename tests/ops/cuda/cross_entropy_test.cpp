@@ -160,5 +160,36 @@ TEST(CudaCrossEntropyAccumulate, EqualsCrossEntropyBitwise) {
   EXPECT_EQ(download_f64(sums.t), got);
 }
 
+// Rows padded past the vocabulary to a multiple of 64 (as the model's logits are), NaN in the padding: the
+// loss and the first V columns of the gradient against the cpu backend on compact rows, on the vector path
+// (aligned rows, the last vector partly padding) and, off alignment, the scalar one.
+TEST(CudaCrossEntropy, PaddedRowsMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  for (DType dtype : {DType::f32, DType::bf16})
+    for (auto [T, V] : std::vector<std::pair<int64_t, int64_t>>{{1, 5}, {9, 1003}, {5, 50257}, {3, 30522}})
+      for (int64_t offset : {0, 1})
+        for (bool in_place : {false, true}) {
+          const int64_t width = (V + 63) / 64 * 64;
+          SCOPED_TRACE(fmt::format("{} T={} V={} rows of {} offset {} {}", dtype_name(dtype), T, V, width,
+                                   offset, in_place ? "in place" : "separate"));
+          const std::vector<double> logits = rounded(random_values(T * V, 7, -8, 8), dtype);
+          std::vector<double> compact = logits, dlogits(T * V);
+          std::vector<int32_t> targets = random_targets(T, V, 8);
+          const CrossEntropyResult want =
+              cross_entropy(view(compact, {T, V}), view(targets, {T}), 0.25, view(dlogits, {T, V}));
+          DeviceTensor d_logits =
+              upload_shifted(pad_rows(logits, T, V, width, NAN), dtype, {T, width}, offset);
+          DeviceTensor d_grad = poisoned_shifted(dtype, {T, width}, offset),
+                       d_targets = upload_ints(targets, {T});
+          const Tensor grad = in_place ? d_logits.t : d_grad.t;
+          const CrossEntropyResult got = cross_entropy(d_logits.t, d_targets.t, 0.25, grad, V);
+          EXPECT_EQ(got.tokens, want.tokens);
+          EXPECT_NEAR(got.loss_sum, want.loss_sum,
+                      tolerance(DType::f32, true) * std::max(1.0, std::fabs(want.loss_sum)));
+          const Comparison c = compare(unpad_rows(download(grad), T, V, width), dlogits);
+          EXPECT_LE(c.error, tolerance(dtype)) << "dlogits: " << c.str();
+        }
+}
+
 }  // namespace
 }  // namespace pt::ops

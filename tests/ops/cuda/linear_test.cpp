@@ -143,5 +143,35 @@ TEST(CudaLinear, EmptyInnerDimensionZeroesOrKeepsTheOutput) {
   EXPECT_CLOSE(y.t, std::vector<double>(M * N, 0.0), 0.0);
 }
 
+// y and dy in rows padded past N (the logits' rows, aligned for cuBLASLt): the first N columns against the
+// cpu backend, y's padding kept, dy's padding (NaN) never read.
+TEST(CudaLinear, PaddedRowsMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  for (DType dtype : {DType::f32, DType::bf16})
+    for (auto [M, N, K] : std::vector<Case>{{37, 61, 64}, {129, 50257, 64}, {5, 30522, 96}}) {
+      const int64_t width = (N + 63) / 64 * 64;
+      SCOPED_TRACE(fmt::format("{} M={} N={} K={} rows of {}", dtype_name(dtype), M, N, K, width));
+      std::vector<double> x = rounded(random_values(M * K, 1), dtype),
+                          w = rounded(random_values(N * K, 2), dtype),
+                          dy = rounded(random_values(M * N, 3), dtype), y(M * N), dx(M * K), dw(N * K);
+      linear_forward(view(x, {M, K}), view(w, {N, K}), view(y, {M, N}));
+      linear_backward(view(dy, {M, N}), view(x, {M, K}), view(w, {N, K}), view(dx, {M, K}), Write::overwrite,
+                      view(dw, {N, K}), Write::overwrite);
+      DeviceTensor d_x = upload(x, dtype, {M, K}), d_w = upload(w, dtype, {N, K});
+      DeviceTensor d_y =
+          upload(pad_rows(std::vector<double>(M * N, NAN), M, N, width, -7.0), dtype, {M, width});
+      DeviceTensor d_dy = upload(pad_rows(dy, M, N, width, NAN), dtype, {M, width});
+      DeviceTensor d_dx = poisoned(dtype, {M, K}), d_dw = poisoned(DType::f32, {N, K});
+      linear_forward(d_x.t, d_w.t, d_y.t, Write::overwrite);
+      linear_backward(d_dy.t, d_x.t, d_w.t, d_dx.t, Write::overwrite, d_dw.t, Write::overwrite);
+      const std::vector<double> got_y = download(d_y.t);
+      const Comparison c = compare(unpad_rows(got_y, M, N, width), y);
+      EXPECT_LE(c.error, tolerance(dtype, true)) << "y: " << c.str();
+      EXPECT_EQ(unpad_rows(got_y, M, width, width)[width - 1], -7.0) << "the padding was written";
+      EXPECT_CLOSE(d_dx.t, dx, tolerance(dtype, true));
+      EXPECT_CLOSE(d_dw.t, dw, tolerance(dtype, true));
+    }
+}
+
 }  // namespace
 }  // namespace pt::ops
