@@ -25,6 +25,9 @@ for d in data/prepared/*/; do
   [ -f "$d/metadata.json" ] && cp -r "$d" "$stage/pkg/data/"
 done
 [ -f data/default/tokenizer.json ] && cp data/default/tokenizer.json "$stage/pkg/data/"
-[ -n "${CUDNN_FRONTEND_INCLUDE:-}" ] && cp -r "$CUDNN_FRONTEND_INCLUDE" "$stage/pkg/cudnn_frontend_include"
+# Its headers include one another as ../include/...: the folder keeps that name.
+if [ -n "${CUDNN_FRONTEND_INCLUDE:-}" ]; then
+  mkdir -p "$stage/pkg/cudnn_frontend" && cp -r "$CUDNN_FRONTEND_INCLUDE" "$stage/pkg/cudnn_frontend/include"
+fi
 tar -C "$stage" -cf - pkg | xz -6 -T0 >.gpu_bundle/bundle.tar.xz
 ls -la .gpu_bundle/bundle.tar.xz

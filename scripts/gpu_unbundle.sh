@@ -12,7 +12,7 @@ fi
 nvidia_libs=$(python3 -c 'import nvidia; print(nvidia.__path__[0])' 2>/dev/null)
 export LD_LIBRARY_PATH=/tmp/pkg/lib:$([ -n "$nvidia_libs" ] && find "$nvidia_libs" -maxdepth 3 -name lib -type d |
   tr '\n' ':')/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-[ -d /tmp/pkg/cudnn_frontend_include ] && export CUDNN_FRONTEND_INCLUDE=/tmp/pkg/cudnn_frontend_include
+[ -d /tmp/pkg/cudnn_frontend/include ] && export CUDNN_FRONTEND_INCLUDE=/tmp/pkg/cudnn_frontend/include
 mkdir -p build data/prepared data/default
 cp /tmp/pkg/bin/* build/
 for d in /tmp/pkg/data/*/; do cp -r "$d" data/prepared/; done

@@ -131,6 +131,10 @@ DecoderModel::DecoderModel(const ModelConfig& config, int64_t max_tokens, Device
   rstd_f_ = stat({T});
   xn_f_ = real({T, C});
   logits_ = real({std::min(T, kLogitChunk), logit_row_width(V)});
+  if (logit_row_width(V) != V) {
+    padded_head_ = real({logit_row_width(V), C});
+    if (layout_.lm_head_bias() >= 0) padded_head_bias_ = real({logit_row_width(V)});
+  }
   dx_ = real({T, C});
   dtmp_ = real({T, C});
   dxn_ = real({T, C});
@@ -143,6 +147,9 @@ DecoderModel::DecoderModel(const ModelConfig& config, int64_t max_tokens, Device
   if (qk_norm) dk_pre_ = real({T, Hkv, D});
   arena_.allocate();
   loss_sums_ = arena_.view(loss_sums_slot_);
+  for (int padded : {padded_head_, padded_head_bias_})  // the padding rows stay 0; the rest is refreshed
+    if (padded >= 0)
+      zero_bytes(arena_.view(padded).data, device == Device::cuda, arena_.view(padded).bytes());
   if (sparsity.enabled) build_sparse(sparsity);
 }
 
@@ -239,6 +246,7 @@ void DecoderModel::load_weights(const Tensor& master_params) {
     bind_sparse(weights_);
   }
   refresh_sparse(master_params);
+  refresh_padded_head();
 }
 
 void DecoderModel::use_working_weights(const Tensor& weights) {
@@ -249,6 +257,15 @@ void DecoderModel::use_working_weights(const Tensor& weights) {
   weights_ = Tensor(weights.data, dtype_, {layout_.total()}, device());
   bind_sparse(weights_);
   refresh_sparse(weights_);
+  refresh_padded_head();
+}
+
+void DecoderModel::refresh_padded_head() const {
+  const int64_t V = config_.vocab_size, C = config_.hidden_size;
+  if (padded_head_ >= 0)
+    ops::copy(weight(layout_.lm_head(), {V, C}), param(arena_.view(padded_head_), 0, {V, C}));
+  if (padded_head_bias_ >= 0)
+    ops::copy(bias(layout_.lm_head_bias(), V), param(arena_.view(padded_head_bias_), 0, {V}));
 }
 
 void DecoderModel::refresh_sparse(const Tensor& source) {
@@ -530,7 +547,13 @@ LossSum DecoderModel::forward_backward(const Batch& batch, const Tensor& grads, 
 
 void DecoderModel::head_and_loss(double grad_scale, const Tensor& grads) {
   const int64_t T = in_.tokens, C = config_.hidden_size, V = config_.vocab_size;
+  const int64_t W = logit_row_width(V);
+  // The logits and dxn come from the head's rows padded to W (their zero rows add nothing), dW from the
+  // head's own rows.
   const Tensor head = weight(layout_.lm_head(), {V, C});
+  const Tensor head_rows = padded_head_ < 0 ? head : arena_.view(padded_head_, {W, C});
+  const Tensor head_bias =
+      padded_head_bias_ < 0 ? bias(layout_.lm_head_bias(), V) : arena_.view(padded_head_bias_, {W});
   auto rows = [](const Tensor& t, int64_t begin, int64_t n) {
     return param(t, begin * t.shape[1], {n, t.shape[1]});
   };
@@ -538,14 +561,15 @@ void DecoderModel::head_and_loss(double grad_scale, const Tensor& grads) {
   for (int64_t t0 = 0; t0 < T; t0 += kLogitChunk) {
     const int64_t n = std::min(kLogitChunk, T - t0);
     logits_begin_ = t0;
-    const Tensor x = rows(xn, t0, n), chunk = arena_.view(logits_, {n, logit_row_width(V)});
-    ops::linear_forward(x, head, chunk, Write::overwrite, bias(layout_.lm_head_bias(), V));
+    const Tensor x = rows(xn, t0, n), chunk = arena_.view(logits_, {n, W});
+    ops::linear_forward(x, head_rows, chunk, Write::overwrite, head_bias);
     ops::cross_entropy_accumulate(chunk, param(in_.targets, t0, {n}), grad_scale,
                                   grads.empty() ? Tensor() : chunk, loss_sums_, V);
     if (grads.empty()) continue;
     bias_grad(chunk, layout_.lm_head_bias(), grads, V);
-    ops::linear_backward(chunk, x, head, rows(dxn, t0, n), Write::overwrite,
-                         param(grads, layout_.lm_head(), {V, C}), Write::accumulate);
+    ops::linear_backward(chunk, x, head_rows, rows(dxn, t0, n), Write::overwrite, Tensor(), Write::overwrite);
+    ops::linear_backward(chunk, x, head, Tensor(), Write::overwrite, param(grads, layout_.lm_head(), {V, C}),
+                         Write::accumulate);
   }
   ++passes_pending_;
 }

@@ -137,7 +137,9 @@ class DecoderModel {
   static constexpr int64_t kLogitChunk = 2048;
   // The logits' rows are padded to a multiple of 64 values: cuBLASLt's fast GEMM kernels need 16-byte
   // aligned rows, and with an odd vocabulary (GPT-2's 50257, BERT's 30522) the LM head's GEMMs otherwise
-  // fall back to kernels several times slower. The padding is neither computed nor read.
+  // fall back to kernels several times slower. Such a head computes its logits and their input gradient
+  // from a copy of its weight (and bias) padded alike with zero rows, refreshed whenever the weights are
+  // loaded; the loss gives the padding a zero gradient.
   static int64_t logit_row_width(int64_t vocab) { return (vocab + 63) / 64 * 64; }
   // The logits of the last forward's final chunk (its last min(tokens, kLogitChunk) tokens), on the
   // model's device in its dtype: [tokens, logit_row_width(vocab)], the first vocab_size columns of each row
@@ -177,6 +179,8 @@ class DecoderModel {
   void bind_sparse(const Tensor& flat);
   // With masks set: the sparse linears' weights masked from `source` (flat, layout order) and refreshed.
   void refresh_sparse(const Tensor& source);
+  // The padded copy of the LM head's weight and bias from the working weights (see logit_row_width).
+  void refresh_padded_head() const;
   // The layer's linear as it runs now: sparse while masks are set, else nullptr (dense).
   const ops::SparseLinear* sparse(size_t layer, FfnLinear which) const;
   // Whether a sparse linear's dW of this T-token pass comes from the MVUE-pruned output gradient.
@@ -258,6 +262,7 @@ class DecoderModel {
   int emb_sum_ = -1, emb_mean_ = -1, emb_rstd_ = -1;  // the embedding norm's input and statistics
   int head_h_ = -1, head_act_ = -1;                   // the head transform's dense output and activation
   int64_t logits_begin_ = 0;                          // the first token of the chunk logits_ holds
+  int padded_head_ = -1, padded_head_bias_ = -1;      // [logit_row_width, C] and [logit_row_width]
   int dx_, dtmp_, dxn_, dact_, dh_, dq_, dk_, dv_, dattn_, dk_pre_ = -1;
 };
 

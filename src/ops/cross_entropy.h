@@ -19,8 +19,8 @@ struct CrossEntropyResult {
 // place, no extra [T,V] buffer) or an empty Tensor() for the loss alone. The loss uses a max-subtracted
 // log-sum-exp and is summed in token order (deterministic).
 // With vocab > 0 the rows may be padded past it (logits[T, >= vocab], as linear_forward writes them for
-// an odd vocabulary): the first vocab columns are the classes, the rest are neither read as logits nor
-// promised anything in dlogits. vocab = 0 takes every column.
+// an odd vocabulary): the first vocab columns are the classes, the rest are not read as logits and are set
+// to 0 in dlogits, so a GEMM over the padded rows adds nothing for them. vocab = 0 takes every column.
 CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, double grad_scale,
                                  const Tensor& dlogits, int64_t vocab = 0);
 

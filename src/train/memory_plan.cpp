@@ -64,7 +64,10 @@ int64_t activation_arena_bytes(const ModelConfig& c, int64_t T, DType dtype, Rec
   if (c.head_transform) bytes += 2 * slot(real * T * C);  // its dense output and activation
   bytes += 2 * slot(real * T * C);                        // final_in, xn_f
   bytes += (layer_norm ? 2 : 1) * slot(stat * T);         // mean_f, rstd_f
-  *chunk = slot(real * std::min(T, DecoderModel::kLogitChunk) * DecoderModel::logit_row_width(c.vocab_size));
+  const int64_t W = DecoderModel::logit_row_width(c.vocab_size);
+  *chunk = slot(real * std::min(T, DecoderModel::kLogitChunk) * W);
+  if (W != c.vocab_size)  // the head's weight (and bias) in padded rows
+    *chunk += slot(real * W * C) + (c.lm_head_bias ? slot(real * W) : 0);
   bytes += *chunk;
   bytes += 3 * slot(real * T * C);                          // dx, dtmp, dxn
   bytes += slot(real * T * F) + slot(real * T * U);         // dact, dh

@@ -119,7 +119,7 @@ TEST(CrossEntropyAccumulate, WrongSumsAreRejected) {
 }
 
 // Rows padded past the vocabulary (NaN there): the loss and the gradient's first V columns equal those of
-// the compact rows, in place or not.
+// the compact rows, in place or not, and the gradient's padding is 0.
 TEST(CrossEntropy, PaddedRowsEqualCompactOnes) {
   const int64_t T = 4, V = 5, width = 8;
   std::vector<double> logits = random_values(T * V, 1, -3, 3), dlogits(T * V);
@@ -133,7 +133,10 @@ TEST(CrossEntropy, PaddedRowsEqualCompactOnes) {
                       in_place ? view(padded, {T, width}) : view(grad, {T, width}), V);
     EXPECT_EQ(got.loss_sum, want.loss_sum);
     EXPECT_EQ(got.tokens, want.tokens);
-    EXPECT_EQ(unpad_rows(in_place ? padded : grad, T, V, width), dlogits);
+    const std::vector<double>& g = in_place ? padded : grad;
+    EXPECT_EQ(unpad_rows(g, T, V, width), dlogits);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t j = V; j < width; ++j) EXPECT_EQ(g[t * width + j], 0.0) << "padding of row " << t;
   }
   std::vector<double> padded = pad_rows(logits, T, V, width, NAN);
   EXPECT_THROW(cross_entropy(view(padded, {T, width}), view(targets, {T}), 1.0, Tensor(), width + 1), Error);

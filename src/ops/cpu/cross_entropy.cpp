@@ -34,6 +34,7 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, do
       for (int64_t t = begin; t < end; ++t) {
         const R* row = in + t * ld;
         R* grow = grad ? grad + t * ld : nullptr;
+        if (grow) std::fill(grow + V, grow + ld, R(0));  // the rows' padding
         if (target[t] == kIgnoreLabel) {
           if (grow) std::fill_n(grow, V, R(0));
           continue;

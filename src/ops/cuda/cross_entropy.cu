@@ -47,17 +47,17 @@ __device__ MaxSum block_max_sum(MaxSum v) {
 
 // One block per row, its threads striding over the row in vectors of kVec logits (16-byte accesses where
 // the row stride ld and the pointers allow). The row's classes are its first V values; a vector reaching
-// past V (into the row's padding, up to ld) has those lanes masked out of the sums, and the values written
-// there are unspecified. Pass 1 streams the row once with an online max and sum per thread (no copy of
-// the row is kept); pass 2 rereads it (mostly from L2) to write (softmax - onehot) * scale, in place if
-// asked: a thread reads each vector before writing it.
+// past V (into the row's padding, up to ld) has those lanes masked out of the sums, and the gradient's
+// padding is written 0. Pass 1 streams the row once with an online max and sum per thread (no copy of the
+// row is kept); pass 2 rereads it (mostly from L2) to write (softmax - onehot) * scale, in place if asked:
+// a thread reads each vector before writing it.
 template <class T, int kVec>
 __global__ void row_kernel(const T* logits, const int32_t* __restrict__ targets, float grad_scale, T* dlogits,
                            int64_t V, int64_t ld, float* __restrict__ row_loss, int* first_bad) {
   const int64_t t = blockIdx.x;
   const T* row = logits + t * ld;
   T* grad = dlogits ? dlogits + t * ld : nullptr;
-  const int64_t span = (V + kVec - 1) / kVec * kVec;  // within ld: the launch checked ld % kVec == 0
+  const int64_t span = (V + kVec - 1) / kVec * kVec;  // the vectors holding classes; ld % kVec == 0
   const int32_t target = targets[t];
   const bool bad = target != kIgnoreLabel && (target < 0 || target >= V);
   if (bad && first_bad && threadIdx.x == 0) atomicMin(first_bad, static_cast<int>(t));
@@ -65,7 +65,7 @@ __global__ void row_kernel(const T* logits, const int32_t* __restrict__ targets,
     if (threadIdx.x == 0) row_loss[t] = 0;
     if (grad) {
       const float zeros[kVec] = {};
-      for (int64_t j = int64_t{threadIdx.x} * kVec; j < span; j += int64_t{blockDim.x} * kVec)
+      for (int64_t j = int64_t{threadIdx.x} * kVec; j < ld; j += int64_t{blockDim.x} * kVec)
         store_floats<kVec>(grad + j, zeros);
     }
     return;
@@ -93,13 +93,13 @@ __global__ void row_kernel(const T* logits, const int32_t* __restrict__ targets,
   __syncthreads();  // every thread has read row[target] before it may be overwritten
   if (threadIdx.x == 0) row_loss[t] = lse - target_logit;
   if (!grad) return;
-  for (int64_t j = int64_t{threadIdx.x} * kVec; j < span; j += int64_t{blockDim.x} * kVec) {
+  for (int64_t j = int64_t{threadIdx.x} * kVec; j < ld; j += int64_t{blockDim.x} * kVec) {
     float x[kVec];
     load_floats<kVec>(row + j, x);
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
       const float p = expf(x[k] - lse);
-      x[k] = (j + k == target ? p - 1.0f : p) * grad_scale;
+      x[k] = j + k >= V ? 0.0f : (j + k == target ? p - 1.0f : p) * grad_scale;
     }
     store_floats<kVec>(grad + j, x);
   }

@@ -161,8 +161,9 @@ TEST(CudaCrossEntropyAccumulate, EqualsCrossEntropyBitwise) {
 }
 
 // Rows padded past the vocabulary to a multiple of 64 (as the model's logits are), NaN in the padding: the
-// loss and the first V columns of the gradient against the cpu backend on compact rows, on the vector path
-// (aligned rows, the last vector partly padding) and, off alignment, the scalar one.
+// loss and the first V columns of the gradient against the cpu backend on compact rows, the gradient's
+// padding 0, on the vector path (aligned rows, the last vector partly padding) and, off alignment, the
+// scalar one.
 TEST(CudaCrossEntropy, PaddedRowsMatchCpu) {
   SKIP_WITHOUT_GPU();
   for (DType dtype : {DType::f32, DType::bf16})
@@ -186,8 +187,13 @@ TEST(CudaCrossEntropy, PaddedRowsMatchCpu) {
           EXPECT_EQ(got.tokens, want.tokens);
           EXPECT_NEAR(got.loss_sum, want.loss_sum,
                       tolerance(DType::f32, true) * std::max(1.0, std::fabs(want.loss_sum)));
-          const Comparison c = compare(unpad_rows(download(grad), T, V, width), dlogits);
+          const std::vector<double> got_grad = download(grad);
+          const Comparison c = compare(unpad_rows(got_grad, T, V, width), dlogits);
           EXPECT_LE(c.error, tolerance(dtype)) << "dlogits: " << c.str();
+          int64_t nonzero_padding = 0;
+          for (int64_t t = 0; t < T; ++t)
+            for (int64_t j = V; j < width; ++j) nonzero_padding += got_grad[t * width + j] != 0.0;
+          EXPECT_EQ(nonzero_padding, 0) << "the gradient's padding must be 0";
         }
 }
 
