@@ -130,7 +130,7 @@ DecoderModel::DecoderModel(const ModelConfig& config, int64_t max_tokens, Device
   if (layer_norm) mean_f_ = stat({T});
   rstd_f_ = stat({T});
   xn_f_ = real({T, C});
-  logits_ = real({std::min(T, kLogitChunk), logit_row_width(V)});
+  logits_ = real({std::min(T, logit_chunk_tokens(V)), logit_row_width(V)});
   if (logit_row_width(V) != V) {
     padded_head_ = real({logit_row_width(V), C});
     if (layout_.lm_head_bias() >= 0) padded_head_bias_ = real({logit_row_width(V)});
@@ -281,6 +281,12 @@ void DecoderModel::refresh_sparse(const Tensor& source) {
   }
 }
 
+int64_t DecoderModel::logit_chunk_tokens(int64_t vocab) {
+  int64_t tokens = 2048;
+  while (tokens < 8192 && 2 * tokens * logit_row_width(vocab) * 2 <= (int64_t{1} << 30)) tokens *= 2;
+  return tokens;
+}
+
 Tensor DecoderModel::logits() const {
   return arena_.view(logits_, {in_.tokens - logits_begin_, logit_row_width(config_.vocab_size)});
 }
@@ -291,7 +297,7 @@ void DecoderModel::copy_logits_row(int64_t t, std::span<float> out) const {
     fail("copy_logits_row: row {} is outside the last batch's {} tokens", t, in_.tokens);
   if (t < logits_begin_)
     fail("copy_logits_row: row {} is not among the last {} tokens of the batch, whose logits the model keeps",
-         t, kLogitChunk);
+         t, in_.tokens - logits_begin_);
   if (static_cast<int64_t>(out.size()) != V)
     fail("copy_logits_row: the output holds {} values, the vocabulary has {}", out.size(), V);
   // The row's logits on the host in the model's dtype, then widened or narrowed to f32.
@@ -558,8 +564,9 @@ void DecoderModel::head_and_loss(double grad_scale, const Tensor& grads) {
     return param(t, begin * t.shape[1], {n, t.shape[1]});
   };
   const Tensor xn = arena_.view(xn_f_, {T, C}), dxn = arena_.view(dxn_, {T, C});
-  for (int64_t t0 = 0; t0 < T; t0 += kLogitChunk) {
-    const int64_t n = std::min(kLogitChunk, T - t0);
+  const int64_t chunk_tokens = logit_chunk_tokens(V);
+  for (int64_t t0 = 0; t0 < T; t0 += chunk_tokens) {
+    const int64_t n = std::min(chunk_tokens, T - t0);
     logits_begin_ = t0;
     const Tensor x = rows(xn, t0, n), chunk = arena_.view(logits_, {n, W});
     ops::linear_forward(x, head_rows, chunk, Write::overwrite, head_bias);

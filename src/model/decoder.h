@@ -131,22 +131,25 @@ class DecoderModel {
   // Shorthands for load_weights(params) and then the pass.
   LossSum forward_backward(const Batch& batch, const Tensor& params, const Tensor& grads, double grad_scale);
   LossSum forward(const Batch& batch, const Tensor& params);
-  // The LM head and the loss run over chunks of at most kLogitChunk tokens, so no [tokens, vocab] buffer
-  // exists (at 32k tokens and a 32k vocabulary it would take 2 GiB in bf16): each chunk's logits become
-  // its gradient in place, and the chunk's backward GEMMs run before the next chunk's logits.
-  static constexpr int64_t kLogitChunk = 2048;
+  // The LM head and the loss run over chunks of at most logit_chunk_tokens(vocab) tokens, so no
+  // [tokens, vocab] buffer exists (at 32k tokens and a 128k vocabulary it would take 8 GiB in bf16): each
+  // chunk's logits become its gradient in place, and the chunk's backward GEMMs run before the next
+  // chunk's logits. A chunk's logits take up to 1 GiB in bf16 (2048 to 8192 tokens, a power of two): every
+  // chunk adds its share to the head's f32 weight gradient, a full read and write of it, so fewer and
+  // larger chunks spend less on that traffic (GPT-2: 8192 tokens; Llama 3: 4096).
+  static int64_t logit_chunk_tokens(int64_t vocab);
   // The logits' rows are padded to a multiple of 64 values: cuBLASLt's fast GEMM kernels need 16-byte
   // aligned rows, and with an odd vocabulary (GPT-2's 50257, BERT's 30522) the LM head's GEMMs otherwise
   // fall back to kernels several times slower. Such a head computes its logits and their input gradient
   // from a copy of its weight (and bias) padded alike with zero rows, refreshed whenever the weights are
   // loaded; the loss gives the padding a zero gradient.
   static int64_t logit_row_width(int64_t vocab) { return (vocab + 63) / 64 * 64; }
-  // The logits of the last forward's final chunk (its last min(tokens, kLogitChunk) tokens), on the
+  // The logits of the last forward's final chunk (of logit_chunk_tokens tokens at most), on the
   // model's device in its dtype: [tokens, logit_row_width(vocab)], the first vocab_size columns of each row
   // the logits; valid until the next pass, and forward_backward overwrites them with their gradient.
   Tensor logits() const;
   // Row t of the last forward's logits as f32 on the host, from any device (generation samples from it);
-  // t must lie in the final chunk (the last kLogitChunk tokens).
+  // t must lie in the final chunk.
   void copy_logits_row(int64_t t, std::span<float> out) const;
 
  private:

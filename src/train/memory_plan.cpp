@@ -65,7 +65,7 @@ int64_t activation_arena_bytes(const ModelConfig& c, int64_t T, DType dtype, Rec
   bytes += 2 * slot(real * T * C);                        // final_in, xn_f
   bytes += (layer_norm ? 2 : 1) * slot(stat * T);         // mean_f, rstd_f
   const int64_t W = DecoderModel::logit_row_width(c.vocab_size);
-  *chunk = slot(real * std::min(T, DecoderModel::kLogitChunk) * W);
+  *chunk = slot(real * std::min(T, DecoderModel::logit_chunk_tokens(c.vocab_size)) * W);
   if (W != c.vocab_size)  // the head's weight (and bias) in padded rows
     *chunk += slot(real * W * C) + (c.lm_head_bias ? slot(real * W) : 0);
   bytes += *chunk;
@@ -241,7 +241,8 @@ std::string format_plan(const MemoryPlan& p, int64_t available) {
   row(fmt::format("AdamW moments ({})", moment_format_name(s.moments)), p.moments, per_param(p.moments));
   row(fmt::format("gradients ({})", dtype_name(s.grad_dtype)), p.gradients, per_param(p.gradients));
   row("activations", p.activations, fmt::format("{:.1f} KiB/token", p.activation_bytes_per_token() / 1024));
-  row(fmt::format("LM head logit chunk ({} tokens)", std::min(s.tokens, DecoderModel::kLogitChunk)),
+  row(fmt::format("LM head logit chunk ({} tokens)",
+                  std::min(s.tokens, DecoderModel::logit_chunk_tokens(s.model.vocab_size))),
       p.lm_head_chunk, "");
   row("batch inputs", p.batch_inputs, "");
   row("2:4 masks", p.sparse_masks, "");

@@ -79,16 +79,18 @@ TEST(DecoderModel, GradientAccumulationEqualsOneLargeBatch) {
   EXPECT_LE(max_relative_difference(micro.grads, big.grads), 1e-5);
 }
 
-// The LM head and the loss run over chunks of DecoderModel::kLogitChunk tokens: a batch of several chunks,
-// with chunk edges inside examples, gives what micro-batches below one chunk give.
+// The LM head and the loss run over chunks of DecoderModel::logit_chunk_tokens tokens: a batch of several
+// chunks, with chunk edges inside examples, gives what micro-batches below one chunk give.
 TEST(DecoderModel, LogitChunksDoNotChangeLossOrGradients) {
   ModelConfig c = small_config(true);
+  const int64_t chunk = DecoderModel::logit_chunk_tokens(c.vocab_size);
   std::vector<int64_t> lengths;
-  for (int i = 0; i < 24; ++i) lengths.push_back(150 + 37 * i % 200);
+  for (int i = 0; int64_t{i} * 150 < 2 * chunk + 300; ++i) lengths.push_back(150 + 37 * i % 200);
   auto split = random_split(lengths, c.vocab_size, 12);
   auto params = init_params(c, 5, 0.2);
-  auto chunked = run_epoch(c, split, Strategy::kFlatten, 512, params, 24);  // one batch of 2-3 chunks
-  ASSERT_GT(split.num_tokens(), 2 * DecoderModel::kLogitChunk);
+  const auto examples = static_cast<int32_t>(lengths.size());
+  auto chunked = run_epoch(c, split, Strategy::kFlatten, 512, params, examples);  // one batch of 2-3 chunks
+  ASSERT_GT(split.num_tokens(), 2 * chunk);
   auto micro = run_epoch(c, split, Strategy::kFlatten, 512, params, 4);  // below one chunk each
   EXPECT_EQ(chunked.targets, micro.targets);
   EXPECT_NEAR(chunked.loss_sum, micro.loss_sum, 1e-5 * micro.loss_sum);

@@ -58,9 +58,10 @@ SparsityConfig sparse_ffn() {
 
 TEST(MemoryPlan, ModelArenasEqualThePlanForEveryFamilyRecomputeModeAndBatchSize) {
   for (const std::string& variant : testing::kFamilyVariants)
-    for (Recompute recompute : {Recompute::none, Recompute::norms_and_swiglu, Recompute::layers})
-      for (int64_t tokens : {int64_t{1}, int64_t{100}, DecoderModel::kLogitChunk + 300}) {
-        const ModelConfig c = testing::family_config(variant, 8);
+    for (Recompute recompute : {Recompute::none, Recompute::norms_and_swiglu, Recompute::layers}) {
+      const ModelConfig c = testing::family_config(variant, 8);
+      for (int64_t tokens :
+           {int64_t{1}, int64_t{100}, DecoderModel::logit_chunk_tokens(c.vocab_size) + 300}) {
         const MemoryPlan plan = plan_memory(cpu_settings(c, tokens, recompute));
         const DecoderModel model(c, tokens, Device::cpu, DType::f32, {}, recompute);
         const DecoderModel::Memory held = model.memory();
@@ -70,6 +71,7 @@ TEST(MemoryPlan, ModelArenasEqualThePlanForEveryFamilyRecomputeModeAndBatchSize)
         EXPECT_EQ(plan.batch_inputs, held.batch_inputs);
         EXPECT_EQ(plan.parameters, ParameterLayout(c).total());
       }
+    }
 }
 
 TEST(MemoryPlan, RecomputeShrinksTheActivationsPerToken) {
