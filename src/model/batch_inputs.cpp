@@ -49,9 +49,11 @@ void check_sizes(const Batch& batch) {
         batch.rows, batch.row_len, batch.input_ids.size(), batch.labels.size(), batch.position_ids.size());
 }
 
-// A slot's ints: ids, positions and targets [T] each, cu_seqlens [T + 1], valid lengths [T], for the
-// model's T = max_tokens.
-int64_t slot_ints(int64_t T) { return 5 * T + 1; }
+// A slot's ints: ids, positions and targets [T] each, cu_seqlens [T + 1], valid lengths [T], and for
+// masked LM the labelled rows [T], for the model's T = max_tokens.
+int64_t slot_ints(int64_t T, Objective objective) {
+  return (objective == Objective::kMaskedLm ? 6 : 5) * T + 1;
+}
 
 }  // namespace
 
@@ -63,8 +65,9 @@ BatchInputs::BatchInputs(Device device, int64_t max_tokens, int64_t vocab_size, 
       objective_(objective),
       arena_(device) {
   for (Slot& s : slots_) {
-    s.handle = arena_.reserve(DType::i32, {slot_ints(max_tokens)});
-    s.upload = std::make_unique<ops::UploadSlot>(device, static_cast<size_t>(slot_ints(max_tokens)) * 4);
+    const int64_t ints = slot_ints(max_tokens, objective);
+    s.handle = arena_.reserve(DType::i32, {ints});
+    s.upload = std::make_unique<ops::UploadSlot>(device, static_cast<size_t>(ints) * 4);
   }
   arena_.allocate();
 }
@@ -123,7 +126,18 @@ BatchInputs::Ticket BatchInputs::stage_into(int slot, const Batch& batch) {
       fail("batch: label of token {} is {}, neither in the vocabulary of {} nor the ignore label {}",
            t + shift, target, vocab_size_, kIgnoreLabel);
   }
-  std::copy(targets.begin(), targets.end(), host + 2 * Tm);
+  if (objective_ == Objective::kMaskedLm) {  // the labelled tokens and their labels, compacted
+    int64_t rows = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      if (targets[static_cast<size_t>(t)] == kIgnoreLabel) continue;
+      host[2 * Tm + rows] = targets[static_cast<size_t>(t)];
+      host[5 * Tm + 1 + rows++] = static_cast<int32_t>(t);
+    }
+    s.head_rows = rows;
+  } else {
+    std::copy(targets.begin(), targets.end(), host + 2 * Tm);
+    s.head_rows = T;
+  }
   std::copy(batch.cu_seqlens.begin(), batch.cu_seqlens.end(), host + 3 * Tm);
   s.tokens = T;
   s.max_position = max_position;
@@ -150,11 +164,13 @@ BatchInputs::View BatchInputs::acquire(const Ticket& ticket) {
   auto ints = [&](int64_t offset, int64_t n) { return Tensor(base + offset, DType::i32, {n}, device); };
   return {ints(0, T),
           ints(Tm, T),
-          ints(2 * Tm, T),
+          ints(2 * Tm, s.head_rows),
           ints(3 * Tm, s.segments + 1),
           s.valid_lens ? ints(4 * Tm + 1, s.segments) : Tensor(),
+          objective_ == Objective::kMaskedLm ? ints(5 * Tm + 1, s.head_rows) : Tensor(),
           T,
           s.segments,
+          s.head_rows,
           s.max_position};
 }
 

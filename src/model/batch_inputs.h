@@ -1,5 +1,6 @@
 // A batch's integer inputs on the model's device: token ids, position ids, targets (the labels aligned with
-// the logits), cu_seqlens and, when every row is one attention segment, the rows' real lengths.
+// the logits), cu_seqlens and, when every row is one attention segment, the rows' real lengths; for masked
+// LM also the labelled tokens, the only rows the model's MLM head runs on.
 //
 // stage() checks them on the host, where a packer bug or an id beyond the vocabulary becomes a named error
 // rather than wrong attention or an out-of-range read, and the device kernels need not report back (which
@@ -33,10 +34,13 @@ class BatchInputs {
     uint64_t serial = 0;
   };
   // What a pass reads: tensors on the device, sized to the batch; valid_lens is empty unless every row is
-  // one segment (padding, concat), whose pad tails attention then skips.
+  // one segment (padding, concat), whose pad tails attention then skips. The logits have a row per token
+  // for causal LM, but only per labelled token for masked LM (about 15%): label_rows [head_rows] lists
+  // those tokens in ascending order (empty for causal LM), and targets [head_rows] holds their labels.
   struct View {
-    Tensor ids, positions, targets, cu_seqlens, valid_lens;
+    Tensor ids, positions, targets, cu_seqlens, valid_lens, label_rows;
     int64_t tokens = 0, segments = 0;
+    int64_t head_rows = 0;     // the logits' rows: tokens (causal LM) or labelled tokens (masked LM)
     int32_t max_position = 0;  // the largest position id (dynamic rotary scaling depends on it)
   };
 
@@ -61,7 +65,7 @@ class BatchInputs {
     int handle = -1;
     std::unique_ptr<ops::UploadSlot> upload;
     uint64_t serial = 0;
-    int64_t tokens = 0, segments = 0;
+    int64_t tokens = 0, segments = 0, head_rows = 0;
     int32_t max_position = 0;
     bool valid_lens = false;
   };

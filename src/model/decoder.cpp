@@ -288,20 +288,24 @@ int64_t DecoderModel::logit_chunk_tokens(int64_t vocab) {
 }
 
 Tensor DecoderModel::logits() const {
-  return arena_.view(logits_, {in_.tokens - logits_begin_, logit_row_width(config_.vocab_size)});
+  return arena_.view(logits_, {in_.head_rows - logits_begin_, logit_row_width(config_.vocab_size)});
 }
 
-void DecoderModel::copy_logits_row(int64_t t, std::span<float> out) const {
+void DecoderModel::copy_logits_row(int64_t r, std::span<float> out) const {
   const int64_t V = config_.vocab_size;
-  if (t < 0 || t >= in_.tokens)
-    fail("copy_logits_row: row {} is outside the last batch's {} tokens", t, in_.tokens);
-  if (t < logits_begin_)
-    fail("copy_logits_row: row {} is not among the last {} tokens of the batch, whose logits the model keeps",
-         t, in_.tokens - logits_begin_);
+  const char* rows = gathers_head() ? "labelled tokens" : "tokens";
+  if (r < 0 || r >= in_.head_rows)
+    fail("copy_logits_row: row {} is outside the last batch's logits, a row for each of its {} {}", r,
+         in_.head_rows, rows);
+  if (r < logits_begin_)
+    fail(
+        "copy_logits_row: row {} is not in the final chunk of the logits (rows {} to {}), the only one the "
+        "model keeps",
+        r, logits_begin_, in_.head_rows - 1);
   if (static_cast<int64_t>(out.size()) != V)
     fail("copy_logits_row: the output holds {} values, the vocabulary has {}", out.size(), V);
   // The row's logits on the host in the model's dtype, then widened or narrowed to f32.
-  const Tensor row = param(logits(), (t - logits_begin_) * logit_row_width(V), {V});
+  const Tensor row = param(logits(), (r - logits_begin_) * logit_row_width(V), {V});
   std::vector<char> host(static_cast<size_t>(row.bytes()));
   copy_bytes(host.data(), false, row.data, row.device == Device::cuda, host.size());
   const Tensor host_row(host.data(), dtype_, {V});
@@ -358,8 +362,8 @@ DecoderModel::NormActs DecoderModel::norm2_acts(size_t l, int64_t T) const {
                            : norm_acts(a.mid, a.xn2, a.mean2, a.rstd2, T);
 }
 
-DecoderModel::NormActs DecoderModel::final_norm_acts(int64_t T) const {
-  return norm_acts(config_.head_transform ? head_act_ : final_in_, xn_f_, mean_f_, rstd_f_, T);
+DecoderModel::NormActs DecoderModel::final_norm_acts(int64_t rows) const {
+  return norm_acts(config_.head_transform ? head_act_ : head_in(), xn_f_, mean_f_, rstd_f_, rows);
 }
 
 void DecoderModel::norm_forward(const NormActs& n, int64_t w, int64_t b) const {
@@ -392,8 +396,7 @@ void DecoderModel::bias_grad(const Tensor& dy, int64_t b, const Tensor& grads, i
 void DecoderModel::run_forward(int64_t T) {
   embed_forward(T);
   for (size_t l = 0; l < layers_.size(); ++l) layer_forward(l, T, /*add_to_next=*/true);
-  if (config_.head_transform) head_transform_forward(T);
-  norm_forward(final_norm_acts(T), layout_.final_norm(), layout_.final_norm_bias());
+  head_forward();
 }
 
 void DecoderModel::embed_forward(int64_t T) {
@@ -434,20 +437,50 @@ void DecoderModel::embed_backward(const Tensor& dx, const Tensor& dtmp, const Te
   bias_grad(dsum, layout_.token_types(), grads);  // row 0 of the token-type table
 }
 
-void DecoderModel::head_transform_forward(int64_t T) const {
+void DecoderModel::head_forward() {
+  const int64_t T = in_.tokens, rows = in_.head_rows, C = config_.hidden_size;
+  if (rows == 0) return;  // a masked-LM batch without a labelled token
+  // The labelled rows are a lookup of their token indices in the last layer's output.
+  if (gathers_head())
+    ops::embedding_forward(in_.label_rows, arena_.view(final_in_, {T, C}), arena_.view(head_in(), {rows, C}),
+                           /*ids_checked=*/true);
+  if (config_.head_transform) head_transform_forward(rows);
+  norm_forward(final_norm_acts(rows), layout_.final_norm(), layout_.final_norm_bias());
+}
+
+void DecoderModel::head_backward(const Tensor& dx, const Tensor& grads) const {
+  const int64_t rows = in_.head_rows, C = config_.hidden_size;
+  const Tensor dxn = arena_.view(dxn_, {rows, C}), dtmp = arena_.view(dtmp_, {rows, C});
+  // The gradient of the head's input: dx itself, or for masked LM the gathered rows', in a buffer the
+  // head's backward is done with by then, scattered into dx, whose other rows get zeros.
+  const bool gather = gathers_head();
+  const Tensor dhead = !gather ? dx : config_.head_transform ? dxn : dtmp;
+  if (rows > 0) {
+    const NormActs n = final_norm_acts(rows);
+    if (config_.head_transform) {
+      norm_backward(dxn, n, layout_.final_norm(), layout_.final_norm_bias(), dtmp, grads);
+      head_transform_backward(dtmp, dhead, grads);
+    } else {
+      norm_backward(dxn, n, layout_.final_norm(), layout_.final_norm_bias(), dhead, grads);
+    }
+  }
+  if (gather) ops::embedding_backward(in_.label_rows, dhead, dx, Write::overwrite, /*ids_checked=*/true);
+}
+
+void DecoderModel::head_transform_forward(int64_t rows) const {
   const int64_t C = config_.hidden_size;
-  const Tensor h = arena_.view(head_h_, {T, C});
-  ops::linear_forward(arena_.view(final_in_, {T, C}), weight(layout_.head_dense(), {C, C}), h,
+  const Tensor h = arena_.view(head_h_, {rows, C});
+  ops::linear_forward(arena_.view(head_in(), {rows, C}), weight(layout_.head_dense(), {C, C}), h,
                       Write::overwrite, bias(layout_.head_dense_bias(), C));
-  activation_forward(h, arena_.view(head_act_, {T, C}));
+  activation_forward(h, arena_.view(head_act_, {rows, C}));
 }
 
 void DecoderModel::head_transform_backward(const Tensor& dy, const Tensor& dx, const Tensor& grads) const {
-  const int64_t T = dy.size(0), C = config_.hidden_size;
+  const int64_t rows = dy.size(0), C = config_.hidden_size;
   // In place: dy becomes the gradient of the dense's output.
-  activation_backward(dy, arena_.view(head_h_, {T, C}), dy);
+  activation_backward(dy, arena_.view(head_h_, {rows, C}), dy);
   bias_grad(dy, layout_.head_dense_bias(), grads);
-  ops::linear_backward(dy, arena_.view(final_in_, {T, C}), weight(layout_.head_dense(), {C, C}), dx,
+  ops::linear_backward(dy, arena_.view(head_in(), {rows, C}), weight(layout_.head_dense(), {C, C}), dx,
                        Write::overwrite, param(grads, layout_.head_dense(), {C, C}), Write::accumulate);
 }
 
@@ -552,7 +585,7 @@ LossSum DecoderModel::forward_backward(const Batch& batch, const Tensor& grads, 
 }
 
 void DecoderModel::head_and_loss(double grad_scale, const Tensor& grads) {
-  const int64_t T = in_.tokens, C = config_.hidden_size, V = config_.vocab_size;
+  const int64_t R = in_.head_rows, C = config_.hidden_size, V = config_.vocab_size;
   const int64_t W = logit_row_width(V);
   // The logits and dxn come from the head's rows padded to W (their zero rows add nothing), dW from the
   // head's own rows.
@@ -563,18 +596,19 @@ void DecoderModel::head_and_loss(double grad_scale, const Tensor& grads) {
   auto rows = [](const Tensor& t, int64_t begin, int64_t n) {
     return param(t, begin * t.shape[1], {n, t.shape[1]});
   };
-  const Tensor xn = arena_.view(xn_f_, {T, C}), dxn = arena_.view(dxn_, {T, C});
-  const int64_t chunk_tokens = logit_chunk_tokens(V);
-  for (int64_t t0 = 0; t0 < T; t0 += chunk_tokens) {
-    const int64_t n = std::min(chunk_tokens, T - t0);
-    logits_begin_ = t0;
-    const Tensor x = rows(xn, t0, n), chunk = arena_.view(logits_, {n, W});
+  const Tensor xn = arena_.view(xn_f_, {R, C}), dxn = arena_.view(dxn_, {R, C});
+  const int64_t chunk_rows = logit_chunk_tokens(V);
+  logits_begin_ = 0;  // where there are no rows too
+  for (int64_t r0 = 0; r0 < R; r0 += chunk_rows) {
+    const int64_t n = std::min(chunk_rows, R - r0);
+    logits_begin_ = r0;
+    const Tensor x = rows(xn, r0, n), chunk = arena_.view(logits_, {n, W});
     ops::linear_forward(x, head_rows, chunk, Write::overwrite, head_bias);
-    ops::cross_entropy_accumulate(chunk, param(in_.targets, t0, {n}), grad_scale,
+    ops::cross_entropy_accumulate(chunk, param(in_.targets, r0, {n}), grad_scale,
                                   grads.empty() ? Tensor() : chunk, loss_sums_, V);
     if (grads.empty()) continue;
     bias_grad(chunk, layout_.lm_head_bias(), grads, V);
-    ops::linear_backward(chunk, x, head_rows, rows(dxn, t0, n), Write::overwrite, Tensor(), Write::overwrite);
+    ops::linear_backward(chunk, x, head_rows, rows(dxn, r0, n), Write::overwrite, Tensor(), Write::overwrite);
     ops::linear_backward(chunk, x, head, Tensor(), Write::overwrite, param(grads, layout_.lm_head(), {V, C}),
                          Write::accumulate);
   }
@@ -600,12 +634,7 @@ void DecoderModel::forward_backward(const StagedBatch& batch, const Tensor& grad
   Tensor dx = arena_.view(dx_, {T, C}), dtmp = arena_.view(dtmp_, {T, C}), dxn = arena_.view(dxn_, {T, C});
 
   head_and_loss(grad_scale, grads);
-  if (c.head_transform) {
-    norm_backward(dxn, final_norm_acts(T), layout_.final_norm(), layout_.final_norm_bias(), dtmp, grads);
-    head_transform_backward(dtmp, dx, grads);
-  } else {
-    norm_backward(dxn, final_norm_acts(T), layout_.final_norm(), layout_.final_norm_bias(), dx, grads);
-  }
+  head_backward(dx, grads);
   // Backward runs through the layout (embeddings, layers, head transform, final norm, untied LM head, its
   // bias) from its end. What is still to come lies before the part reported final: the layers below the
   // current one and the embeddings, which a tied LM head shares, so its gradient is final only after

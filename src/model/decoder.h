@@ -4,9 +4,11 @@
 // layer has one) or bidirectional within each example -> o_proj (+ bias) (+ residual), a pre-norm -> the
 // MLP's up projection -> SwiGLU or GELU -> down (+ biases) (+ residual), then a final norm, the LM head and
 // cross-entropy. Post-norm models (BERT) norm after each residual add instead and end in the MLM head's
-// transform (dense, GELU, norm) before the LM head (+ bias). The model never names a backend or a family:
-// it hands tensor views on its arena's device to the ops, which dispatch. Activations for `max_tokens`
-// tokens are sized once at construction.
+// transform (dense, GELU, norm) before the LM head (+ bias). Masked-LM models run that head (transform,
+// norm, LM head, loss) on the labelled tokens alone, about 15% of them, gathered from the last layer's
+// output, whose gradient the backward scatters back (zeros elsewhere): ModernBERT's sparse prediction, with
+// the same loss. The model never names a backend or a family: it hands tensor views on its arena's device
+// to the ops, which dispatch. Activations for `max_tokens` tokens are sized once at construction.
 //
 // Precision: on the cpu everything (master weights, activations, gradients) is f32, or f64 for gradient
 // checks. On cuda the model computes in bf16 with f32 master weights: it keeps a bf16 working copy of the
@@ -131,12 +133,13 @@ class DecoderModel {
   // Shorthands for load_weights(params) and then the pass.
   LossSum forward_backward(const Batch& batch, const Tensor& params, const Tensor& grads, double grad_scale);
   LossSum forward(const Batch& batch, const Tensor& params);
-  // The LM head and the loss run over chunks of at most logit_chunk_tokens(vocab) tokens, so no
+  // The LM head and the loss run over chunks of at most logit_chunk_tokens(vocab) rows, so no
   // [tokens, vocab] buffer exists (at 32k tokens and a 128k vocabulary it would take 8 GiB in bf16): each
   // chunk's logits become its gradient in place, and the chunk's backward GEMMs run before the next
-  // chunk's logits. A chunk's logits take up to 1 GiB in bf16 (2048 to 8192 tokens, a power of two): every
-  // chunk adds its share to the head's f32 weight gradient, a full read and write of it, so fewer and
-  // larger chunks spend less on that traffic (GPT-2: 8192 tokens; Llama 3: 4096).
+  // chunk's logits. The head's rows are the batch's tokens (causal LM) or, for masked LM, its labelled
+  // tokens in token order. A chunk's logits take up to 1 GiB in bf16 (2048 to 8192 rows, a power of two):
+  // every chunk adds its share to the head's f32 weight gradient, a full read and write of it, so fewer and
+  // larger chunks spend less on that traffic (GPT-2: 8192 rows; Llama 3: 4096).
   static int64_t logit_chunk_tokens(int64_t vocab);
   // The logits' rows are padded to a multiple of 64 values: cuBLASLt's fast GEMM kernels need 16-byte
   // aligned rows, and with an odd vocabulary (GPT-2's 50257, BERT's 30522) the LM head's GEMMs otherwise
@@ -144,13 +147,15 @@ class DecoderModel {
   // from a copy of its weight (and bias) padded alike with zero rows, refreshed whenever the weights are
   // loaded; the loss gives the padding a zero gradient.
   static int64_t logit_row_width(int64_t vocab) { return (vocab + 63) / 64 * 64; }
-  // The logits of the last forward's final chunk (of logit_chunk_tokens tokens at most), on the
-  // model's device in its dtype: [tokens, logit_row_width(vocab)], the first vocab_size columns of each row
-  // the logits; valid until the next pass, and forward_backward overwrites them with their gradient.
+  // The logits of the last forward's final chunk (its head rows from the last multiple of logit_chunk_tokens
+  // on), on the model's device in its dtype: [rows, logit_row_width(vocab)], the first vocab_size columns
+  // of each row the logits; valid until the next pass, and forward_backward overwrites them with their
+  // gradient. Head row r is token r's (causal LM) or the r-th labelled token's (masked LM: the unlabelled
+  // tokens have none).
   Tensor logits() const;
-  // Row t of the last forward's logits as f32 on the host, from any device (generation samples from it);
-  // t must lie in the final chunk.
-  void copy_logits_row(int64_t t, std::span<float> out) const;
+  // Head row r of the last forward's logits as f32 on the host, from any device (generation samples from
+  // it); r must lie in the final chunk.
+  void copy_logits_row(int64_t r, std::span<float> out) const;
 
  private:
   struct LayerActs {  // arena handles (-1: none)
@@ -206,8 +211,14 @@ class DecoderModel {
   NormActs norm2_acts(size_t l, int64_t T) const;
   // The buffer a layer's output goes to: the next layer's input, or the final one's.
   int next_input(size_t l) const;
-  // The final norm's acts: over the head transform's activation where there is one, else the last output.
-  NormActs final_norm_acts(int64_t T) const;
+  // Whether the head runs on the labelled tokens alone: masked LM's few (causal LM's head takes every token).
+  bool gathers_head() const { return config_.objective() == Objective::kMaskedLm; }
+  // The head's input: the last layer's output, or its labelled rows gathered into dx (masked LM), which the
+  // backward writes only once the head's backward has read them.
+  int head_in() const { return gathers_head() ? dx_ : final_in_; }
+  // The final norm's acts over the head's `rows`: over the head transform's activation where there is one,
+  // else the head's input.
+  NormActs final_norm_acts(int64_t rows) const;
   // The n bias values from skip past weight offset b (an empty Tensor when b < 0: no bias), which
   // ops::linear_forward adds to every row; and a bias's gradient, the column sums of dy's first columns
   // (default: all; the logits' rows are padded).
@@ -218,9 +229,13 @@ class DecoderModel {
   // into layer 0's input; and their gradients from dx, that input's gradient (dtmp is scratch).
   void embed_forward(int64_t T);
   void embed_backward(const Tensor& dx, const Tensor& dtmp, const Tensor& grads) const;
-  // The head transform (dense + activation) from the last layer's output into the final norm's input; and
-  // its backward from dy, the final norm's input gradient (clobbered), into dx (overwritten).
-  void head_transform_forward(int64_t T) const;
+  // The head's input rows (gathered for masked LM), the head transform and the final norm, into xn_f; and
+  // their backward from dxn, xn_f's gradient, to dx, the last layer's output's (overwritten).
+  void head_forward();
+  void head_backward(const Tensor& dx, const Tensor& grads) const;
+  // The head transform (dense + activation) from the head's input into the final norm's input; and its
+  // backward from dy, the final norm's input gradient (clobbered), into dx (overwritten).
+  void head_transform_forward(int64_t rows) const;
   void head_transform_backward(const Tensor& dy, const Tensor& dx, const Tensor& grads) const;
   // Layer l's forward from its input; with add_to_next, also its output (the next layer's input).
   void layer_forward(size_t l, int64_t T, bool add_to_next);
@@ -264,7 +279,7 @@ class DecoderModel {
   int final_in_, mean_f_ = -1, rstd_f_, xn_f_, logits_, loss_sums_slot_;
   int emb_sum_ = -1, emb_mean_ = -1, emb_rstd_ = -1;  // the embedding norm's input and statistics
   int head_h_ = -1, head_act_ = -1;                   // the head transform's dense output and activation
-  int64_t logits_begin_ = 0;                          // the first token of the chunk logits_ holds
+  int64_t logits_begin_ = 0;                          // the first head row of the chunk logits_ holds
   int padded_head_ = -1, padded_head_bias_ = -1;      // [logit_row_width, C] and [logit_row_width]
   int dx_, dtmp_, dxn_, dact_, dh_, dq_, dk_, dv_, dattn_, dk_pre_ = -1;
 };

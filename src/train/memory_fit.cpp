@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <optional>
+#include <utility>
 
 namespace pt {
 
@@ -81,11 +83,10 @@ const std::vector<FitCandidate>& fit_candidates() {
 
 std::vector<FitSuggestion> fitting_settings(const PlanSettings& settings, int64_t available,
                                             int64_t min_tokens, const std::vector<FitCandidate>& candidates) {
-  std::vector<FitSuggestion> out;
+  std::vector<std::pair<int, FitSuggestion>> found;  // with the ranks each needs
   const auto fits = [&](const PlanSettings& s) { return plan_memory(s).total() <= available; };
   const auto add = [&](const PlanSettings& s, std::string flags, std::string cost) {
-    if (out.size() < kMaxSuggestions)
-      out.push_back({std::move(flags), std::move(cost), plan_memory(s).total()});
+    found.push_back({s.world_size, {std::move(flags), std::move(cost), plan_memory(s).total()}});
   };
   // Each candidate alone; those that do not fit alone are kept for combinations.
   struct Applied {
@@ -120,6 +121,11 @@ std::vector<FitSuggestion> fitting_settings(const PlanSettings& settings, int64_
   };
   fewer_tokens(settings, "", "");
   for (const Applied& a : short_of) fewer_tokens(a.settings, a.candidate->flags, a.candidate->cost);
+  // The settings on fewest GPUs first, so the kMaxSuggestions shown keep what fits the GPUs at hand.
+  std::stable_sort(found.begin(), found.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<FitSuggestion> out;
+  for (size_t i = 0; i < found.size() && i < kMaxSuggestions; ++i) out.push_back(std::move(found[i].second));
   return out;
 }
 

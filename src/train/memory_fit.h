@@ -28,8 +28,9 @@ struct FitSuggestion {
   int64_t total = 0;  // the plan's bytes with it
 };
 
-// Settings whose plan is within `available` bytes, in the candidates' order: single candidates, then
-// pairs neither of which fits alone, then a smaller micro-batch (--tokens) alone or with one candidate.
+// Settings whose plan is within `available` bytes, on the fewest GPUs first, each count in the candidates'
+// order: single candidates, then pairs neither of which fits alone, then a smaller micro-batch (--tokens)
+// alone or with one candidate; at most eight.
 // A micro-batch holds at least min_tokens (the longest example: packing never splits one).
 std::vector<FitSuggestion> fitting_settings(const PlanSettings& settings, int64_t available,
                                             int64_t min_tokens,

@@ -169,7 +169,9 @@ MemoryPlan plan_memory(const PlanSettings& s) {
     p.working_weights = slot(total * dtype_size(compute));
   p.activations =
       activation_arena_bytes(s.model, T, compute, s.recompute, &p.lm_head_chunk) - p.lm_head_chunk;
-  p.batch_inputs = 3 * slot(4 * (5 * T + 1));  // model/batch_inputs.cpp: two slots ahead, one for now
+  // model/batch_inputs.cpp: two slots ahead, one for now; masked LM's slots also list the labelled rows.
+  const int64_t slot_ints = (s.model.objective() == Objective::kMaskedLm ? 6 : 5) * T + 1;
+  p.batch_inputs = 3 * slot(4 * slot_ints);
   const std::vector<SparseShape> sparse = sparse_shapes(s.model, s.sparsity);
   if (!sparse.empty()) {
     int64_t largest = 0;

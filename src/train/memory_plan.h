@@ -52,7 +52,7 @@ struct MemoryPlan {
   int64_t activations = 0;      // the model's activation arena less the logit chunk
   int64_t lm_head_chunk = 0;    // the logits of one chunk (DecoderModel::logit_chunk_tokens) and the
                                 // head's weight in padded rows (DecoderModel::logit_row_width)
-  int64_t batch_inputs = 0;     // ids, positions, targets and segments of the staged batches
+  int64_t batch_inputs = 0;     // the staged batches' ids, positions, targets, segments (MLM: labelled rows)
   int64_t sparse_masks = 0;     // 2:4 masks (u8) and the scratch mask of their recomputation
   int64_t sparse_weights = 0;   // cpu: masked copies of the 2:4 weights; cuda: compressed forms (estimate)
   int64_t workspaces = 0;       // step statistics; cuda: cuBLASLt's workspace and ops' scratch (estimate)

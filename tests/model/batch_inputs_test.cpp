@@ -1,5 +1,6 @@
-// BatchInputs: what a pass reads is the batch as packed (targets shifted), bad batches are named errors
-// at staging, and a ticket whose slot was staged again is refused rather than read.
+// BatchInputs: what a pass reads is the batch as packed (targets shifted, or for masked LM the labelled
+// tokens and their labels), bad batches are named errors at staging, and a ticket whose slot was staged
+// again is refused rather than read.
 #include "model/batch_inputs.h"
 #include "core/error.h"
 #include "model/batches.h"
@@ -36,6 +37,8 @@ TEST(BatchInputs, PassesReadTheStagedBatch) {
       EXPECT_EQ(ints(v.ids), b->input_ids);
       EXPECT_EQ(ints(v.positions), b->position_ids);
       EXPECT_EQ(ints(v.targets), loss_targets(*b));
+      EXPECT_EQ(v.head_rows, v.tokens);  // a logit row per token
+      EXPECT_TRUE(v.label_rows.empty());
       EXPECT_EQ(ints(v.cu_seqlens), b->cu_seqlens);
       EXPECT_EQ(v.segments + 1, static_cast<int64_t>(b->cu_seqlens.size()));
       // Rows that are one segment each (padding) carry their real lengths; flatten's segments do not.
@@ -91,18 +94,32 @@ TEST(BatchInputs, NamesBadBatches) {
   EXPECT_NO_THROW(inputs.stage(b));
 }
 
-// Masked-LM batches reach the model's targets unshifted: the label at t is the target of the logits at t.
-TEST(BatchInputs, MaskedLmTargetsAreTheLabelsThemselves) {
+// Masked-LM batches reach the model's targets unshifted: the label at t is the target of the logits at t,
+// which the MLM head computes at the labelled tokens alone, listed in order with their labels.
+TEST(BatchInputs, MaskedLmTargetsAreTheLabelsOfTheLabelledTokens) {
   const auto split = random_split({5, 1, 12, 7}, kVocab, 4);
   const auto batches = packed_batches(split, Strategy::kFlatten, 32, 4, Objective::kMaskedLm, kVocab);
   const Batch& b = batches.at(0);
   ASSERT_EQ(b.objective, Objective::kMaskedLm);
   ASSERT_GT(b.loss_tokens, 0);
+  ASSERT_LT(b.loss_tokens, b.num_tokens());
   EXPECT_EQ(loss_targets(b), b.labels);
+  std::vector<int32_t> rows, labels;
+  for (size_t t = 0; t < b.labels.size(); ++t)
+    if (b.labels[t] != kIgnoreLabel) rows.push_back(static_cast<int32_t>(t)), labels.push_back(b.labels[t]);
   BatchInputs inputs(Device::cpu, 64, kVocab, 0, Objective::kMaskedLm);
   const BatchInputs::View v = inputs.acquire(inputs.stage_now(b));
-  EXPECT_EQ(ints(v.targets), b.labels);
+  EXPECT_EQ(v.head_rows, b.loss_tokens);
+  EXPECT_EQ(ints(v.label_rows), rows);
+  EXPECT_EQ(ints(v.targets), labels);
   EXPECT_EQ(ints(v.ids), b.input_ids);
+  // A batch without a labelled token has no rows; staged into the same slot, nothing of the last is left.
+  Batch none = b;
+  none.labels.assign(none.labels.size(), kIgnoreLabel);
+  const BatchInputs::View empty = inputs.acquire(inputs.stage_now(none));
+  EXPECT_EQ(empty.head_rows, 0);
+  EXPECT_EQ(empty.label_rows.numel(), 0);
+  EXPECT_EQ(empty.targets.numel(), 0);
 }
 
 // A causal LM trained on masked-LM batches, or an encoder on causal ones, is a user error named as such.

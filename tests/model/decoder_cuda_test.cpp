@@ -346,6 +346,42 @@ TEST_P(FamilyCuda, Bf16MatchesTheF32CpuModelAndPaddingEqualsFlatten) {
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyCuda, ::testing::ValuesIn(testing::kFamilyVariants));
 
+// BERT's MLM head runs on the labelled tokens alone on cuda as on the cpu: logit rows for those tokens, in
+// order, that match the cpu's; and a batch without a labelled token (no rows to gather) takes no loss and
+// adds no gradient.
+TEST(BertCuda, MlmHeadRowsMatchTheCpuAndABatchWithoutLabelsAddsNothing) {
+  SKIP_WITHOUT_GPU();
+  const ModelConfig c = testing::family_config("bert", 64, 300);
+  const auto params = testing::random_params(c, 4, 0.05);
+  const Batch batch = packed_batches(random_split({40, 9, 70}, c.vocab_size, 2), Strategy::kFlatten, 128, 3,
+                                     Objective::kMaskedLm, c.vocab_size)
+                          .at(0);
+  ASSERT_GT(batch.loss_tokens, 0);
+  ASSERT_LT(batch.loss_tokens, batch.num_tokens());
+  const auto n = static_cast<int64_t>(params.size());
+  DecoderModel model(c, batch.num_tokens(), Device::cuda, DType::bf16);
+  DeviceBuffer master(params.size() * sizeof(float)), grads(params.size() * sizeof(float));
+  master.upload(params.data(), params.size() * sizeof(float));
+  model.forward(batch, master.view(DType::f32, {n}));
+  EXPECT_EQ(model.logits().size(0), batch.loss_tokens);
+  DecoderModel cpu(c, batch.num_tokens());
+  std::vector<float> rounded = bf16_rounded(params);  // the weights the GPU computes with
+  cpu.forward(batch, Tensor::of(rounded.data(), {n}));
+  EXPECT_LE(relative_error(testing::logit_rows(model, batch.loss_tokens),
+                           testing::logit_rows(cpu, batch.loss_tokens)),
+            kGradTolerance)
+      << "the labelled tokens' logits, cuda bf16 vs cpu f32";
+
+  Batch none = batch;
+  none.labels.assign(none.labels.size(), kIgnoreLabel);
+  const LossSum r = model.forward_backward(none, grads.view(DType::f32, {n}), 1.0);
+  EXPECT_EQ(r.tokens, 0);
+  EXPECT_EQ(r.loss_sum, 0.0);
+  std::vector<float> got(params.size());
+  grads.download(got.data(), got.size() * sizeof(float));
+  EXPECT_EQ(testing::max_abs(got), 0.0);
+}
+
 TEST(LlamaCuda, LogitsRowReachesTheHostAndWeightsMustBeF32OnTheDevice) {
   SKIP_WITHOUT_GPU();
   const ModelConfig c = cuda_config(false);

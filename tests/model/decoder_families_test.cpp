@@ -1,7 +1,9 @@
 // Every family's model (tests/model/family_configs.h) against finite differences in float64, across packing
 // strategies, and across recompute modes, with random values in every parameter. Encoders (BERT) run on
-// masked-LM batches, decoders on causal-LM ones.
+// masked-LM batches, decoders on causal-LM ones; BERT's MLM head on the labelled tokens alone adds up to
+// the head on every token.
 #include "model/batches.h"
+#include "model/compare.h"
 #include "model/decoder.h"
 #include "model/family_configs.h"
 #include "model/generate.h"
@@ -11,6 +13,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -196,6 +200,98 @@ TEST(DecoderFamilies, BertDoesNotGenerate) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("masked-LM encoder"), std::string::npos) << e.what();
   }
+}
+
+// BERT's MLM head runs on the labelled tokens alone: gathered from the last layer's output, their
+// gradient scattered back. Labels on a random half of the tokens and on the other half must add up to
+// labels on every token, where the head's rows are all the tokens in order, as a head over every row
+// computes them: the same loss, targets and gradients (float64 rounding), and a half's logit rows those of
+// every token at its tokens. Each half spans two logit chunks. A batch without a labelled token takes no
+// loss and adds no gradient (the last layer's output gradient is zeros), and the next pass is unaffected.
+TEST(BertMlmHead, LabelledTokensAloneAddUpToEveryToken) {
+  const ModelConfig c = family_config("bert");
+  const int64_t chunk = DecoderModel::logit_chunk_tokens(c.vocab_size);
+  const auto examples = static_cast<int32_t>((2 * chunk + 1600) / 100);  // of 100 tokens
+  const auto split = random_split(std::vector<int64_t>(static_cast<size_t>(examples), 100), c.vocab_size, 8);
+  Batch every =
+      packed_batches(split, Strategy::kFlatten, examples * 100, examples, Objective::kMaskedLm, c.vocab_size)
+          .at(0);
+  const int64_t T = every.num_tokens(), V = c.vocab_size;
+  ASSERT_GT(T, 2 * chunk + 500);
+  Batch half = every, other = every;
+  std::mt19937_64 rng(3);
+  for (size_t t = 0; t < every.labels.size(); ++t) {
+    every.labels[t] = static_cast<int32_t>(rng() % static_cast<uint64_t>(V));
+    const bool in_half = rng() % 2 == 0;
+    half.labels[t] = in_half ? every.labels[t] : kIgnoreLabel;
+    other.labels[t] = in_half ? kIgnoreLabel : every.labels[t];
+  }
+  DecoderModel model(c, T, Device::cpu, DType::f64);
+  const auto init = random_params(c, 5, 0.5);
+  std::vector<double> params(init.begin(), init.end());
+  const auto n = static_cast<int64_t>(params.size());
+  const Tensor p = Tensor::of(params.data(), {n});
+  const auto pass = [&](const Batch& b, std::vector<double>& grads) {
+    grads.assign(params.size(), 0.0);
+    return model.forward_backward(b, p, Tensor::of(grads.data(), {n}), 1.0);
+  };
+  std::vector<double> g_every, g_half, g_other;
+  const LossSum l_every = pass(every, g_every), l_half = pass(half, g_half), l_other = pass(other, g_other);
+  EXPECT_EQ(l_every.tokens, T);
+  ASSERT_GT(l_half.tokens, chunk);
+  ASSERT_GT(l_other.tokens, chunk);
+  EXPECT_EQ(l_half.tokens + l_other.tokens, l_every.tokens);
+  EXPECT_NEAR(l_half.loss_sum + l_other.loss_sum, l_every.loss_sum, 1e-12 * l_every.loss_sum);
+  double model_scale = 0;
+  for (double g : g_every) model_scale = std::max(model_scale, std::abs(g));
+  for (const ParamInfo& info : model.layout().params()) {
+    double diff = 0, scale = 1e-5 * model_scale;  // BERT's key bias: rounding noise around zero
+    for (int64_t i = info.offset; i < info.offset + info.numel; ++i) {
+      const auto k = static_cast<size_t>(i);
+      diff = std::max(diff, std::abs(g_half[k] + g_other[k] - g_every[k]));
+      scale = std::max(scale, std::abs(g_every[k]));
+    }
+    EXPECT_LE(diff, 1e-10 * scale) << info.name;
+  }
+
+  // The final chunks' logit rows (DecoderModel::logits): every token's from e0 on, the half's from h0 on.
+  std::vector<int64_t> half_tokens;
+  for (size_t t = 0; t < half.labels.size(); ++t)
+    if (half.labels[t] != kIgnoreLabel) half_tokens.push_back(static_cast<int64_t>(t));
+  model.forward(every, p);
+  const int64_t e0 = T - model.logits().size(0);
+  std::vector<float> every_rows(static_cast<size_t>((T - e0) * V));
+  for (int64_t t = e0; t < T; ++t)
+    model.copy_logits_row(t, std::span(every_rows).subspan(static_cast<size_t>((t - e0) * V), V));
+  model.forward(half, p);
+  const auto h = static_cast<int64_t>(half_tokens.size()), h0 = h - model.logits().size(0);
+  EXPECT_EQ(h0, chunk);
+  std::vector<float> row(static_cast<size_t>(V));
+  int64_t compared = 0;
+  for (int64_t r = h0; r < h; ++r) {
+    const int64_t t = half_tokens[static_cast<size_t>(r)];
+    if (t < e0) continue;
+    model.copy_logits_row(r, row);
+    const auto want = std::span(every_rows).subspan(static_cast<size_t>((t - e0) * V), V);
+    EXPECT_LE(testing::relative_error(row, want), 1e-6) << "row " << r << ", token " << t;
+    ++compared;
+  }
+  EXPECT_GT(compared, 100);
+  EXPECT_THROW(model.copy_logits_row(h, row), Error);
+  EXPECT_THROW(model.copy_logits_row(h0 - 1, row), Error);
+
+  Batch none = every;
+  none.labels.assign(none.labels.size(), kIgnoreLabel);
+  std::vector<double> g_none;
+  const LossSum l_none = pass(none, g_none);
+  EXPECT_EQ(l_none.tokens, 0);
+  EXPECT_EQ(l_none.loss_sum, 0.0);
+  EXPECT_EQ(g_none, std::vector<double>(params.size(), 0.0));
+  EXPECT_EQ(model.logits().size(0), 0);
+  EXPECT_THROW(model.copy_logits_row(0, row), Error);
+  std::vector<double> g_again;
+  EXPECT_EQ(pass(half, g_again).loss_sum, l_half.loss_sum);
+  EXPECT_EQ(g_again, g_half);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, DecoderFamily, ::testing::ValuesIn(testing::kFamilyVariants));

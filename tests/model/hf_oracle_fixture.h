@@ -20,12 +20,26 @@ inline const std::string kHfOracleDir = std::string(PACKTRAIN_FIXTURES) + "/hf_o
 // One family's fixtures (scripts/hf_oracle.py families): the same files per family directory.
 inline const std::string kHfFamiliesDir = kHfOracleDir + "/families";
 
-// The last forward's logits of a batch within one logit chunk, [tokens, vocab] without the rows' padding.
-inline std::vector<float> logit_rows(const DecoderModel& model, int64_t tokens) {
+// The last forward's logits of a batch within one logit chunk, [rows, vocab] without the rows' padding: a
+// row per token, or per labelled token for masked LM (DecoderModel::logits).
+inline std::vector<float> logit_rows(const DecoderModel& model, int64_t rows) {
   const auto V = static_cast<size_t>(model.config().vocab_size);
-  std::vector<float> out(static_cast<size_t>(tokens) * V);
-  for (int64_t t = 0; t < tokens; ++t)
-    model.copy_logits_row(t, std::span<float>(out).subspan(static_cast<size_t>(t) * V, V));
+  std::vector<float> out(static_cast<size_t>(rows) * V);
+  for (int64_t r = 0; r < rows; ++r)
+    model.copy_logits_row(r, std::span<float>(out).subspan(static_cast<size_t>(r) * V, V));
+  return out;
+}
+
+// HF's logits [tokens, vocab] at the rows packtrain's model computes: every token's, or for masked LM the
+// labelled tokens' (HF computes them at every token).
+inline std::vector<float> head_rows(const Batch& batch, const std::vector<float>& logits) {
+  if (batch.objective == Objective::kCausalLm) return logits;
+  const size_t V = logits.size() / batch.labels.size();
+  std::vector<float> out;
+  for (size_t t = 0; t < batch.labels.size(); ++t)
+    if (batch.labels[t] != kIgnoreLabel)
+      out.insert(out.end(), logits.begin() + static_cast<std::ptrdiff_t>(t * V),
+                 logits.begin() + static_cast<std::ptrdiff_t>((t + 1) * V));
   return out;
 }
 
