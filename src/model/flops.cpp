@@ -7,9 +7,12 @@ namespace pt {
 double training_flops(const ModelConfig& c, const Batch& batch) {
   const double C = c.hidden_size, F = c.intermediate_size, D = c.head_dim;
   const double H = c.num_attention_heads, Hkv = c.num_key_value_heads;
-  const double matmul_params =
-      c.num_hidden_layers * (C * D * (2 * H + 2 * Hkv) + (c.mlp == Mlp::swiglu ? 3 : 2) * C * F) +
-      C * c.vocab_size + (c.head_transform ? C * C : 0);
+  const double layer_params =
+      c.num_hidden_layers * (C * D * (2 * H + 2 * Hkv) + (c.mlp == Mlp::swiglu ? 3 : 2) * C * F);
+  const double head_params = C * c.vocab_size + (c.head_transform ? C * C : 0);
+  // A masked-LM head runs on the labelled tokens alone (DecoderModel gathers them).
+  const double head_tokens =
+      static_cast<double>(batch.objective == Objective::kMaskedLm ? batch.loss_tokens : batch.real_tokens);
   // Query-key pairs of full layers (causal: query i of a segment sees i+1 keys; bidirectional: all L), and
   // of windowed ones: query i sees min(i+1, W) keys.
   const double W = c.sliding_window;
@@ -26,7 +29,7 @@ double training_flops(const ModelConfig& c, const Batch& batch) {
   }
   double layer_pairs = 0;
   for (int l = 0; l < c.num_hidden_layers; ++l) layer_pairs += c.window(l) > 0 ? window_pairs : pairs;
-  return 6.0 * matmul_params * static_cast<double>(batch.real_tokens) +
+  return 6.0 * (layer_params * static_cast<double>(batch.real_tokens) + head_params * head_tokens) +
          12.0 * H * D * layer_pairs;
 }
 
