@@ -15,6 +15,9 @@
 #               examples a step, then HF's BertForMaskedLM on the same batches, padded (sdpa) and on each
 #               packed path it has for BERT (bench/peers/train_hf.py; run the two in one call, as the batches
 #               pass between them in a temporary file)
+#   bert_sparse BERT-base masked LM dense against 2:4 FFNs: validation MLM loss over the same tokens
+#               (bench/sparse_convergence.py) on data/prepared/bert512 (the default corpus for 512 positions,
+#               made here if need be; its tokenizer has no [MASK], so <|pad|> stands in)
 #   gpt2_llmc   GPT-2 124M against llm.c on the same tokens (bench/gpt2_llmc.py; llm.c from LLMC, default
 #               .peers/llmc.sh: ../shared/peers copied into the checkout and carried), on data/prepared/gpt2
 #               (the default corpus prepared for 1024 positions, made here if need be)
@@ -126,6 +129,18 @@ bert_budget=$(left 70)
 bert_budget=$((bert_budget < ${BERT_HF_BUDGET:-420} ? bert_budget : ${BERT_HF_BUDGET:-420}))
 section bert_hf $((bert_budget + 40)) "$python" "$bench/peers/train_hf.py" --batches "$scratch/bert_batches.json" \
   --preset bert-base --packtrain "$out/bert.jsonl" --json "$out/bert_hf.jsonl" --steps 8 --budget "$bert_budget"
+
+# BERT-base 2:4 against dense (#27): 100 steps of 16k tokens stay within one epoch of the default corpus.
+bert_data=data/prepared/bert512
+if want bert_sparse && [ ! -f "$bert_data/metadata.json" ] && [ -f data/default/corpus.jsonl ] &&
+  [ -f data/default/tokenizer.json ] && [ -x "$build/packtrain" ]; then
+  section prepare_bert 120 "$build/packtrain" prepare --input data/default/corpus.jsonl \
+    --tokenizer data/default/tokenizer.json --output "$bert_data" --max-len 512 --long split --threads "$(nproc)"
+fi
+want bert_sparse && mkdir -p "$out/bert_sparse"
+section bert_sparse 240 "$python" "$bench/sparse_convergence.py" --packtrain "$build/packtrain" --data "$bert_data" \
+  --out "$out/bert_sparse" --model bert-base --runs dense,2:4 --steps 100 --eval-every 20 --lr 3e-4 \
+  --train-args "--objective mlm --mask-token <|pad|>"
 
 # The packing section needs a prepared dataset: make it from the corpus as scripts/main.sh does if need be.
 if want packing && [ ! -f "$data/metadata.json" ] && [ -f data/default/corpus.jsonl ] && [ -x "$build/packtrain" ]; then

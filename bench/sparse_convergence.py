@@ -15,15 +15,17 @@ the median real tokens/s, and the mean mask flip rate. Writes OUT/sparse_converg
 run), OUT/sparse_convergence.png (validation loss curves) and each run's metrics and log.
 Usage: sparse_convergence.py --packtrain BUILD/packtrain --data data/prepared/default --out OUT_DIR
        [--model 110m] [--steps 600] [--tokens 16384] [--device cuda] [--eval-every 50] [--eval-batches 0]
-       [--runs dense,2:4,...] [--decays 2e-4,6e-4] [--seed 1]
+       [--runs dense,2:4,...] [--decays 2e-4,6e-4] [--seed 1] [--train-args "..."]
 --runs picks some of these runs; --decays adds a "2:4 decay L" run per masked-decay lambda L (the
-default lambda is the paper's GPT-2 124M value, 6e-5; its 350M/1.5B scripts use 2e-4).
+default lambda is the paper's GPT-2 124M value, 6e-5; its 350M/1.5B scripts use 2e-4). --train-args go to
+every run's `packtrain train`, e.g. BERT's masked LM: --model bert-base --train-args "--objective mlm".
 Keep steps x tokens within one epoch of the dataset's train split: past it the dense model overfits first
 and the comparison says nothing about 2:4 (scripts/setup_pretrain_corpus.sh makes a corpus large enough).
 """
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -102,6 +104,7 @@ def main():
     ap.add_argument("--runs", default=",".join(name for name, _ in RUNS), help="which of the runs above")
     ap.add_argument("--decays", default="", help="extra 2:4 runs, one per masked-decay lambda")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--train-args", default="", help="more `packtrain train` arguments for every run")
     args = ap.parse_args()
     known = dict(RUNS)
     wanted = [name for name in args.runs.split(",") if name]
@@ -131,7 +134,8 @@ def main():
                    "--tokens", str(args.tokens), "--steps", str(args.steps), "--warmup", str(args.steps // 20),
                    "--lr", args.lr, "--min-lr", str(float(args.lr) / 10), "--eval-every", str(args.eval_every),
                    "--eval-batches", str(args.eval_batches),
-                   "--save-every", "0", "--log-every", "10", "--seed", str(args.seed)] + extra
+                   "--save-every", "0", "--log-every", "10", "--seed", str(args.seed)] + shlex.split(
+                       args.train_args) + extra
             print(f"== {name}: {' '.join(cmd)}", flush=True)
             with open(os.path.join(args.out, f"convergence_{tag}.log"), "w") as log:
                 rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
