@@ -590,8 +590,8 @@ void DecoderModel::head_and_loss(double grad_scale, const Tensor& grads) {
   // The logits and dxn come from the head's rows padded to W (their zero rows add nothing), dW from the
   // head's own rows.
   const Tensor head = weight(layout_.lm_head(), {V, C});
-  const Tensor head_rows = padded_head_ < 0 ? head : arena_.view(padded_head_, {W, C});
-  const Tensor head_bias =
+  const Tensor padded_head = padded_head_ < 0 ? head : arena_.view(padded_head_, {W, C});
+  const Tensor padded_bias =
       padded_head_bias_ < 0 ? bias(layout_.lm_head_bias(), V) : arena_.view(padded_head_bias_, {W});
   auto rows = [](const Tensor& t, int64_t begin, int64_t n) {
     return param(t, begin * t.shape[1], {n, t.shape[1]});
@@ -603,12 +603,13 @@ void DecoderModel::head_and_loss(double grad_scale, const Tensor& grads) {
     const int64_t n = std::min(chunk_rows, R - r0);
     logits_begin_ = r0;
     const Tensor x = rows(xn, r0, n), chunk = arena_.view(logits_, {n, W});
-    ops::linear_forward(x, head_rows, chunk, Write::overwrite, head_bias);
+    ops::linear_forward(x, padded_head, chunk, Write::overwrite, padded_bias);
     ops::cross_entropy_accumulate(chunk, param(in_.targets, r0, {n}), grad_scale,
                                   grads.empty() ? Tensor() : chunk, loss_sums_, V);
     if (grads.empty()) continue;
     bias_grad(chunk, layout_.lm_head_bias(), grads, V);
-    ops::linear_backward(chunk, x, head_rows, rows(dxn, r0, n), Write::overwrite, Tensor(), Write::overwrite);
+    ops::linear_backward(chunk, x, padded_head, rows(dxn, r0, n), Write::overwrite, Tensor(),
+                         Write::overwrite);
     ops::linear_backward(chunk, x, head, Tensor(), Write::overwrite, param(grads, layout_.lm_head(), {V, C}),
                          Write::accumulate);
   }
