@@ -130,10 +130,11 @@ DecoderModel::DecoderModel(const ModelConfig& config, int64_t max_tokens, Device
   if (layer_norm) mean_f_ = stat({T});
   rstd_f_ = stat({T});
   xn_f_ = real({T, C});
-  logits_ = real({std::min(T, logit_chunk_tokens(V)), logit_row_width(V)});
-  if (logit_row_width(V) != V) {
-    padded_head_ = real({logit_row_width(V), C});
-    if (layout_.lm_head_bias() >= 0) padded_head_bias_ = real({logit_row_width(V)});
+  const int64_t W = logit_row_width(V);
+  logits_ = real({std::min(T, logit_chunk_tokens(V)), W});
+  if (W != V) {
+    padded_head_ = real({W, C});
+    if (layout_.lm_head_bias() >= 0) padded_head_bias_ = real({W});
   }
   dx_ = real({T, C});
   dtmp_ = real({T, C});
@@ -147,9 +148,11 @@ DecoderModel::DecoderModel(const ModelConfig& config, int64_t max_tokens, Device
   if (qk_norm) dk_pre_ = real({T, Hkv, D});
   arena_.allocate();
   loss_sums_ = arena_.view(loss_sums_slot_);
-  for (int padded : {padded_head_, padded_head_bias_})  // the padding rows stay 0; the rest is refreshed
-    if (padded >= 0)
-      zero_bytes(arena_.view(padded).data, device == Device::cuda, arena_.view(padded).bytes());
+  for (int padded : {padded_head_, padded_head_bias_}) {  // the padding rows stay 0; the rest is refreshed
+    if (padded < 0) continue;
+    const Tensor t = arena_.view(padded);
+    zero_bytes(t.data, device == Device::cuda, static_cast<size_t>(t.bytes()));
+  }
   if (sparsity.enabled) build_sparse(sparsity);
 }
 
