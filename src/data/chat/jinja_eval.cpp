@@ -128,6 +128,11 @@ Evaluator::Evaluator(const Program& program, std::string_view source, const std:
                      std::chrono::system_clock::time_point now)
     : program_(program), source_(source), origin_(origin), now_(now) {}
 
+Evaluator::~Evaluator() {
+  for (const auto& weak : mutables_)
+    if (auto obj = weak.lock()) obj->drop_references();
+}
+
 void Evaluator::render(Frame* root, std::string& out, std::vector<std::pair<size_t, size_t>>& generation) {
   frame_ = root;
   out_ = root_ = &out;
@@ -257,7 +262,7 @@ Evaluator::Flow Evaluator::exec_for(const ForStmt& s) {
   pos_ = s.pos;
   std::vector<Value> scratch;
   const std::vector<Value>& all = iterate(seq, scratch);
-  auto loop = std::make_shared<LoopObj>();
+  auto loop = make_mutable<LoopObj>();
   Frame* outer = frame_;
   Frame* f = frames_.acquire(outer);
   if (s.filter) {

@@ -63,6 +63,9 @@ class Evaluator {
  public:
   Evaluator(const Program& program, std::string_view source, const std::string& origin,
             std::chrono::system_clock::time_point now);
+  ~Evaluator();
+  Evaluator(const Evaluator&) = delete;
+  Evaluator& operator=(const Evaluator&) = delete;
 
   // Renders the program with `root` holding the context's variables. Errors are TemplateErrors.
   void render(Frame* root, std::string& out, std::vector<std::pair<size_t, size_t>>& generation);
@@ -71,6 +74,13 @@ class Evaluator {
   // For filters, tests, methods and globals.
   Value call(const Value& callee, CallArgs& args);
   std::chrono::system_clock::time_point now() const { return now_; }
+  // A namespace or loop this render made: its references are dropped when the render ends.
+  template <class T>
+  std::shared_ptr<T> make_mutable() {
+    auto obj = std::make_shared<T>();
+    mutables_.push_back(obj);
+    return obj;
+  }
 
  private:
   enum class Flow : uint8_t { Normal, Break, Continue };
@@ -103,6 +113,7 @@ class Evaluator {
   const Value* filter_input_ = nullptr;  // the body's output inside a {% filter %} or block {% set %}
   uint32_t pos_ = 0;                     // the node being evaluated, for error locations
   int call_depth_ = 0;
+  std::vector<std::weak_ptr<Object>> mutables_;
 };
 
 // Implemented by jinja_filters.cpp, jinja_tests.cpp, jinja_methods.cpp and jinja_globals.cpp.

@@ -73,9 +73,9 @@ std::shared_ptr<DictObj> build_dict(const CallArgs& args, const char* name) {
   return d;
 }
 
-Value make_namespace(const CallArgs& args) {
+Value make_namespace(Evaluator& ev, const CallArgs& args) {
   auto d = build_dict(args, "namespace");
-  auto ns = std::make_shared<NamespaceObj>();
+  auto ns = ev.make_mutable<NamespaceObj>();
   for (auto& [k, v] : d->items) {
     std::string key = to_str(k);
     // transformers' TemplateNamespace refuses private names (they reach Python internals).
@@ -112,7 +112,7 @@ Value run_global(Evaluator& ev, const CallableObj& fn, CallArgs& args) {
     case GlobalId::Dict:
       return Value::dict(build_dict(args, "dict"));
     case GlobalId::Namespace:
-      return make_namespace(args);
+      return make_namespace(ev, args);
     case GlobalId::RaiseException:
       bind(args, "raise_exception", {"message"}, a);
       if (!a[0]) raise_failure("raise_exception() missing 1 required positional argument: 'message'");

@@ -12,6 +12,7 @@ namespace {
 
 template <class Json>
 Value convert(const Json& j) {
+  RecursionGuard guard("while decoding a JSON array or object");
   switch (j.type()) {
     case nlohmann::json::value_t::null:
       return Value::none();
@@ -110,6 +111,7 @@ class Dumper {
   Dumper(std::string& out, const JsonOptions& o) : out_(out), o_(o) {}
 
   void value(const Value& v, int depth) {
+    RecursionGuard guard("while encoding a JSON object");
     switch (v.kind()) {
       case Kind::None:
         out_ += "null";

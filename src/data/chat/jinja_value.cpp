@@ -1,5 +1,6 @@
 #include "data/chat/jinja_value.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -109,6 +110,33 @@ Value Value::loop(std::shared_ptr<LoopObj> l) {
   return v;
 }
 
+namespace {
+
+struct Trashcan {
+  bool emptying = false;
+  std::vector<std::shared_ptr<Object>> waiting;
+};
+thread_local Trashcan trashcan;
+
+}  // namespace
+
+void Value::release(std::shared_ptr<Object> obj) noexcept {
+  if (obj.use_count() > 1) return;  // not the last owner: dropping it destroys nothing
+  Trashcan& t = trashcan;
+  if (t.emptying) {
+    t.waiting.push_back(std::move(obj));
+    return;
+  }
+  t.emptying = true;
+  obj.reset();
+  while (!t.waiting.empty()) {
+    std::shared_ptr<Object> next = std::move(t.waiting.back());
+    t.waiting.pop_back();
+    next.reset();  // its values' containers join `waiting`
+  }
+  t.emptying = false;
+}
+
 std::string_view Value::str() const { return static_cast<const StrObj&>(*obj_).s; }
 const ListObj& Value::list_obj() const { return static_cast<const ListObj&>(*obj_); }
 const std::vector<Value>& Value::items() const { return list_obj().items; }
@@ -183,10 +211,16 @@ bool numbers_equal(const Value& a, const Value& b) {
   return a.as_double() == b.as_double();
 }
 
+// Items of containers compare as Python's PyObject_RichCompareBool does: the same object is equal
+// without looking inside it.
+bool items_equal(const Value& a, const Value& b) {
+  return (a.object() && a.object() == b.object()) || equals(a, b);
+}
+
 bool sequences_equal(const std::vector<Value>& a, const std::vector<Value>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
-    if (!equals(a[i], b[i])) return false;
+    if (!items_equal(a[i], b[i])) return false;
   return true;
 }
 
@@ -222,6 +256,7 @@ bool apply_order(const T& a, const T& b, Order op) {
 bool equals(const Value& a, const Value& b) {
   if (a.is_number() && b.is_number()) return numbers_equal(a, b);
   if (a.kind() != b.kind()) return false;
+  RecursionGuard guard("in comparison");
   switch (a.kind()) {
     case Kind::Undefined:
     case Kind::None:
@@ -244,7 +279,7 @@ bool equals(const Value& a, const Value& b) {
       if (x.size() != y.items.size()) return false;
       for (const auto& [k, v] : x) {
         const Value* other = y.find(k);
-        if (!other || !equals(v, *other)) return false;
+        if (!other || !items_equal(v, *other)) return false;
       }
       return true;
     }
@@ -262,6 +297,7 @@ bool ordered(const Value& a, const Value& b, Order op) {
   }
   if (a.is_string() && b.is_string()) return apply_order(a.str(), b.str(), op);
   if (a.kind() == b.kind() && a.is_sequence() && a.flavor() == Flavor::Plain && b.flavor() == Flavor::Plain) {
+    RecursionGuard guard("in comparison");
     const auto& x = a.items();
     const auto& y = b.items();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i)
@@ -413,7 +449,26 @@ std::string to_str(const Value& v) {
   return s;
 }
 
+namespace {
+
+// Namespaces being printed, outermost first: one met again inside itself prints as reprlib prints it.
+thread_local std::vector<const NamespaceObj*> printing_namespaces;
+
+struct PrintingNamespace {
+  explicit PrintingNamespace(const NamespaceObj& ns) { printing_namespaces.push_back(&ns); }
+  ~PrintingNamespace() { printing_namespaces.pop_back(); }
+  PrintingNamespace(const PrintingNamespace&) = delete;
+  PrintingNamespace& operator=(const PrintingNamespace&) = delete;
+};
+
+bool printing(const NamespaceObj& ns) {
+  return std::find(printing_namespaces.begin(), printing_namespaces.end(), &ns) != printing_namespaces.end();
+}
+
+}  // namespace
+
 void append_repr(std::string& out, const Value& v) {
+  RecursionGuard guard("while getting the repr of an object");
   switch (v.kind()) {
     case Kind::Undefined:
       out += "Undefined";
@@ -481,9 +536,15 @@ void append_repr(std::string& out, const Value& v) {
       return;
     }
     case Kind::Namespace: {
+      const NamespaceObj& ns = v.namespace_obj();
+      if (printing(ns)) {
+        out += "<Namespace {...}>";
+        return;
+      }
+      PrintingNamespace open(ns);
       out += "<Namespace {";
       bool first = true;
-      for (const auto& [k, val] : v.namespace_obj().attrs) {
+      for (const auto& [k, val] : ns.attrs) {
         if (!first) out += ", ";
         first = false;
         append_string_repr(out, k);
@@ -597,6 +658,19 @@ std::string undefined_message(const Value& v) {
 void fail_undefined(const Value& v) { throw Failure(undefined_message(v)); }
 
 void raise_failure(const std::string& message) { throw Failure(message); }
+
+namespace {
+thread_local int recursion_depth = 0;
+constexpr int kRecursionLimit = 1000;  // Python's default sys.getrecursionlimit()
+}  // namespace
+
+RecursionGuard::RecursionGuard(const char* where) {
+  if (recursion_depth >= kRecursionLimit)
+    raise_failure(std::string("RecursionError: maximum recursion depth exceeded ") + where);
+  ++recursion_depth;
+}
+
+RecursionGuard::~RecursionGuard() { --recursion_depth; }
 
 void check_built_size(uint64_t size, const char* what) {
   if (size > kMaxBuilt)

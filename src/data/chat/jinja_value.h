@@ -53,6 +53,9 @@ struct Failure : std::runtime_error {
 
 struct Object {
   virtual ~Object() = default;
+  // Mutable objects (namespaces, loops) let a template make a reference cycle ({% set ns.me = ns %});
+  // the evaluator calls this on them when its render ends, so the cycle's memory is freed.
+  virtual void drop_references() {}
 };
 
 class Value;
@@ -66,6 +69,13 @@ struct LoopObj;
 class Value {
  public:
   Value() : kind_(Kind::Undefined), aux_(0), owner_(Kind::Undefined), i_(0) {}
+  Value(const Value&) = default;
+  Value(Value&&) noexcept = default;
+  Value& operator=(const Value&) = default;
+  Value& operator=(Value&&) noexcept = default;
+  ~Value() {
+    if (obj_ && kind_ != Kind::String) release(std::move(obj_));
+  }
 
   static Value undefined(Missing why, const void* what = nullptr, Kind owner = Kind::Undefined);
   static Value none();
@@ -109,6 +119,11 @@ class Value {
   const void* missing_what() const { return p_; }
 
  private:
+  // A template can nest values 10^5 deep in a loop ({% set ns.x = [ns.x] %}); dropping the outermost would
+  // run one destructor per level, past the stack. As CPython's trashcan does, containers released while
+  // another is being destroyed wait in a per-thread list that the outermost release empties in a loop.
+  static void release(std::shared_ptr<Object> obj) noexcept;
+
   Kind kind_;
   uint8_t aux_;  // String: markup flag; Undefined: Missing
   Kind owner_;   // Undefined: kind of the object that lacked the attribute
@@ -143,6 +158,7 @@ struct DictObj final : Object {
 struct NamespaceObj final : Object {
   std::vector<std::pair<std::string, Value>> attrs;
   Value* find(std::string_view name);
+  void drop_references() override { attrs.clear(); }
 };
 
 enum class CallableKind : uint8_t { Global, Method, Macro, Joiner, Cycler };
@@ -162,6 +178,20 @@ struct LoopObj final : Object {
   size_t index = 0;
   Value last_changed;
   bool changed_called = false;
+  void drop_references() override {
+    items.clear();
+    last_changed = Value();
+  }
+};
+
+// Python's recursion limit, for what recurses through nested values (repr, ==, <, tojson, reading the
+// render context): past it, Python's RecursionError, where deeper nesting would exhaust the stack.
+class RecursionGuard {
+ public:
+  explicit RecursionGuard(const char* where);  // Python's words: "in comparison"
+  ~RecursionGuard();
+  RecursionGuard(const RecursionGuard&) = delete;
+  RecursionGuard& operator=(const RecursionGuard&) = delete;
 };
 
 // Python semantics.

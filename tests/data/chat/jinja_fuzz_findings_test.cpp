@@ -66,5 +66,43 @@ TEST(JinjaFuzzFindings, IntegerConversionsStayDefined) {
   EXPECT_THROW(render("{{ range(-9223372036854775807, 9223372036854775807)|list }}"), TemplateError);
 }
 
+// A namespace holding itself ({% set ns.me = ns %}, or through a list or another namespace) was a
+// reference cycle that outlived the render (LeakSanitizer fails this test then), and printing it recursed
+// without end. The render frees it, and it prints as Python's reprlib prints it.
+TEST(JinjaFuzzFindings, NamespacesHoldingThemselvesAreFreedAndPrintable) {
+  EXPECT_EQ(render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}"),
+            "<Namespace {'me': <Namespace {...}>}>");
+  EXPECT_EQ(render("{% set a = namespace() %}{% set b = namespace(a=a) %}{% set a.l = [b, 1] %}{{ a }}"),
+            "<Namespace {'l': [<Namespace {'a': <Namespace {...}>}>, 1]}>");
+  EXPECT_EQ(render("{% for x in [1] %}{{ loop.changed(loop) }} {{ loop.changed(loop) }}{% endfor %}"),
+            "True False");
+  EXPECT_THROW(render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns.me.me.me.missing.x }}"),
+               TemplateError);
+}
+
+// A list nested 300,000 deep in a loop: freeing it recursed once per level and overflowed the stack, and
+// so did printing, comparing and serialising it. Freeing is iterative now; the rest stop at Python's
+// recursion limit with its RecursionError; the same object compares equal without recursing, as in Python.
+TEST(JinjaFuzzFindings, DeeplyNestedValuesNeitherOverflowTheStackNorLeak) {
+  const std::string deep =
+      "{% set ns = namespace(x=0) %}{% for i in range(300) %}{% for j in range(1000) %}"
+      "{% set ns.x = [ns.x] %}{% endfor %}{% endfor %}";
+  EXPECT_EQ(render(deep + "{{ ns.x | length }} {{ ns.x == ns.x }} {{ [ns.x] == [ns.x] }}"), "1 True True");
+  EXPECT_THROW(render(deep + "{{ ns.x }}"), TemplateError);
+  EXPECT_THROW(render(deep + "{{ ns.x | tojson }}"), TemplateError);
+  EXPECT_THROW(render(deep + "{{ ns.x == [ns.x] }}"), TemplateError);
+  EXPECT_THROW(render(deep + "{{ ns.x < [ns.x] }}"), TemplateError);
+  EXPECT_THROW(render(deep + "{% set ns.x = 0 %}{{ ns.y.z }}"), TemplateError);  // freed, then an error
+  EXPECT_EQ(render("{{ [[[1]]] }} {{ [[1]] == [[1]] }} {{ [[1]] | tojson }}"), "[[[1]]] True [[1]]");
+  // A render context nested past the limit (a dataset record) is an error naming the template.
+  const std::string nested = "{\"x\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  try {
+    render("{{ x | length }}", nested);
+    ADD_FAILURE() << "a context nested 100000 deep rendered";
+  } catch (const pt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("RecursionError"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace pt::jinja::testing
