@@ -5,8 +5,14 @@
 //   bf16  rounded to nearest even after each update: 2 bytes;
 //   q8    8-bit block-wise dynamic quantization (ops/quantize8.h; Dettmers et al. 2022): a u8 code per
 //         element and an f32 absmax per block of kQuantBlock elements: 1 + 4 / 256 bytes.
-// In the bf16 and q8 formats the parameters are f32; each update decodes the moments, computes in f32 and
-// encodes them again, and the parameter step uses the updated moments before they are encoded.
+// In the bf16 and q8 formats each update decodes the moments, computes in f32 and encodes them again, and
+// the parameter step uses the updated moments before they are encoded.
+//
+// The parameters are f32 masters (f64 too on the cpu, with f32 moments), or bf16 with no masters at all:
+// then the weights the model computes with are the parameters, each update computes in f32 from their bf16
+// value and rounds the result stochastically (adamw_update.h), so steps smaller than half a bf16 spacing
+// still move a weight in expectation. 2 bytes a parameter instead of 4 for the masters and 2 for the
+// working copy.
 #pragma once
 
 #include "core/tensor.h"
@@ -25,6 +31,7 @@ struct AdamWConfig {
   double beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0.0;
+  uint64_t seed = 0;  // bf16 parameters: the stochastic rounding's draws hash (seed, step, element)
 };
 
 enum class MomentFormat : uint8_t { f32, bf16, q8 };
@@ -46,14 +53,17 @@ inline int64_t quant_blocks(int64_t numel) { return (numel + kQuantBlock - 1) / 
 // Device bytes of one moment of a numel-element tensor in a format (the q8 absmax included).
 int64_t moment_bytes(MomentFormat format, int64_t numel);
 
-// One parameter: master weights, gradient and both moments, all of one element count. param and grad
-// share a dtype (f32 in training; the cpu backend takes f64 too); m and v share one that names the format.
-// q8 moments come with their absmax tensors, f32[quant_blocks(numel)]; blocks start at element 0.
-// The caller decides decay per tensor (Llama recipes leave norms and embeddings undecayed).
+// One parameter: weights, gradient and both moments, all of one element count. param and grad share a
+// dtype (f32 in training; the cpu backend takes f64 too), or param is bf16 (no masters) with an f32 grad;
+// m and v share one that names the format. q8 moments come with their absmax tensors,
+// f32[quant_blocks(numel)]; blocks start at element 0. The caller decides decay per tensor (Llama recipes
+// leave norms and embeddings undecayed). offset: where element 0 sits in the whole flat parameter vector,
+// which bf16 parameters' rounding draws hash (so any sharding rounds each weight alike).
 struct AdamWTensor {
   Tensor param, grad, m, v;
   bool decay = true;
   Tensor m_absmax{}, v_absmax{};
+  int64_t offset = 0;
 };
 
 // Updates every tensor in place; all of them hold their moments in one format. step is the 1-based count

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "ops/counter_hash.h"
+
 #ifdef __CUDACC__
 #define PT_SPARSE24_HD __host__ __device__ __forceinline__
 #else
@@ -99,20 +101,6 @@ PT_SPARSE24_HD uint16_t best_pattern24(const R w[16]) {
     if (p == 0 || score > best) best = score, best_bits = t.bits[p];
   }
   return best_bits;
-}
-
-// splitmix64's output function: a bijective mix of 64 bits.
-PT_SPARSE24_HD uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-// lowbias32 (C. Wellons' hash prospector): a bijective mix of 32 bits, 8 instructions on the GPU.
-PT_SPARSE24_HD uint32_t mix32(uint32_t x) {
-  x = (x ^ (x >> 16)) * 0x7feb352du;
-  x = (x ^ (x >> 15)) * 0x846ca68bu;
-  return x ^ (x >> 16);
 }
 
 // |x|, which the GPU folds into the instructions that read it (float there: the kernels compute in f32).
