@@ -70,7 +70,8 @@ void read_named(const SafetensorsReader& r, const ParameterLayout& layout, std::
 std::string absmax_name(const std::string& prefix) { return prefix.substr(0, prefix.size() - 1) + "_absmax"; }
 
 std::vector<StTensorToWrite> moment_tensors(const ParameterLayout& layout, const ops::HostMoment& moment,
-                                            const std::string& prefix, std::vector<std::vector<float>>& scratch) {
+                                            const std::string& prefix,
+                                            std::vector<std::vector<float>>& scratch) {
   if (moment.format != ops::MomentFormat::q8) {
     auto out = named_tensors(layout, moment.values, prefix, /*hf_layout=*/false, scratch);
     if (moment.format == ops::MomentFormat::bf16)
@@ -84,10 +85,12 @@ std::vector<StTensorToWrite> moment_tensors(const ParameterLayout& layout, const
   return out;
 }
 
-ops::HostMoment read_moment(const SafetensorsReader& r, const ParameterLayout& layout, const std::string& prefix) {
+ops::HostMoment read_moment(const SafetensorsReader& r, const ParameterLayout& layout,
+                            const std::string& prefix) {
   ops::HostMoment m;
   const std::string first = prefix + layout.params().front().name;
-  const StDtype dtype = r.contains(first) ? r.info(first).dtype : StDtype::kF32;  // missing: read_f32 names it
+  const StDtype dtype =
+      r.contains(first) ? r.info(first).dtype : StDtype::kF32;  // missing: read_f32 names it
   if (dtype != StDtype::kU8) {
     m.format = dtype == StDtype::kBF16 ? ops::MomentFormat::bf16 : ops::MomentFormat::f32;
     m.values.assign(static_cast<size_t>(layout.total()), 0.0f);
@@ -303,7 +306,8 @@ void write_training_checkpoint(const fs::path& root, const std::string& name, co
              {"epoch", state.epoch},
              {"batches_in_epoch", state.batches_in_epoch},
              {"seed", state.seed},
-             {"tokens_seen", state.tokens_seen}};
+             {"tokens_seen", state.tokens_seen},
+             {"master_weights", dtype_name(state.masters)}};
   if (state.position) st["position"] = *state.position;
   write_file_atomic((tmp_dir / "trainer_state.json").string(), st.dump(2) + "\n");
   fsync_dir(tmp_dir);
@@ -422,6 +426,15 @@ TrainingCheckpoint load_training_checkpoint(const std::string& dir) {
                 st.at("tokens_seen").get<int64_t>(),
                 std::nullopt};
     if (st.contains("position")) ck.state.position = st.at("position").get<int64_t>();
+    if (st.contains("master_weights")) {
+      const auto masters = st.at("master_weights").get<std::string>();
+      if (masters != "f32" && masters != "bf16")
+        fail(
+            "{}: master_weights is \"{}\", expected f32 or bf16; the checkpoint is damaged or from a newer "
+            "packtrain",
+            state_path, masters);
+      ck.state.masters = masters == "bf16" ? DType::bf16 : DType::f32;
+    }
   } catch (const json::exception& e) {
     fail("{}: malformed trainer state ({}); the checkpoint is damaged, resume from an earlier one",
          state_path, e.what());

@@ -54,6 +54,9 @@ struct TrainerState {
   // A data-parallel run's position instead: examples of the epoch's order consumed (dist::RankStepStream),
   // which any number of ranks resumes from. Absent in single-process checkpoints (and older ones).
   std::optional<int64_t> position;
+  // The master weights' dtype: bf16 when the run keeps no fp32 masters (its params are bf16 values).
+  // Absent (f32) in older checkpoints.
+  DType masters = DType::f32;
 };
 
 struct TrainingCheckpoint {

@@ -37,13 +37,15 @@ void register_train(CLI::App& app) {
   auto sparse_dw = std::make_shared<std::string>(weight_grad_name(tc->sparsity.weight_grad));
   auto recompute = std::make_shared<std::string>("none");
   auto optimizer_state = std::make_shared<std::string>("f32");
+  auto master_weights = std::make_shared<std::string>("f32");
   auto objective = std::make_shared<std::string>("causal");
   cmd->add_option("--data", tc->data_dir, "Prepared dataset directory (packtrain prepare)")->required();
   cmd->add_option("--out", tc->out_dir, "Run directory: metrics.jsonl, checkpoints/, final/")->required();
   cmd->add_option("--model", tc->model, "Preset (" + preset_names() + ") or an HF config.json path")
       ->capture_default_str();
-  cmd->add_option("--init", tc->init_from,
-                  "Hugging Face model directory to fine-tune (its config wins); families: " + supported_families());
+  cmd->add_option(
+      "--init", tc->init_from,
+      "Hugging Face model directory to fine-tune (its config wins); families: " + supported_families());
   cmd->add_flag("--allow-unused-tensors", tc->allow_unused_tensors,
                 "With --init: load a checkpoint that holds tensors the model does not use, without them");
   cmd->add_flag("--no-resume", *no_resume, "Start afresh even if OUT/checkpoints/latest exists");
@@ -99,6 +101,13 @@ void register_train(CLI::App& app) {
                   "How the AdamW moments are kept: f32 (8 bytes a parameter), bf16 (4) or 8bit (block-wise "
                   "dynamic quantization, about 2.03); a checkpoint resumes only in its own mode")
       ->check(CLI::IsMember({"f32", "bf16", "8bit"}))
+      ->capture_default_str();
+  cmd->add_option(
+         "--master-weights", *master_weights,
+         "The weights AdamW updates: f32 masters beside the bf16 copy the GPU computes with (6 bytes "
+         "a parameter), or bf16: no masters, the bf16 weights updated in place with stochastic "
+         "rounding (2 bytes; not with --sparse24); a checkpoint resumes only in its own mode")
+      ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   // Masked-LM pre-training of encoders (docs/formats.md).
   auto* objective_option =
@@ -168,6 +177,7 @@ void register_train(CLI::App& app) {
     c.sparsity.weight_grad = parse_weight_grad(*sparse_dw);
     c.recompute = parse_recompute(*recompute);
     c.optimizer_state = *ops::parse_moment_format(*optimizer_state);
+    c.master_weights = *master_weights == "bf16" ? DType::bf16 : DType::f32;
     c.packing.strategy = parse_strategy(*strategy);
     c.packing.objective = *objective == "mlm" ? Objective::kMaskedLm : Objective::kCausalLm;
     if (c.packing.examples_per_batch == 0 && c.packing.tokens_per_batch == 0)

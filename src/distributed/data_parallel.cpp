@@ -52,7 +52,8 @@ namespace {
 // Absmax values of the quantization blocks of rank r's owned range (every parameter when replicated).
 int64_t owned_blocks(const ParameterLayout& layout, const ShardLayout& shards, bool zero1, int rank) {
   if (!zero1) return range_quant_blocks(layout.params(), 0, layout.total());
-  return range_quant_blocks(layout.params(), shards.begin(rank), shards.begin(rank) + shards.real_count(rank));
+  return range_quant_blocks(layout.params(), shards.begin(rank),
+                            shards.begin(rank) + shards.real_count(rank));
 }
 
 struct StateSlots {
@@ -61,10 +62,11 @@ struct StateSlots {
 
 // The masters and moments of rank `rank`: the shard with ZeRO-1 (padding included), else everything.
 StateSlots reserve_state(Arena& arena, const ParameterLayout& layout, const ShardLayout& shards, bool zero1,
-                         int rank, ops::MomentFormat format) {
+                         int rank, ops::MomentFormat format, DType masters) {
   const int64_t owned = zero1 ? shards.shard : layout.total();
   const DType moment = ops::moment_dtype(format);
-  StateSlots s{arena.reserve(DType::f32, {owned}), arena.reserve(moment, {owned}), arena.reserve(moment, {owned})};
+  StateSlots s{arena.reserve(masters, {owned}), arena.reserve(moment, {owned}),
+               arena.reserve(moment, {owned})};
   if (format == ops::MomentFormat::q8) {
     // At least one absmax element so that a rank owning nothing still has a buffer to gather from.
     const int64_t blocks = std::max<int64_t>(1, owned_blocks(layout, shards, zero1, rank));
@@ -103,15 +105,22 @@ DataParallelOptimizer::DataParallelOptimizer(Communicator& comm, const Parameter
                shards_) {
   begin_ = zero1_ ? shards_.begin(comm.rank()) : 0;
   end_ = zero1_ ? begin_ + shards_.real_count(comm.rank()) : layout.total();
-  const StateSlots slots = reserve_state(state_, layout, shards_, zero1_, comm.rank(), format_);
+  if (options.masters != DType::f32 && options.masters != DType::bf16)
+    fail("data-parallel optimizer: masters are f32 or bf16 (none: the weights themselves), not {}",
+         dtype_name(options.masters));
+  const StateSlots slots =
+      reserve_state(state_, layout, shards_, zero1_, comm.rank(), format_, options.masters);
   state_.allocate();  // zero: a moment of zero codes and zero absmax decodes to 0 in every format
   masters_ = state_.view(slots.masters), m_ = state_.view(slots.m), v_ = state_.view(slots.v);
   if (slots.m_absmax >= 0) m_absmax_ = state_.view(slots.m_absmax), v_absmax_ = state_.view(slots.v_absmax);
-  if (zero1_) {
+  // The model's copy to read: ZeRO-1 gathers one; bf16 masters are read in place by a bf16 model.
+  const bool widened = !zero1_ && options.masters != options.compute_dtype && options.masters != DType::f32;
+  if (zero1_ || widened) {
     if (options.compute_dtype != DType::f32 && options.compute_dtype != DType::bf16)
-      fail("data-parallel optimizer: ZeRO-1 gathers the weights in f32 or bf16, not {}",
+      fail("data-parallel optimizer: the model reads weights in f32 or bf16, not {}",
            dtype_name(options.compute_dtype));
-    const int hw = working_.reserve(options.compute_dtype, {shards_.padded_total()});
+    const int hw =
+        working_.reserve(options.compute_dtype, {zero1_ ? shards_.padded_total() : layout.total()});
     working_.allocate();
     working_weights_ = working_.view(hw);
   }
@@ -148,7 +157,16 @@ void DataParallelOptimizer::clip_grad_norm_deferred(double max_norm, const Tenso
   copy_bytes(norm.data, norm.device == Device::cuda, &host, false, sizeof host);
 }
 
+void DataParallelOptimizer::require_fp32_masters(const char* what) const {
+  if (masters_.dtype != DType::f32)
+    fail(
+        "{} needs fp32 master weights (2:4 training keeps the pruned weights there); this run keeps none "
+        "(--master-weights bf16): use --master-weights f32",
+        what);
+}
+
 void DataParallelOptimizer::masked_decay(const FfnMasks& masks, double lambda) {
+  require_fp32_masters("the masked decay of 2:4 weights");
   const int64_t n = end_ - begin_;
   masks.masked_decay_range(slice(masters_, 0, n), begin_, lambda, slice(grads_, begin_, n));
 }
@@ -158,8 +176,16 @@ void DataParallelOptimizer::step(const ops::AdamWConfig& config, int64_t step) {
 }
 
 Tensor DataParallelOptimizer::gather_weights(const FfnMasks* masks) {
-  if (!zero1_)
-    fail("gather_weights: the replicated optimizer gathers no weights; the model loads its masters");
+  if (!gathers_weights())
+    fail(
+        "gather_weights: the replicated optimizer with fp32 masters gathers no weights; the model loads "
+        "them");
+  if (masks) require_fp32_masters("2:4 masked weights");
+  if (!zero1_) {  // bf16 masters: read in place, or widened for an f32 model
+    if (working_weights_.empty()) return masters_;
+    ops::cast(masters_, working_weights_);
+    return working_weights_;
+  }
   const Tensor mine = slice(working_weights_, begin_, shards_.shard);
   if (masks)
     masks->masked_cast_range(masters_, begin_, mine);
@@ -177,10 +203,30 @@ Tensor DataParallelOptimizer::gather_through_grads(const Tensor& mine) {
   return slice(grads_, 0, layout_.total());
 }
 
-Tensor DataParallelOptimizer::gather_masters() { return zero1_ ? gather_through_grads(masters_) : masters_; }
+Tensor DataParallelOptimizer::gather_masters() {
+  require_fp32_masters("gather_masters");
+  return zero1_ ? gather_through_grads(masters_) : masters_;
+}
+
+namespace {
+
+template <class T>
+std::vector<T> as_vector(const std::vector<std::byte>& bytes) {
+  std::vector<T> out(bytes.size() / sizeof(T));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
+  return out;
+}
+
+std::vector<float> widen_bf16(std::span<const uint16_t> bits) {
+  std::vector<float> out(bits.size());
+  std::transform(bits.begin(), bits.end(), out.begin(), bf16_to_float);
+  return out;
+}
+
+}  // namespace
 
 std::vector<float> DataParallelOptimizer::to_host(const Tensor& t, int64_t n) const {
-  PT_ASSERT(n <= t.numel());
+  PT_ASSERT(t.dtype == DType::f32 && n <= t.numel());
   std::vector<float> out(static_cast<size_t>(n));
   copy_bytes(out.data(), false, t.data, t.device == Device::cuda, out.size() * sizeof(float));
   return out;
@@ -188,19 +234,32 @@ std::vector<float> DataParallelOptimizer::to_host(const Tensor& t, int64_t n) co
 
 void DataParallelOptimizer::from_host(const Tensor& t, std::span<const float> values) const {
   PT_ASSERT(std::ssize(values) <= t.numel());
-  copy_bytes(t.data, t.device == Device::cuda, values.data(), false, values.size() * sizeof(float));
+  const bool gpu = t.device == Device::cuda;
+  if (t.dtype == DType::f32)
+    return copy_bytes(t.data, gpu, values.data(), false, values.size() * sizeof(float));
+  PT_ASSERT(t.dtype == DType::bf16);
+  std::vector<uint16_t> bits(values.size());
+  std::transform(values.begin(), values.end(), bits.begin(), float_to_bf16);
+  copy_bytes(t.data, gpu, bits.data(), false, bits.size() * sizeof(uint16_t));
 }
 
 std::vector<float> DataParallelOptimizer::params_to_host() {
-  return to_host(gather_masters(), layout_.total());
+  if (masters_.dtype == DType::f32) return to_host(gather_masters(), layout_.total());
+  return widen_bf16(as_vector<uint16_t>(gather_bytes(masters_, [&](int r) { return owned_count(r); })));
 }
 
-int64_t DataParallelOptimizer::rank_blocks(int rank) const { return owned_blocks(layout_, shards_, zero1_, rank); }
+int64_t DataParallelOptimizer::owned_count(int rank) const {
+  return zero1_ ? shards_.real_count(rank) : layout_.total();
+}
 
-int64_t DataParallelOptimizer::state_bytes(const ParameterLayout& layout, int world_size, int rank, bool zero1,
-                                           ops::MomentFormat moments) {
+int64_t DataParallelOptimizer::rank_blocks(int rank) const {
+  return owned_blocks(layout_, shards_, zero1_, rank);
+}
+
+int64_t DataParallelOptimizer::state_bytes(const ParameterLayout& layout, int world_size, int rank,
+                                           bool zero1, ops::MomentFormat moments, DType masters) {
   Arena arena(Device::cpu);  // never allocated: its reservations are the figure
-  reserve_state(arena, layout, make_shard_layout(layout.total(), world_size), zero1, rank, moments);
+  reserve_state(arena, layout, make_shard_layout(layout.total(), world_size), zero1, rank, moments, masters);
   return arena.bytes();
 }
 
@@ -228,27 +287,15 @@ std::vector<std::byte> DataParallelOptimizer::gather_bytes(const Tensor& mine, C
   return out;
 }
 
-namespace {
-
-template <class T>
-std::vector<T> as_vector(const std::vector<std::byte>& bytes) {
-  std::vector<T> out(bytes.size() / sizeof(T));
-  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
-  return out;
-}
-
-}  // namespace
-
 ops::HostMoment DataParallelOptimizer::gather_moment(const Tensor& values, const Tensor& absmax) {
   ops::HostMoment out{.format = format_};
-  const auto elements = [&](int r) { return zero1_ ? shards_.real_count(r) : layout_.total(); };
-  const std::vector<std::byte> bytes = gather_bytes(values, elements);
+  const std::vector<std::byte> bytes = gather_bytes(values, [&](int r) { return owned_count(r); });
   switch (format_) {
     case ops::MomentFormat::f32:
       out.values = as_vector<float>(bytes);
       break;
     case ops::MomentFormat::bf16:
-      for (const uint16_t x : as_vector<uint16_t>(bytes)) out.values.push_back(bf16_to_float(x));
+      out.values = widen_bf16(as_vector<uint16_t>(bytes));
       break;
     case ops::MomentFormat::q8:
       out.codes = as_vector<uint8_t>(bytes);
@@ -294,8 +341,10 @@ void DataParallelOptimizer::load_moment(const ops::HostMoment& full, const char*
     case ops::MomentFormat::q8: {
       const int64_t blocks = range_quant_blocks(layout_.params(), 0, total);
       if (std::ssize(full.absmax) != blocks)
-        fail("checkpoint {} have {} block absmax values, the model's 8-bit moments {}; it belongs to another model",
-             what, full.absmax.size(), blocks);
+        fail(
+            "checkpoint {} have {} block absmax values, the model's 8-bit moments {}; it belongs to another "
+            "model",
+            what, full.absmax.size(), blocks);
       copy_bytes(values.data, gpu, full.codes.data() + first, false, count);
       const auto block = static_cast<size_t>(range_quant_blocks(layout_.params(), 0, begin_));
       copy_bytes(absmax.data, gpu, full.absmax.data() + block, false,
@@ -308,8 +357,9 @@ void DataParallelOptimizer::load_moment(const ops::HostMoment& full, const char*
 void DataParallelOptimizer::load_state(std::span<const float> params, const ops::HostMoment& m,
                                        const ops::HostMoment& v) {
   if (std::ssize(params) != layout_.total())
-    fail("checkpoint parameters have {} elements but the model has {} parameters; it belongs to another model",
-         params.size(), layout_.total());
+    fail(
+        "checkpoint parameters have {} elements but the model has {} parameters; it belongs to another model",
+        params.size(), layout_.total());
   load_moment(m, "first moments", m_, m_absmax_);
   load_moment(v, "second moments", v_, v_absmax_);
   set_params(params);

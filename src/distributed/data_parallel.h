@@ -14,6 +14,12 @@
 // masters (checkpoints, the exported model, 2:4 mask computation) gathers them through the gradient buffer
 // when the gradients are not needed.
 //
+// Without fp32 masters (DataParallelOptions::masters bf16, --master-weights bf16) the parameters this rank
+// owns are bf16 and AdamW rounds each update stochastically (ops/adamw.h): on a GPU the model reads them
+// in place (replicated) or gathers them as they are (ZeRO-1); the cpu model, computing in f32, reads an
+// f32 copy. Everything else (reduction, clip, moments, checkpoints) is as with masters; 2:4 training,
+// which keeps the pruned weights in the masters, needs them.
+//
 // How the trainer uses it (train/trainer.cpp; flags --dist-backend auto|local|mpi|nccl, --zero1,
 // --dist-timeout SECONDS, --bucket-mb 25):
 //
@@ -70,6 +76,7 @@ struct DataParallelOptions {
   int64_t bucket_bytes = int64_t{25} << 20;  // gradient bucket size, as torch DDP
   DType compute_dtype = DType::f32;          // ZeRO-1: of the gathered working weights (the model's dtype)
   ops::MomentFormat moments = ops::MomentFormat::f32;  // how the AdamW moments are stored (ops/adamw.h)
+  DType masters = DType::f32;  // f32 masters, or bf16: none, the weights themselves (see above)
 };
 
 struct FullState {  // host copies of unpadded flat buffers (layout.total() elements), as checkpoints hold
@@ -84,8 +91,9 @@ class DataParallelOptimizer {
   static int64_t flat_size(int64_t total, int world_size, bool zero1);
 
   // grads: flat f32 buffer of flat_size() elements on comm.device(), zero in the padding. The optimizer
-  // allocates the fp32 masters and the moments of the range it owns (zero until set_params or
-  // load_state), with ZeRO-1 the working copy too, and keeps a reference to grads.
+  // allocates the masters and the moments of the range it owns (zero until set_params or load_state), the
+  // working copy where the model reads one from it (ZeRO-1; bf16 masters for an f32 model), and keeps a
+  // reference to grads.
   DataParallelOptimizer(Communicator& comm, const ParameterLayout& layout, const Tensor& grads,
                         const DataParallelOptions& options);
 
@@ -94,18 +102,22 @@ class DataParallelOptimizer {
   int64_t owned_begin() const { return begin_; }  // the flat range this rank updates
   int64_t owned_end() const { return end_; }
   const GradientReducer& reducer() const { return reducer_; }
-  // The fp32 masters this rank holds: element 0 is flat offset owned_begin(). Replicated, all of them
-  // (layout.total() elements, what load_weights takes); ZeRO-1, its shard (shards().shard elements, zero
-  // past owned_end()).
+  // The masters this rank holds: element 0 is flat offset owned_begin(). Replicated, all of them
+  // (layout.total() elements, what load_weights takes when f32); ZeRO-1, its shard (shards().shard
+  // elements, zero past owned_end()). f32, or bf16 without fp32 masters.
   const Tensor& masters() const { return masters_; }
+  // Whether the model takes its weights from gather_weights (ZeRO-1, or bf16 masters) rather than from
+  // load_weights(masters()).
+  bool gathers_weights() const { return zero1_ || masters_.dtype != DType::f32; }
   ops::MomentFormat moment_format() const { return format_; }
-  // This rank's optimizer state on its device: the fp32 masters and the two AdamW moments (with 8-bit
+  // This rank's optimizer state on its device: the masters and the two AdamW moments (with 8-bit
   // moments, their codes and block absmax values).
   int64_t state_bytes() const { return state_.bytes(); }
   // The state_bytes() of rank `rank` of such an optimizer, before allocating anything (the memory plan).
   static int64_t state_bytes(const ParameterLayout& layout, int world_size, int rank, bool zero1,
-                             ops::MomentFormat moments);
-  // ZeRO-1's gathered working copy of the weights (0 when replicated).
+                             ops::MomentFormat moments, DType masters);
+  // The working copy of the weights the model reads from here: ZeRO-1's gathered one, or the f32 copy of
+  // bf16 masters for an f32 model (0 when there is none).
   int64_t working_bytes() const { return working_.bytes(); }
 
   // Sets the parameters from a full host buffer of layout.total() elements, the same on every rank (each
@@ -129,22 +141,25 @@ class DataParallelOptimizer {
   // AdamW (step counts from 1) on the owned masters.
   void step(const ops::AdamWConfig& config, int64_t step);
 
-  // ZeRO-1 (collective): the weights of the following passes. This rank's masters are cast to the compute
-  // dtype with `masks` applied where they cover sparse linears (nullptr: none), then the working copy is
-  // all-gathered. Flat, layout.total() elements in layout order, valid until the next call: what
-  // DecoderModel::use_working_weights reads, and the values load_weights makes of the full masters with the
-  // same masks set.
+  // When gathers_weights() (collective with ZeRO-1): the weights of the following passes. ZeRO-1: this
+  // rank's masters are cast to the compute dtype with `masks` applied where they cover sparse linears
+  // (nullptr: none), then the working copy is all-gathered. Replicated bf16 masters: themselves, or their
+  // f32 copy for an f32 model. Flat, layout.total() elements in layout order, valid until the next call:
+  // what DecoderModel::use_working_weights reads, and the values load_weights makes of the full masters
+  // with the same masks set.
   Tensor gather_weights(const FfnMasks* masks);
   // The full fp32 masters on the device (layout.total() elements). Replicated, the masters themselves;
   // ZeRO-1 all-gathers them into the gradient buffer (collective), whose gradients are lost: call it
-  // before they are zeroed for the next step, and use the result before they are written.
+  // before they are zeroed for the next step, and use the result before they are written. f32 masters only
+  // (2:4 mask computation).
   Tensor gather_masters();
   // Full host copies (collective with ZeRO-1, through the gradient buffer as gather_masters): the
   // parameters, and everything a checkpoint holds.
   std::vector<float> params_to_host();
   FullState gather_state();
   // Restores from full buffers of layout.total() elements (a checkpoint of any rank count). Moments of
-  // another format than this optimizer's are refused, naming both (no silent conversion).
+  // another format than this optimizer's are refused, naming both (no silent conversion); bf16 masters
+  // take params as bf16 values (a checkpoint of such a run holds them exactly).
   void load_state(std::span<const float> params, const ops::HostMoment& m, const ops::HostMoment& v);
 
  private:
@@ -157,6 +172,10 @@ class DataParallelOptimizer {
   // the first count(r) elements of its `mine` (collective with ZeRO-1, through the gradient buffer).
   template <class CountOf>
   std::vector<std::byte> gather_bytes(const Tensor& mine, CountOf count);
+  // Fails naming `what` unless the masters are f32 (what 2:4 training needs).
+  void require_fp32_masters(const char* what) const;
+  // Rank r's real elements of a per-rank buffer of the owned range (every element when replicated).
+  int64_t owned_count(int rank) const;
   // The full moment (codes and absmax too) and this rank's part of one, in the optimizer's format.
   ops::HostMoment gather_moment(const Tensor& values, const Tensor& absmax);
   void load_moment(const ops::HostMoment& full, const char* what, const Tensor& values, const Tensor& absmax);
@@ -173,7 +192,8 @@ class DataParallelOptimizer {
   int64_t begin_ = 0, end_ = 0;
   Arena state_;  // the owned range's masters and moments
   Tensor masters_, m_, v_, m_absmax_, v_absmax_;
-  Arena working_;  // ZeRO-1: the working copy of every weight, flat_size elements
+  Arena working_;  // ZeRO-1: the working copy of every weight, flat_size elements; bf16 masters of an
+                   // f32 model: their f32 copy
   Tensor working_weights_;
   std::vector<ops::AdamWTensor> adamw_;
   std::vector<Tensor> owned_grads_;

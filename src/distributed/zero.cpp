@@ -30,7 +30,8 @@ namespace {
 // cut_at_grid, pieces are cut after the first quantization grid line inside them, so that each piece's
 // blocks (counted from its start) are grid cells.
 template <class Fn>
-void for_each_piece(std::span<const ParamInfo> params, int64_t begin, int64_t end, bool cut_at_grid, Fn&& fn) {
+void for_each_piece(std::span<const ParamInfo> params, int64_t begin, int64_t end, bool cut_at_grid,
+                    Fn&& fn) {
   for (const ParamInfo& p : params) {
     int64_t b = std::max(begin, p.offset);
     const int64_t e = std::min(end, p.offset + p.numel);
@@ -64,24 +65,27 @@ std::vector<ops::AdamWTensor> adamw_range(std::span<const ParamInfo> params, int
     fail("adamw_range: masters and moments of {}, {} and {} elements cannot hold the range [{}, {})",
          masters.numel(), moments.m.numel(), moments.v.numel(), begin, end);
   const bool q8 = ops::moment_format_of(moments.m.dtype) == ops::MomentFormat::q8;
-  if (q8 && (begin % ops::kQuantBlock != 0 || moments.m_absmax.numel() < range_quant_blocks(params, begin, end) ||
-             moments.v_absmax.numel() < range_quant_blocks(params, begin, end)))
-    fail("adamw_range: 8-bit moments of the range [{}, {}) need it to start on the {}-element grid and {} "
-         "absmax values each",
-         begin, end, ops::kQuantBlock, range_quant_blocks(params, begin, end));
+  if (q8 &&
+      (begin % ops::kQuantBlock != 0 || moments.m_absmax.numel() < range_quant_blocks(params, begin, end) ||
+       moments.v_absmax.numel() < range_quant_blocks(params, begin, end)))
+    fail(
+        "adamw_range: 8-bit moments of the range [{}, {}) need it to start on the {}-element grid and {} "
+        "absmax values each",
+        begin, end, ops::kQuantBlock, range_quant_blocks(params, begin, end));
   std::vector<ops::AdamWTensor> out;
   int64_t block = 0;
   for_each_piece(params, begin, end, q8, [&](const ParamInfo& p, int64_t b, int64_t e) {
     if (e > flat_grads.numel())
       fail("adamw_range: parameter {} ends at {}, past the flat gradients {}", p.name, e, flat_grads.str());
-    ops::AdamWTensor t{at(masters, b - begin, e - b), at(flat_grads, b, e - b), at(moments.m, b - begin, e - b),
-                       at(moments.v, b - begin, e - b), p.weight_decay()};
+    ops::AdamWTensor t{at(masters, b - begin, e - b), at(flat_grads, b, e - b),
+                       at(moments.m, b - begin, e - b), at(moments.v, b - begin, e - b), p.weight_decay()};
     if (q8) {
       const int64_t blocks = ops::quant_blocks(e - b);
       t.m_absmax = at(moments.m_absmax, block, blocks);
       t.v_absmax = at(moments.v_absmax, block, blocks);
       block += blocks;
     }
+    t.offset = b;
     out.push_back(t);
   });
   return out;

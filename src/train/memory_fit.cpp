@@ -34,6 +34,20 @@ FitCandidate moments(MomentFormat format, std::string cost) {
           }};
 }
 
+// On a GPU: the masters and the bf16 copy become the bf16 weights alone (the cpu, computing in f32,
+// would keep an f32 copy of them: no saving there).
+FitCandidate bf16_masters() {
+  return {
+      "masters", "--master-weights bf16",
+      "no fp32 masters: the bf16 weights updated with stochastic rounding (2 bytes a parameter instead of "
+      "6)",
+      [](PlanSettings& s) {
+        if (s.masters == DType::bf16 || s.sparsity.enabled || s.device != Device::cuda) return false;
+        s.masters = DType::bf16;
+        return true;
+      }};
+}
+
 FitCandidate zero1_ranks(int ranks) {
   return {"ranks", fmt::format("--zero1 on {} ranks", ranks),
           fmt::format("{} GPUs; the working weights all-gathered every step", ranks),
@@ -74,6 +88,7 @@ const std::vector<FitCandidate>& fit_candidates() {
       recompute(Recompute::layers, "--recompute=layers", "about a third more layer FLOPs"),
       moments(MomentFormat::bf16, "AdamW moments rounded to bf16 (4 bytes a parameter instead of 8)"),
       moments(MomentFormat::q8, "AdamW moments 8-bit block-wise quantized (about 2 bytes a parameter)"),
+      bf16_masters(),
       zero1_ranks(2),
       zero1_ranks(4),
       zero1_ranks(8),
@@ -88,39 +103,50 @@ std::vector<FitSuggestion> fitting_settings(const PlanSettings& settings, int64_
   const auto add = [&](const PlanSettings& s, std::string flags, std::string cost) {
     found.push_back({s.world_size, {std::move(flags), std::move(cost), plan_memory(s).total()}});
   };
-  // Each candidate alone; those that do not fit alone are kept for combinations.
+  // Candidates alone, then combinations of up to three of different kinds, each built on one that falls
+  // short (in candidate order, so each combination once); a smaller micro-batch where the run as it is,
+  // one candidate or two still fall short.
   struct Applied {
-    const FitCandidate* candidate;
+    std::vector<const FitCandidate*> used;
     PlanSettings settings;
+    std::string flags, cost;
   };
-  std::vector<Applied> short_of;
-  for (const FitCandidate& c : candidates) {
-    PlanSettings s = settings;
-    if (!c.apply(s)) continue;
-    if (fits(s))
-      add(s, c.flags, c.cost);
-    else
-      short_of.push_back({&c, s});
-  }
-  for (size_t i = 0; i < short_of.size(); ++i)
-    for (size_t j = i + 1; j < short_of.size(); ++j) {
-      const FitCandidate &a = *short_of[i].candidate, &b = *short_of[j].candidate;
-      PlanSettings s = short_of[i].settings;
-      if (a.kind == b.kind || !b.apply(s) || !fits(s)) continue;
-      add(s, a.flags + " " + b.flags, a.cost + "; " + b.cost);
+  const auto joined = [](const std::string& a, const std::string& b, const char* sep) {
+    return a.empty() ? b : a + sep + b;
+  };
+  std::vector<Applied> short_of{{{}, settings, "", ""}};
+  for (size_t level = 0; level < short_of.size(); ++level) {
+    const Applied base = short_of[level];
+    if (base.used.size() == 3) continue;
+    for (const FitCandidate& c : candidates) {
+      if (!base.used.empty() && &c <= base.used.back()) continue;
+      if (std::any_of(base.used.begin(), base.used.end(), [&](const auto* u) { return u->kind == c.kind; }))
+        continue;
+      Applied next = base;
+      if (!c.apply(next.settings)) continue;
+      next.used.push_back(&c);
+      next.flags = joined(base.flags, c.flags, " ");
+      next.cost = joined(base.cost, c.cost, "; ");
+      if (fits(next.settings))
+        add(next.settings, next.flags, next.cost);
+      else
+        short_of.push_back(std::move(next));
     }
-  // A smaller micro-batch, as is or with one candidate that falls short alone.
-  const auto fewer_tokens = [&](PlanSettings s, const std::string& flags, const std::string& cost) {
-    const std::optional<int64_t> tokens = largest_fitting_tokens(s, available, min_tokens);
-    if (!tokens) return;
-    const int64_t accum = (settings.tokens + *tokens - 1) / *tokens;
+  }
+  for (const Applied& a : short_of) {
+    if (a.used.size() == 3) continue;
+    const std::optional<int64_t> tokens = largest_fitting_tokens(a.settings, available, min_tokens);
+    if (!tokens) continue;
+    PlanSettings s = a.settings;
     s.tokens = *tokens;
-    add(s, fmt::format("{}--tokens {}", flags.empty() ? "" : flags + " ", *tokens),
-        fmt::format("{}micro-batches of {} tokens instead of {} (--grad-accum x{} keeps the step's tokens)",
-                    cost.empty() ? "" : cost + "; ", *tokens, settings.tokens, accum));
-  };
-  fewer_tokens(settings, "", "");
-  for (const Applied& a : short_of) fewer_tokens(a.settings, a.candidate->flags, a.candidate->cost);
+    const int64_t accum = (settings.tokens + *tokens - 1) / *tokens;
+    add(s, joined(a.flags, fmt::format("--tokens {}", *tokens), " "),
+        joined(
+            a.cost,
+            fmt::format("micro-batches of {} tokens instead of {} (--grad-accum x{} keeps the step's tokens)",
+                        *tokens, settings.tokens, accum),
+            "; "));
+  }
   // The settings on fewest GPUs first, so the kMaxSuggestions shown keep what fits the GPUs at hand.
   std::stable_sort(found.begin(), found.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });

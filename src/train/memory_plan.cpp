@@ -153,19 +153,19 @@ MemoryPlan plan_memory(const PlanSettings& s) {
   // gathered working copy span every shard.
   const dist::ShardLayout shards = dist::make_shard_layout(total, s.world_size);
   const int64_t owned = s.zero1 ? shards.shard : total, flat = s.zero1 ? shards.padded_total() : total;
-  p.masters = slot(4 * owned);
+  p.masters = slot(dtype_size(s.masters) * owned);
   // The optimizer's own reservations; 8-bit moments' absmax counts differ a little between ZeRO-1 ranks
   // (blocks are cut at tensor boundaries), so the plan takes the largest rank's.
   int64_t state = 0;
   for (int rank = 0; rank < (s.zero1 ? s.world_size : 1); ++rank)
-    state = std::max(
-        state, dist::DataParallelOptimizer::state_bytes(layout, s.world_size, rank, s.zero1, s.moments));
+    state = std::max(state, dist::DataParallelOptimizer::state_bytes(layout, s.world_size, rank, s.zero1,
+                                                                     s.moments, s.masters));
   p.moments = state - p.masters;
   p.gradients = slot(flat * dtype_size(s.grad_dtype));
   // A model computing in the master dtype reads the masters in place; ZeRO-1 gathers a copy to read.
   if (s.zero1)
     p.working_weights = slot(flat * dtype_size(compute));
-  else if (gpu)
+  else if (s.masters != compute)
     p.working_weights = slot(total * dtype_size(compute));
   p.activations =
       activation_arena_bytes(s.model, T, compute, s.recompute, &p.lm_head_chunk) - p.lm_head_chunk;
@@ -239,7 +239,8 @@ std::string format_plan(const MemoryPlan& p, int64_t available) {
   };
   row(fmt::format("{} working weights{}", dtype_name(s.compute_dtype()), s.zero1 ? " (gathered)" : ""),
       p.working_weights, per_param(p.working_weights));
-  row("fp32 master weights", p.masters, per_param(p.masters));
+  row(s.masters == DType::f32 ? "fp32 master weights" : "bf16 weights (no fp32 masters)", p.masters,
+      per_param(p.masters));
   row(fmt::format("AdamW moments ({})", moment_format_name(s.moments)), p.moments, per_param(p.moments));
   row(fmt::format("gradients ({})", dtype_name(s.grad_dtype)), p.gradients, per_param(p.gradients));
   row("activations", p.activations, fmt::format("{:.1f} KiB/token", p.activation_bytes_per_token() / 1024));

@@ -33,6 +33,7 @@ struct PlanSettings {
   int64_t tokens = 0;           // of the largest micro-batch the run sees: the activation arena's size
   Recompute recompute = Recompute::none;
   MomentFormat moments = MomentFormat::f32;
+  DType masters = DType::f32;  // f32 masters, or bf16: none, the weights themselves (ops/adamw.h)
   DType grad_dtype = DType::f32;
   SparsityConfig sparsity;  // enabled and which FFN linears
   int world_size = 1;       // data-parallel ranks; the plan is one rank's
@@ -45,8 +46,9 @@ struct PlanSettings {
 struct MemoryPlan {
   PlanSettings settings;
   int64_t parameters = 0;
-  int64_t working_weights = 0;  // the compute-dtype copy the passes read (cuda; ZeRO-1's gathered copy)
-  int64_t masters = 0;          // fp32 masters of the parameters this rank updates
+  int64_t working_weights = 0;  // the compute-dtype copy the passes read (cuda; ZeRO-1's gathered copy; cpu
+                                // with bf16 masters: their f32 copy)
+  int64_t masters = 0;          // the masters of the parameters this rank updates (f32, or bf16 weights)
   int64_t moments = 0;          // AdamW's two moments of those parameters
   int64_t gradients = 0;        // the flat gradient buffer (every parameter, padded to ZeRO-1's shards)
   int64_t activations = 0;      // the model's activation arena less the logit chunk

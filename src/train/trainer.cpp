@@ -176,6 +176,12 @@ void check_train_config(const TrainConfig& tc) {
   not_negative("--max-bad-steps", tc.max_bad_steps);
   if (!(tc.dist.timeout_s > 0)) fail("--dist-timeout must be positive seconds (got {})", tc.dist.timeout_s);
   if (!(tc.dist.bucket_mb > 0)) fail("--bucket-mb must be positive (got {})", tc.dist.bucket_mb);
+  if (tc.master_weights != DType::f32 && tc.master_weights != DType::bf16)
+    fail("--master-weights must be f32 or bf16 (got {})", dtype_name(tc.master_weights));
+  if (tc.master_weights == DType::bf16 && tc.sparsity.enabled)
+    fail(
+        "--sparse24 needs fp32 master weights: 2:4 training keeps the pruned weights' values there (for "
+        "new masks and the dense fine-tuning), and --master-weights bf16 keeps none; drop one of the two");
 }
 
 ModelConfig resolve_config(const TrainConfig& tc, const PreparedDataset& data) {
@@ -325,6 +331,7 @@ PlanSettings plan_settings(const TrainConfig& tc, const ModelConfig& config, Dev
   s.world_size = world_size;
   s.zero1 = tc.dist.zero1;
   s.moments = tc.optimizer_state;
+  s.masters = tc.master_weights;
   return s;
 }
 
@@ -408,7 +415,16 @@ TrainResult train(const TrainConfig& tc) {
   comm->barrier();
   TrainerState state;
   state.seed = tc.seed;
-  if (checkpoint) state = checkpoint->state;
+  state.masters = tc.master_weights;
+  if (checkpoint) {
+    if (checkpoint->state.masters != tc.master_weights)
+      fail(
+          "{}: the checkpoint keeps {} master weights but this run {}; resume with --master-weights {} (a "
+          "checkpoint's masters are not converted), or start afresh with --no-resume",
+          checkpoint->dir, dtype_name(checkpoint->state.masters), dtype_name(tc.master_weights),
+          dtype_name(checkpoint->state.masters));
+    state = checkpoint->state;
+  }
   PackingOptions packing = tc.packing;
   packing.seed = state.seed;
   set_masking(tc, packing);
@@ -447,7 +463,8 @@ TrainResult train(const TrainConfig& tc) {
                                  {.zero1 = tc.dist.zero1,
                                   .bucket_bytes = static_cast<int64_t>(tc.dist.bucket_mb * (1 << 20)),
                                   .compute_dtype = model.dtype(),
-                                  .moments = tc.optimizer_state});
+                                  .moments = tc.optimizer_state,
+                                  .masters = tc.master_weights});
   const bool overlap = data_parallel && comm->size() > 1;
   const SparsitySchedule schedule(tc.sparsity, tc.steps);
   std::optional<FfnMasks> masks;
@@ -482,10 +499,12 @@ TrainResult train(const TrainConfig& tc) {
           tc.dist.zero1 ? "ZeRO-1 (masters and moments sharded)" : "replicated optimizer",
           dp.reducer().buckets().size(), tc.dist.bucket_mb, tc.dist.timeout_s);
     // Every rank's shard has the same size, so rank 0's figure is every rank's.
-    log_info("optimizer state: {:.2f} MiB of fp32 masters and AdamW moments per rank, moments in {}{}",
-             mib(dp.state_bytes()), ops::moment_format_name(tc.optimizer_state),
+    log_info("optimizer state: {:.2f} MiB of {} master weights and AdamW moments per rank, moments in {}{}",
+             mib(dp.state_bytes()),
+             tc.master_weights == DType::f32 ? "fp32" : "bf16 (stochastically rounded; no fp32)",
+             ops::moment_format_name(tc.optimizer_state),
              tc.dist.zero1 ? fmt::format(" ({:.2f} MiB replicated)",
-                                         mib(total * int64_t{sizeof(float)} +
+                                         mib(total * dtype_size(tc.master_weights) +
                                              2 * ops::moment_bytes(tc.optimizer_state, total)))
                            : std::string());
     if (masks) {
@@ -511,13 +530,13 @@ TrainResult train(const TrainConfig& tc) {
                                                      : cpu_peak_flops_estimate();
   TrainResult result;
   result.memory_plan = plan;
-  // The weights the model computes with: loaded from the replicated masters, or (ZeRO-1, collective) the
-  // working copy gathered from every rank's masters with the model's masks. Stale after every optimizer
-  // step and mask change.
+  // The weights the model computes with: loaded from the replicated fp32 masters, or (ZeRO-1, collective)
+  // the working copy gathered from every rank's masters with the model's masks, or the bf16 masters
+  // themselves. Stale after every optimizer step and mask change.
   bool weights_current = false;
   auto refresh_weights = [&] {
     if (weights_current) return;
-    if (dp.zero1())
+    if (dp.gathers_weights())
       model.use_working_weights(dp.gather_weights(model.sparse_active() ? &*masks : nullptr));
     else
       model.load_weights(dp.masters());
@@ -669,6 +688,7 @@ TrainResult train(const TrainConfig& tc) {
     ++state.step;
     ops::AdamWConfig adamw = tc.adamw;
     adamw.lr = lr.at(state.step);
+    adamw.seed = state.seed;
     bad.count(outcome.finite());
     if (outcome.finite()) {
       dp.step(adamw, state.step);

@@ -62,6 +62,7 @@ struct TrainConfig {
   LrSchedule lr;
   ops::AdamWConfig adamw{3e-4, 0.9, 0.95, 1e-8, 0.1};
   ops::MomentFormat optimizer_state = ops::MomentFormat::f32;  // how the AdamW moments are stored
+  DType master_weights = DType::f32;  // f32 masters, or bf16: none, stochastically rounded (ops/adamw.h)
   double max_grad_norm = 1.0;
   int64_t eval_every = 50;   // steps; 0: only at the end
   int64_t eval_batches = 0;  // 0: the whole validation split

@@ -224,7 +224,10 @@ TEST_F(DamagedCheckpoint, TruncatedOptimizerStateNamesTheFile) {
 }
 
 TEST_F(DamagedCheckpoint, MalformedTrainerStateNamesTheFile) {
-  for (const char* bad : {"{\"step\": 7", "{\"step\": \"seven\"}", "[]"}) {
+  for (
+      const char* bad :
+      {"{\"step\": 7", "{\"step\": \"seven\"}", "[]",
+       R"({"step": 1, "epoch": 0, "batches_in_epoch": 0, "seed": 0, "tokens_seen": 0, "master_weights": "f8"})"}) {
     rewrite("trainer_state.json", [&](std::string& b) { b = bad; });
     const auto msg = load_error();
     EXPECT_NE(msg.find("trainer_state.json"), std::string::npos) << msg;

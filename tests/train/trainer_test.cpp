@@ -11,6 +11,7 @@
 #include "core/dir_lock.h"
 #include "core/error.h"
 #include "core/file.h"
+#include "core/float16.h"
 #include "data/prepare/prepare.h"
 #include "model/families.h"
 
@@ -920,6 +921,80 @@ TEST_F(TrainingRun, ACheckpointResumesOnlyInItsOwnOptimizerStateMode) {
     const std::string what = e.what();
     EXPECT_NE(what.find("in 8bit but this run keeps them in f32"), std::string::npos) << what;
     EXPECT_NE(what.find("--optimizer-state 8bit"), std::string::npos) << what;
+  }
+}
+
+// Without fp32 masters (--master-weights bf16) the weights are bf16 values updated with stochastic
+// rounding: every weight a checkpoint and the final model hold is a bf16 value, and the run trains as the
+// one with masters does (30 steps of the tiny model: the final validation loss within 1%). Each step's loss
+// moves apart a little more than with compact moments, as the weights themselves carry the rounding.
+TEST_F(TrainingRun, Bf16MasterWeightsTrainAsFp32MastersDo) {
+  const auto run = [&](const char* name, DType masters) {
+    auto c = run_config(name, 30);
+    c.lr.warmup_steps = 3;
+    c.master_weights = masters;
+    const TrainResult r = train(c);
+    return std::pair{c, r};
+  };
+  const auto [f32_config, f32] = run("f32", DType::f32);
+  const auto [bf16_config, bf16] = run("bf16", DType::bf16);
+  const double val = std::fabs(bf16.final_val_loss - f32.final_val_loss) / f32.final_val_loss;
+  std::cout << "[ measured ] bf16 master weights, 30 steps: final validation loss " << bf16.final_val_loss
+            << " vs fp32 masters " << f32.final_val_loss << " (" << val << " relative)\n";
+  EXPECT_LE(val, 0.01);
+  EXPECT_LT(bf16.final_val_loss, bf16.first_val_loss - 1.0);
+  const ModelWeights final = load_model_dir((fs::path(bf16_config.out_dir) / "final").string());
+  size_t off_grid = 0;
+  for (const float w : final.params) off_grid += bf16_to_float(float_to_bf16(w)) != w;
+  EXPECT_EQ(off_grid, 0u) << "weights that are not bf16 values";
+  const ModelWeights with_masters = load_model_dir((fs::path(f32_config.out_dir) / "final").string());
+  off_grid = 0;
+  for (const float w : with_masters.params) off_grid += bf16_to_float(float_to_bf16(w)) != w;
+  EXPECT_GT(off_grid, with_masters.params.size() / 2) << "the fp32 masters' run should not be on the grid";
+}
+
+// Stochastic rounding draws hash the seed, the step and each weight's flat index: a resumed run repeats
+// them (bit for bit, with 8-bit moments too, as 8B models train), and ZeRO-1's shards round each weight
+// as the replicated optimizer does.
+TEST_F(TrainingRun, Bf16MasterWeightsResumeBitwiseAndShardAlike) {
+  auto a = run_config("a", 6), b = run_config("b", 6);
+  a.master_weights = b.master_weights = DType::bf16;
+  a.optimizer_state = b.optimizer_state = ops::MomentFormat::q8;
+  expect_resume_is_bitwise(a, b);
+  EXPECT_EQ(checkpoint_at(b, 3).state.masters, DType::bf16);
+  auto zero1 = run_config("zero1", 6);
+  zero1.master_weights = DType::bf16;
+  zero1.optimizer_state = ops::MomentFormat::q8;
+  zero1.dist.zero1 = true;
+  train(zero1);
+  EXPECT_EQ(printed_train_numbers(a.out_dir), printed_train_numbers(zero1.out_dir));
+}
+
+// Masters are not converted either way, and 2:4 training, which keeps the pruned weights in the masters,
+// is refused without them; both errors name the flags.
+TEST_F(TrainingRun, MasterWeightsModesAreRefusedWhereTheyDoNotApply) {
+  auto c = run_config("run", 4);
+  c.master_weights = DType::bf16;
+  c.stop_after = 2;
+  train(c);
+  c.master_weights = DType::f32;
+  try {
+    train(c);
+    FAIL() << "resumed bf16 weights as fp32 masters";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("keeps bf16 master weights but this run f32"), std::string::npos) << what;
+    EXPECT_NE(what.find("--master-weights bf16"), std::string::npos) << what;
+  }
+  auto sparse = run_config("sparse", 4);
+  sparse.master_weights = DType::bf16;
+  sparse.sparsity = sparse24();
+  try {
+    train(sparse);
+    FAIL() << "2:4 training without masters";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--sparse24 needs fp32 master weights"), std::string::npos) << what;
   }
 }
 
