@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <span>
 
@@ -66,6 +67,10 @@ void validate(const RopeScaling& r, const std::string& origin) {
                            std::pair{"mscale", r.mscale.value_or(0)},
                            std::pair{"mscale_all_dim", r.mscale_all_dim.value_or(0)}})
       if (!std::isfinite(v)) fail("{}: rope {} is {}; it must be finite", origin, name, v);
+    // Rotation counts: a negative one has no correction dimension (the log of a negative number).
+    for (auto [name, v] : {std::pair{"beta_fast", r.beta_fast}, std::pair{"beta_slow", r.beta_slow}})
+      if (v < 0) fail("{}: rope {} is {}; it must be positive (or 0: the default)", origin, name, v);
+    if (r.theta == 1) fail("{}: rope_theta is 1; yarn's correction range divides by its log", origin);
   }
 }
 
@@ -322,7 +327,8 @@ ops::RopeFrequencies rope_frequencies(const RopeScaling& r, int64_t head_dim, in
     };
     double low = correction_dim(beta_fast), high = correction_dim(beta_slow);
     if (r.truncate) low = std::floor(low), high = std::ceil(high);
-    low = std::max(low, 0.0), high = std::min(high, D - 1);
+    // As HF; a beta so small that its correction dimension overflows puts it past every dimension.
+    low = std::min(std::max(low, 0.0), std::numeric_limits<double>::max()), high = std::min(high, D - 1);
     if (low == high) high += 0.001;  // as HF, against a zero-width ramp
     for (size_t i = 0; i < f.inv_freq.size(); ++i) {
       const double ramp = std::clamp((double(i) - low) / (high - low), 0.0, 1.0);

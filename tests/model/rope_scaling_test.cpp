@@ -224,6 +224,10 @@ TEST(RopeScaling, RefusesWhatItCannotReproduceByName) {
                      "high_freq_factor": 1, "original_max_position_embeddings": 8192}})",
                  {"high_freq_factor is 1"});
   expect_refused(R"({"rope_scaling": [1]})", {"\"rope_scaling\" is [1]"});
+  // yarn's rotation counts: a negative one has no correction dimension (the fuzzer's NaN frequencies).
+  expect_refused(R"({"rope_scaling": {"type": "yarn", "factor": 4, "beta_slow": -1e19}})",
+                 {"beta_slow is -1e+19", "positive"});
+  expect_refused(R"({"rope_theta": 1, "rope_scaling": {"type": "yarn", "factor": 4}})", {"rope_theta is 1"});
   // Fields that transformers 4 and 5 would read differently.
   expect_refused(R"({"rope_theta": 1e4, "rope_parameters": {"rope_type": "default", "rope_theta": 5e5}})",
                  {"\"rope_theta\" is 10000.0", "\"rope_parameters.rope_theta\" is 500000.0"});
@@ -232,6 +236,16 @@ TEST(RopeScaling, RefusesWhatItCannotReproduceByName) {
   expect_refused(R"({"original_max_position_embeddings": 4096, "rope_scaling": {"type": "yarn", "factor": 4,
                      "original_max_position_embeddings": 8192}})",
                  {"\"original_max_position_embeddings\" is 4096", "is 8192"});
+}
+
+// Rotation counts so small that their correction dimension overflows put the ramp past every dimension:
+// the frequencies stay finite (all extrapolated or interpolated, as the limit is).
+TEST(RopeScaling, YarnWithVanishingRotationCountsStaysFinite) {
+  const RopeScaling r{.type = "yarn", .factor = 4, .original_max_position_embeddings = 16, .beta_fast = 1e-310,
+                      .beta_slow = 1e-320};
+  const auto f = rope_frequencies(r, 8, 64, 64);
+  for (const double v : f.inv_freq) EXPECT_TRUE(std::isfinite(v)) << v;
+  EXPECT_TRUE(std::isfinite(f.attention_scale));
 }
 
 TEST(RopeScaling, FrequenciesRefuseABadStructOrShape) {
