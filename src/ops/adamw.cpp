@@ -57,18 +57,22 @@ int64_t moment_bytes(MomentFormat format, int64_t numel) {
 
 namespace {
 
-// The moments of tensor i: f32 ones as the parameters (ArgCheck::real), or f32 parameters with bf16 or
-// u8 moments, the latter with their absmax tensors.
+// The moments of tensor i: f32 ones as the parameters (f32 beside bf16 parameters), or bf16 or u8 ones
+// beside f32 or bf16 parameters, the latter with their absmax tensors.
 void check_moments(const AdamWTensor& t, size_t i, MomentFormat format) {
   const int64_t n = t.param.numel();
-  const DType want = moment_dtype(format);
+  const DType param = t.param.dtype;
+  const DType want = format == MomentFormat::f32 && param != DType::bf16 ? param : moment_dtype(format);
+  if (format != MomentFormat::f32 && param != DType::f32 && param != DType::bf16)
+    fail("adamw_step: {} moments go with f32 or bf16 parameters, tensor {} has {} ones",
+         moment_format_name(format), i, dtype_name(param));
   for (const auto& [name, x] : {std::pair{"m", &t.m}, {"v", &t.v}}) {
     if (moment_format_of(x->dtype) != format)
       fail("adamw_step: {} of tensor {} is {}, but the moments of every tensor must be {}", name, i,
            dtype_name(x->dtype), moment_format_name(format));
-    if (format != MomentFormat::f32 && (x->dtype != want || t.param.dtype != DType::f32))
-      fail("adamw_step: {} moments go with f32 parameters, tensor {} has {} ones", moment_format_name(format),
-           i, dtype_name(t.param.dtype));
+    if (x->dtype != want)
+      fail("adamw_step: {} of tensor {} is {}, but {} moments beside {} parameters are {}", name, i,
+           dtype_name(x->dtype), moment_format_name(format), dtype_name(param), dtype_name(want));
   }
   if (format != MomentFormat::q8) return;
   for (const auto& [name, x] : {std::pair{"m_absmax", &t.m_absmax}, {"v_absmax", &t.v_absmax}})
@@ -87,22 +91,32 @@ void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config,
   if (tensors.empty()) return;
   ArgCheck a("adamw_step");
   const MomentFormat format = moment_format_of(tensors[0].m.dtype);
+  const DType param_dtype = tensors[0].param.dtype;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const AdamWTensor& t = tensors[i];
     const int64_t n = t.param.numel();
+    // One parameter dtype a call keeps the backends' dispatch per call, not per tensor.
+    if (t.param.dtype != param_dtype)
+      fail("adamw_step: param of tensor {} is {}, tensor 0's is {}; one call takes parameters of one dtype",
+           i, dtype_name(t.param.dtype), dtype_name(param_dtype));
+    if (param_dtype == DType::bf16 && t.grad.dtype != DType::f32)
+      fail("adamw_step: grad of tensor {} is {}, but bf16 parameters take f32 gradients", i,
+           dtype_name(t.grad.dtype));
+    check_moments(t, i, format);
     // Shapes are compared by element count: the optimizer sees every tensor as a flat vector.
     for (const auto& [name, x] :
          {std::pair{"param", &t.param}, {"grad", &t.grad}, {"m", &t.m}, {"v", &t.v}}) {
       const std::string what = fmt::format("{} of tensor {}", name, i);
       if (x->numel() != n) fail("adamw_step: {} has {} elements, its param has {}", what, x->numel(), n);
       const Tensor flat(x->data, x->dtype, {n}, x->device);
-      if (format == MomentFormat::f32 || x == &t.param || x == &t.grad)
+      if (x == &t.param)
         a.real(what.c_str(), flat, {n});
+      else if (x == &t.grad || format == MomentFormat::f32)  // the parameters' dtype, or f32 beside bf16
+        a.real_or_f32(what.c_str(), flat, {n});
       else if (x->device != a.device())
         fail("adamw_step: {} is on {}, the parameters on {}", what, device_name(x->device),
              device_name(a.device()));
     }
-    check_moments(t, i, format);
   }
   switch (a.device()) {
     case Device::cpu:

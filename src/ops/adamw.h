@@ -1,7 +1,7 @@
 // AdamW as torch.optim.AdamW: decoupled weight decay (p -= lr * wd * p), bias-corrected moments.
 //
 // The two moments can be kept in three formats (MomentFormat), chosen by the moments' dtype:
-//   f32   as the parameters (f32 or f64): 4 bytes a moment element;
+//   f32   as f32 or f64 parameters, f32 beside bf16 ones: 4 bytes a moment element;
 //   bf16  rounded to nearest even after each update: 2 bytes;
 //   q8    8-bit block-wise dynamic quantization (ops/quantize8.h; Dettmers et al. 2022): a u8 code per
 //         element and an f32 absmax per block of kQuantBlock elements: 1 + 4 / 256 bytes.
@@ -55,10 +55,11 @@ int64_t moment_bytes(MomentFormat format, int64_t numel);
 
 // One parameter: weights, gradient and both moments, all of one element count. param and grad share a
 // dtype (f32 in training; the cpu backend takes f64 too), or param is bf16 (no masters) with an f32 grad;
-// m and v share one that names the format. q8 moments come with their absmax tensors,
-// f32[quant_blocks(numel)]; blocks start at element 0. The caller decides decay per tensor (Llama recipes
-// leave norms and embeddings undecayed). offset: where element 0 sits in the whole flat parameter vector,
-// which bf16 parameters' rounding draws hash (so any sharding rounds each weight alike).
+// the parameters of one call share a dtype. m and v share one that names the format. q8 moments come with
+// their absmax tensors, f32[quant_blocks(numel)]; blocks start at element 0. The caller decides decay per
+// tensor (Llama recipes leave norms and embeddings undecayed). offset: where element 0 sits in the whole
+// flat parameter vector, which bf16 parameters' rounding draws hash (so any sharding rounds each weight
+// alike).
 struct AdamWTensor {
   Tensor param, grad, m, v;
   bool decay = true;

@@ -32,27 +32,46 @@ void step_full(const AdamWTensor& t, const AdamWConfig& config, double bias1, do
   });
 }
 
-// bf16 moments: decoded, updated in f32, rounded to nearest even.
-void step_bf16(const AdamWTensor& t, const adamw_math::Scalars& s) {
-  float* p = t.param.ptr<float>();
+// f32 or bf16 storage widened for the f32 update, and narrowed back (bf16 moments to nearest even).
+float widen(float x) { return x; }
+float widen(bf16 x) { return bf16_to_float(x.bits); }
+void narrow(float& to, float x) { to = x; }
+void narrow(bf16& to, float x) { to.bits = float_to_bf16(x); }
+
+// One element's update (adamw_update.h). f32 parameters are masters updated in place; bf16 ones are the
+// weights themselves, rounded stochastically with the draws of their index in the flat parameter vector.
+void update(const adamw_math::Scalars& s, float decay, float g, float& p, int64_t, float& m, float& v) {
+  adamw_math::update(s, decay, g, p, m, v);
+}
+void update(const adamw_math::Scalars& s, float decay, float g, bf16& p, int64_t index, float& m, float& v) {
+  float x = widen(p);
+  adamw_math::update(s, decay, g, x, m, v);
+  p.bits = adamw_math::round_bf16_stochastic(x, adamw_math::rounding_bits(s.rounding_key, index));
+}
+
+// Moments of M (f32 beside bf16 parameters, or bf16) element by element: widened, updated, narrowed.
+template <class P, class M>
+void step_elementwise(const AdamWTensor& t, const adamw_math::Scalars& s) {
+  P* p = t.param.ptr<P>();
   const float* g = t.grad.ptr<float>();
-  bf16 *m = t.m.ptr<bf16>(), *v = t.v.ptr<bf16>();
+  M *m = t.m.ptr<M>(), *v = t.v.ptr<M>();
   const float decay = t.decay ? s.decay : 1.0f;
   parallel_for(t.param.numel(), cpu_threads(), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      float mi = bf16_to_float(m[i].bits), vi = bf16_to_float(v[i].bits);
-      adamw_math::update(s, decay, g[i], p[i], mi, vi);
-      m[i].bits = float_to_bf16(mi);
-      v[i].bits = float_to_bf16(vi);
+      float mi = widen(m[i]), vi = widen(v[i]);
+      update(s, decay, g[i], p[i], t.offset + i, mi, vi);
+      narrow(m[i], mi);
+      narrow(v[i], vi);
     }
   });
 }
 
 // q8 moments, block by block (quantize8.h): decode, update in f32, take the new absmax, encode.
+template <class P>
 void step_q8(const AdamWTensor& t, const adamw_math::Scalars& s) {
   using namespace quant8;
   const float *sm = signed_map().data(), *um = unsigned_map().data();
-  float* p = t.param.ptr<float>();
+  P* p = t.param.ptr<P>();
   const float* g = t.grad.ptr<float>();
   uint8_t *mc = t.m.ptr<uint8_t>(), *vc = t.v.ptr<uint8_t>();
   float *ma = t.m_absmax.ptr<float>(), *va = t.v_absmax.ptr<float>();
@@ -67,7 +86,7 @@ void step_q8(const AdamWTensor& t, const adamw_math::Scalars& s) {
         const int64_t i = begin + j;
         m[j] = decode(sm, mc[i], ma[b]);
         v[j] = decode(um, vc[i], va[b]);
-        adamw_math::update(s, decay, g[i], p[i], m[j], v[j]);
+        update(s, decay, g[i], p[i], t.offset + i, m[j], v[j]);
         m_max = std::max(m_max, std::fabs(m[j]));
         v_max = std::max(v_max, v[j]);
       }
@@ -88,15 +107,16 @@ void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config,
   const double bias2 = 1 - std::pow(config.beta2, double(step));
   const adamw_math::Scalars s = adamw_math::scalars_of(config, step);
   for (const AdamWTensor& t : tensors) {
+    const bool bf16_params = t.param.dtype == DType::bf16;
     switch (moment_format_of(t.m.dtype)) {
       case MomentFormat::f32:
-        step_full(t, config, bias1, bias2);
+        bf16_params ? step_elementwise<bf16, float>(t, s) : step_full(t, config, bias1, bias2);
         break;
       case MomentFormat::bf16:
-        step_bf16(t, s);
+        bf16_params ? step_elementwise<bf16, bf16>(t, s) : step_elementwise<float, bf16>(t, s);
         break;
       case MomentFormat::q8:
-        step_q8(t, s);
+        bf16_params ? step_q8<bf16>(t, s) : step_q8<float>(t, s);
         break;
     }
   }

@@ -11,7 +11,6 @@
 
 namespace pt::ops::cuda {
 
-inline constexpr int kTableTensors = 64;            // keeps a table (kernel parameter) under 4 KiB
 inline constexpr int64_t kChunkElements = 1 << 16;  // elements per block
 inline constexpr int kChunkThreads = 256;
 
@@ -19,11 +18,14 @@ inline constexpr int kChunkThreads = 256;
 // kernel knows when T is void (moments stored in another format than the parameters).
 template <int kPointers, class T = float>
 struct TensorTable {
+  // At most 64 tensors, as many as keep the table (a kernel parameter) under 4 KiB: 58 of 6 pointers.
+  static constexpr int kTensors = std::min(64, (4096 - 32) / (21 + 8 * kPointers));
   int count = 0;
-  int first_block[kTableTensors + 1] = {};  // blocks of tensors [0, i); the last entry is the grid size
-  int64_t numel[kTableTensors] = {};
-  T* ptr[kPointers][kTableTensors] = {};
-  bool flag[kTableTensors] = {};  // a per-tensor switch (AdamW: weight decay)
+  int first_block[kTensors + 1] = {};  // blocks of tensors [0, i); the last entry is the grid size
+  int64_t numel[kTensors] = {};
+  int64_t offset[kTensors] = {};  // a per-tensor index base (AdamW: element 0's in the flat parameters)
+  T* ptr[kPointers][kTensors] = {};
+  bool flag[kTensors] = {};  // a per-tensor switch (AdamW: weight decay)
 };
 
 // The tensor and element range of this block, found by binary search over first_block.
@@ -54,14 +56,16 @@ __device__ __forceinline__ bool float4_range(const TensorTable<kPointers>& table
   return true;
 }
 
-// Splits `count` tensors into tables of at most kTableTensors and calls launch(table, first_global_block)
-// for each; fill(i, table, slot) writes tensor i's pointers, numel and flag into slot `slot`.
+// Splits `count` tensors into tables of at most kTensors and calls launch(table, first_global_block) for
+// each; fill(i, table, slot) writes tensor i's pointers, numel, offset and flag into slot `slot`.
 template <int kPointers, class T = float, class Fill, class Launch>
 void launch_over_tables(size_t count, Fill&& fill, Launch&& launch) {
+  using Table = TensorTable<kPointers, T>;
+  static_assert(sizeof(Table) <= 4096, "a kernel parameter of 4 KiB at most");
   int global_block = 0;
-  for (size_t start = 0; start < count; start += kTableTensors) {
-    TensorTable<kPointers, T> table;
-    table.count = static_cast<int>(std::min<size_t>(kTableTensors, count - start));
+  for (size_t start = 0; start < count; start += Table::kTensors) {
+    Table table;
+    table.count = static_cast<int>(std::min<size_t>(Table::kTensors, count - start));
     for (int slot = 0; slot < table.count; ++slot) {
       fill(start + static_cast<size_t>(slot), table, slot);
       const int64_t blocks = (table.numel[slot] + kChunkElements - 1) / kChunkElements;

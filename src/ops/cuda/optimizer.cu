@@ -55,18 +55,33 @@ __global__ void adamw_kernel(const TensorTable<4> table, const AdamWScalars s) {
     adamw_update(s, decay, p[j], g[j], m[j], v[j]);
 }
 
-// bf16 moments (table: param, grad, m, v): decoded, updated as the cpu backend does (adamw_update.h),
-// rounded to nearest even.
-__global__ void adamw_bf16_kernel(const TensorTable<4, void> table, const adamw_math::Scalars s) {
+// One element's update (adamw_update.h) as the cpu backend makes it: f32 parameters (masters) in place,
+// bf16 ones (no masters) widened and rounded stochastically with the draws of their flat index.
+__device__ __forceinline__ void update(const adamw_math::Scalars& s, float decay, float g, float* p, int64_t,
+                                       float& m, float& v) {
+  adamw_math::update(s, decay, g, *p, m, v);
+}
+__device__ __forceinline__ void update(const adamw_math::Scalars& s, float decay, float g, __nv_bfloat16* p,
+                                       int64_t index, float& m, float& v) {
+  float x = load(p);
+  adamw_math::update(s, decay, g, x, m, v);
+  *p = __ushort_as_bfloat16(
+      adamw_math::round_bf16_stochastic(x, adamw_math::rounding_bits(s.rounding_key, index)));
+}
+
+// Moments of M element by element (table: param, grad, m, v), bf16 ones rounded to nearest even: bf16
+// moments beside P = f32 or bf16 parameters, f32 moments beside bf16 ones.
+template <class P, class M>
+__global__ void adamw_elementwise_kernel(const TensorTable<4, void> table, const adamw_math::Scalars s) {
   int64_t begin, end;
   const int i = table_entry(table, begin, end);
-  float* p = static_cast<float*>(table.ptr[0][i]);
+  auto* p = static_cast<P*>(table.ptr[0][i]);
   const float* g = static_cast<const float*>(table.ptr[1][i]);
-  auto *m = static_cast<__nv_bfloat16*>(table.ptr[2][i]), *v = static_cast<__nv_bfloat16*>(table.ptr[3][i]);
+  auto *m = static_cast<M*>(table.ptr[2][i]), *v = static_cast<M*>(table.ptr[3][i]);
   const float decay = table.flag[i] ? s.decay : 1.0f;
   for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
     float mj = load(m + j), vj = load(v + j);
-    adamw_math::update(s, decay, g[j], p[j], mj, vj);
+    update(s, decay, g[j], p + j, table.offset[i] + j, mj, vj);
     store(m + j, mj);
     store(v + j, vj);
   }
@@ -92,8 +107,10 @@ void upload_code_maps() {
 // a quantization block, so the CUDA block walks whole quantization blocks of its chunk, one element a
 // thread: decode, update (adamw_update.h), the block's new absmax by a shared-memory max, encode. The
 // arithmetic and the code search are those of the cpu backend, so codes and absmax agree bit for bit.
-__global__ void __launch_bounds__(kQuantBlock) adamw_q8_kernel(const TensorTable<6, void> table,
-                                                                const adamw_math::Scalars s) {
+// P: the parameters' type, float or __nv_bfloat16.
+template <class P>
+__global__ void __launch_bounds__(kQuantBlock)
+    adamw_q8_kernel(const TensorTable<6, void> table, const adamw_math::Scalars s) {
   __shared__ float signed_map[quant8::kSignedCodes], unsigned_map[quant8::kUnsignedCodes];
   for (int c = static_cast<int>(threadIdx.x); c < quant8::kUnsignedCodes; c += blockDim.x) {
     if (c < quant8::kSignedCodes) signed_map[c] = c_signed_map[c];
@@ -102,7 +119,7 @@ __global__ void __launch_bounds__(kQuantBlock) adamw_q8_kernel(const TensorTable
   __syncthreads();
   int64_t begin, end;
   const int i = table_entry(table, begin, end);
-  float* p = static_cast<float*>(table.ptr[0][i]);
+  auto* p = static_cast<P*>(table.ptr[0][i]);
   const float* g = static_cast<const float*>(table.ptr[1][i]);
   auto *mc = static_cast<uint8_t*>(table.ptr[2][i]), *vc = static_cast<uint8_t*>(table.ptr[3][i]);
   auto *ma = static_cast<float*>(table.ptr[4][i]), *va = static_cast<float*>(table.ptr[5][i]);
@@ -114,7 +131,7 @@ __global__ void __launch_bounds__(kQuantBlock) adamw_q8_kernel(const TensorTable
     if (mine) {
       m = quant8::decode(signed_map, mc[j], ma[b]);
       v = quant8::decode(unsigned_map, vc[j], va[b]);
-      adamw_math::update(s, decay, g[j], p[j], m, v);
+      update(s, decay, g[j], p + j, table.offset[i] + j, m, v);
     }
     const float m_max = block_max_nonnegative(fabsf(m)), v_max = block_max_nonnegative(v);
     if (mine) {
@@ -258,7 +275,8 @@ void adamw_f32(std::span<const AdamWTensor> tensors, const AdamWConfig& config, 
       });
 }
 
-// bf16 and q8 moments: the pointers in the order the kernels read them (ops::adamw_step checked dtypes).
+// The kernels of adamw_update.h (all but f32 moments beside f32 parameters): the pointers in the order they
+// read them (ops::adamw_step checked dtypes).
 template <int kPointers, class Kernel>
 void adamw_coded(std::span<const AdamWTensor> tensors, const adamw_math::Scalars& s, Kernel kernel) {
   launch_over_tables<kPointers, void>(
@@ -267,6 +285,7 @@ void adamw_coded(std::span<const AdamWTensor> tensors, const adamw_math::Scalars
         const AdamWTensor& t = tensors[i];
         table.numel[slot] = t.param.numel();
         table.flag[slot] = t.decay;
+        table.offset[slot] = t.offset;
         const Tensor* all[] = {&t.param, &t.grad, &t.m, &t.v, &t.m_absmax, &t.v_absmax};
         for (int p = 0; p < kPointers; ++p) table.ptr[p][slot] = all[p]->data;
       },
@@ -279,14 +298,21 @@ void adamw_coded(std::span<const AdamWTensor> tensors, const adamw_math::Scalars
 }  // namespace
 
 void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config, int64_t step) {
-  switch (moment_format_of(tensors.empty() ? DType::f32 : tensors[0].m.dtype)) {
+  if (tensors.empty()) return;
+  const bool bf16_params = tensors[0].param.dtype == DType::bf16;  // one dtype a call (ops::adamw_step)
+  const adamw_math::Scalars s = adamw_math::scalars_of(config, step);
+  switch (moment_format_of(tensors[0].m.dtype)) {
     case MomentFormat::f32:
-      return adamw_f32(tensors, config, step);
+      if (!bf16_params) return adamw_f32(tensors, config, step);
+      return adamw_coded<4>(tensors, s, adamw_elementwise_kernel<__nv_bfloat16, float>);
     case MomentFormat::bf16:
-      return adamw_coded<4>(tensors, adamw_math::scalars_of(config, step), adamw_bf16_kernel);
+      return adamw_coded<4>(tensors, s,
+                            bf16_params ? adamw_elementwise_kernel<__nv_bfloat16, __nv_bfloat16>
+                                        : adamw_elementwise_kernel<float, __nv_bfloat16>);
     case MomentFormat::q8:
       upload_code_maps();
-      return adamw_coded<6>(tensors, adamw_math::scalars_of(config, step), adamw_q8_kernel);
+      return adamw_coded<6>(tensors, s,
+                            bf16_params ? adamw_q8_kernel<__nv_bfloat16> : adamw_q8_kernel<float>);
   }
 }
 

@@ -12,9 +12,10 @@ namespace {
 
 using namespace pt::testing;
 
-// Sizes: empty, tiny, odd, several chunks of 65536; 70 tensors need two descriptor tables of 64.
+// Sizes: empty, tiny, odd, several chunks of 65536; 70 tensors need two descriptor tables (of 64, or 58
+// with 6 pointers a tensor).
 std::vector<int64_t> tensor_sizes() {
-  std::vector<int64_t> sizes = {0, 1, 7, 65536, 65537, 3 * 65536 + 11, 768 * 2048};
+  std::vector<int64_t> sizes = {0, 1, 7, 257, 65536, 65537, 3 * 65536 + 11, 768 * 2048};
   while (sizes.size() < 70) sizes.push_back(static_cast<int64_t>(sizes.size()) * 97 + 5);
   return sizes;
 }
@@ -99,19 +100,26 @@ std::vector<unsigned char> bytes_of(const std::vector<T>& v) {
   return out;
 }
 
-// bf16 and 8-bit moments: the CUDA kernels against the cpu op, bit for bit (the same f32 operations and
-// the same code search), over the sizes above (most not a multiple of the 256-element block, two tables),
-// from random parameters, gradients and moment state, for three steps.
-TEST(CudaAdamW, Bf16And8BitMomentsMatchCpuBitForBit) {
+// The kernels over adamw_update.h against the cpu op, bit for bit (the same f32 operations, rounding draws
+// and code search): f32 parameters with bf16 and 8-bit moments, bf16 parameters with moments in every
+// format. Over the sizes above (most not a multiple of the 256-element block, two tables), at flat offsets
+// across 2^32, from random parameters, gradients and moment state, for three steps.
+TEST(CudaAdamW, CodedMomentsAndBf16ParamsMatchCpuBitForBit) {
   SKIP_WITHOUT_GPU();
   const std::vector<int64_t> sizes = tensor_sizes();
-  for (const MomentFormat format : {MomentFormat::bf16, MomentFormat::q8}) {
-    SCOPED_TRACE(std::string(moment_format_name(format)));
+  for (const auto& [param_dtype, format] : {std::pair{DType::f32, MomentFormat::bf16},
+                                            {DType::f32, MomentFormat::q8},
+                                            {DType::bf16, MomentFormat::f32},
+                                            {DType::bf16, MomentFormat::bf16},
+                                            {DType::bf16, MomentFormat::q8}}) {
+    SCOPED_TRACE(
+        fmt::format("{} parameters, {} moments", dtype_name(param_dtype), moment_format_name(format)));
     std::mt19937 rng(17);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     std::uniform_int_distribution<int> code(0, 254);
     std::vector<std::vector<Mirrored>> buffers;  // per tensor: param, grad, m, v (, m_absmax, v_absmax)
     std::vector<AdamWTensor> cpu, gpu;
+    int64_t offset = (int64_t{1} << 32) - 3 * 65536;
     for (size_t i = 0; i < sizes.size(); ++i) {
       const int64_t n = sizes[i], blocks = quant_blocks(n);
       const auto floats = [&](int64_t count, float scale, bool positive) {
@@ -119,17 +127,19 @@ TEST(CudaAdamW, Bf16And8BitMomentsMatchCpuBitForBit) {
         for (float& x : v) x = scale * (positive ? std::fabs(normal(rng)) : normal(rng));
         return bytes_of(v);
       };
+      const auto bf16s = [&](float scale, bool positive) {
+        std::vector<uint16_t> bits(static_cast<size_t>(n));
+        for (auto& x : bits) x = float_to_bf16(scale * (positive ? std::fabs(normal(rng)) : normal(rng)));
+        return bytes_of(bits);
+      };
       auto& b = buffers.emplace_back();
       b.reserve(6);
-      b.emplace_back(floats(n, 1.0f, false), DType::f32, n);
+      if (param_dtype == DType::bf16)
+        b.emplace_back(bf16s(1.0f, false), DType::bf16, n);
+      else
+        b.emplace_back(floats(n, 1.0f, false), DType::f32, n);
       b.emplace_back(floats(n, std::pow(10.0f, -float(i % 5)), false), DType::f32, n);
-      if (format == MomentFormat::bf16) {
-        for (const bool positive : {false, true}) {
-          std::vector<uint16_t> bits(static_cast<size_t>(n));
-          for (auto& x : bits) x = float_to_bf16((positive ? std::fabs(normal(rng)) : normal(rng)) * 0.01f);
-          b.emplace_back(bytes_of(bits), DType::bf16, n);
-        }
-      } else {
+      if (format == MomentFormat::q8) {
         for (int k = 0; k < 2; ++k) {
           std::vector<uint8_t> codes(static_cast<size_t>(n));
           for (auto& c : codes) c = static_cast<uint8_t>(code(rng));
@@ -137,6 +147,13 @@ TEST(CudaAdamW, Bf16And8BitMomentsMatchCpuBitForBit) {
         }
         b.emplace_back(floats(blocks, 0.1f, true), DType::f32, blocks);
         b.emplace_back(floats(blocks, 0.01f, true), DType::f32, blocks);
+      } else {
+        for (const bool positive : {false, true}) {
+          if (format == MomentFormat::bf16)
+            b.emplace_back(bf16s(0.01f, positive), DType::bf16, n);
+          else
+            b.emplace_back(floats(n, 0.01f, positive), DType::f32, n);
+        }
       }
       const bool decay = i % 3 != 0;
       cpu.push_back({b[0].cpu, b[1].cpu, b[2].cpu, b[3].cpu, decay});
@@ -145,8 +162,10 @@ TEST(CudaAdamW, Bf16And8BitMomentsMatchCpuBitForBit) {
         cpu.back().m_absmax = b[4].cpu, cpu.back().v_absmax = b[5].cpu;
         gpu.back().m_absmax = b[4].gpu, gpu.back().v_absmax = b[5].gpu;
       }
+      cpu.back().offset = gpu.back().offset = offset;
+      offset += n;
     }
-    const AdamWConfig config{3e-3, 0.9, 0.95, 1e-8, 0.1};
+    const AdamWConfig config{3e-3, 0.9, 0.95, 1e-8, 0.1, 42};
     for (int64_t step : {1, 2, 1000}) {
       adamw_step(cpu, config, step);
       adamw_step(gpu, config, step);
@@ -157,7 +176,8 @@ TEST(CudaAdamW, Bf16And8BitMomentsMatchCpuBitForBit) {
         const Mirrored& b = buffers[i][k];
         std::vector<unsigned char> want = b.host;
         want.resize(want.size() + Mirrored::kGuard, 0xFF);
-        ASSERT_EQ(b.device_bytes(), want) << names[k] << " of tensor " << i << " (" << sizes[i] << " elements)";
+        ASSERT_EQ(b.device_bytes(), want)
+            << names[k] << " of tensor " << i << " (" << sizes[i] << " elements)";
       }
   }
 }
