@@ -319,23 +319,26 @@ TEST(ZeroOneState, EachOfNRanksHoldsAboutOneNthOfTheReplicatedMastersAndMoments)
 
 // The optimizer's parameters after `steps` AdamW steps with deterministic gradients over four decades,
 // on rank `rank` of a stub world (collectives are no-ops: each rank is given the full summed gradient, and
-// the clip, a sum over ranks, is left out). Its masters: the owned range's.
+// the clip, a sum over ranks, is left out). Its masters (f32, or bf16 ones widened): the owned range's.
 std::vector<float> stub_rank_params(const ParameterLayout& layout, int rank, int world, ops::MomentFormat format,
-                                    int steps) {
+                                    int steps, DType masters = DType::f32) {
   const int64_t n = layout.total();
   std::vector<float> init(static_cast<size_t>(n)), grads(size_t(DataParallelOptimizer::flat_size(n, world, world > 1)));
   for (int64_t i = 0; i < n; ++i) init[size_t(i)] = 0.02f * std::sin(0.7f * float(i));
   StubWorld w(rank, world);
   DataParallelOptimizer dp(w, layout, Tensor::of(grads.data(), {std::ssize(grads)}),
-                           {.zero1 = world > 1, .moments = format});
+                           {.zero1 = world > 1, .moments = format, .masters = masters});
   dp.set_params(init);
   for (int step = 1; step <= steps; ++step) {
     for (int64_t i = 0; i < n; ++i)
       grads[size_t(i)] = std::cos(0.37f * float(i) + float(step)) * std::pow(10.0f, -float(i % 4));
-    dp.step({1e-2, 0.9, 0.95, 1e-8, 0.1}, step);
+    dp.step({1e-2, 0.9, 0.95, 1e-8, 0.1, /*seed=*/7}, step);
   }
-  const float* m = dp.masters().ptr<float>();
-  return std::vector<float>(m, m + (dp.owned_end() - dp.owned_begin()));
+  const auto owned = static_cast<size_t>(dp.owned_end() - dp.owned_begin());
+  if (masters == DType::f32) return {dp.masters().ptr<float>(), dp.masters().ptr<float>() + owned};
+  std::vector<float> out(owned);
+  for (size_t i = 0; i < owned; ++i) out[i] = bf16_to_float(dp.masters().ptr<bf16>()[i].bits);
+  return out;
 }
 
 // 8-bit moments quantize blocks of a grid over the flat buffer cut at tensor boundaries, and shards hold
@@ -356,6 +359,29 @@ TEST(ZeroOneState, EightBitMomentsGiveEveryRankCountTheSameParameters) {
       blocks += range_quant_blocks(layout.params(), s.begin(rank), s.begin(rank) + s.real_count(rank));
     }
     EXPECT_EQ(blocks, range_quant_blocks(layout.params(), 0, n)) << "the ranks' blocks partition the model's";
+  }
+}
+
+// Without fp32 masters each weight's stochastic rounding draws hash its flat index: a shard of any world
+// rounds (and so trains) to the bits of the same range of a world of one, with each moment format.
+TEST(ZeroOneState, Bf16MastersGiveEveryRankCountTheSameParameters) {
+  const ParameterLayout layout(small_config());
+  const int64_t n = layout.total();
+  for (const auto format : {ops::MomentFormat::f32, ops::MomentFormat::q8}) {
+    const std::vector<float> want = stub_rank_params(layout, 0, 1, format, 4, DType::bf16);
+    size_t off_grid = 0;
+    for (const float w : want) off_grid += bf16_to_float(float_to_bf16(w)) != w;
+    EXPECT_EQ(off_grid, 0u) << "bf16 masters hold bf16 values";
+    EXPECT_NE(want, stub_rank_params(layout, 0, 1, format, 4)) << "the masters' dtype is in use";
+    for (int world : {2, 3, 7}) {
+      const ShardLayout s = make_shard_layout(n, world);
+      for (int rank = 0; rank < world; ++rank) {
+        const std::vector<float> got = stub_rank_params(layout, rank, world, format, 4, DType::bf16);
+        ASSERT_EQ(std::ssize(got), s.real_count(rank));
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(got[i], want[size_t(s.begin(rank)) + i]) << "rank " << rank << " of " << world << ", element " << i;
+      }
+    }
   }
 }
 
