@@ -171,7 +171,7 @@ def case_equivalence(f):
                f"{json.dumps(f.masks(out))} vs {json.dumps(ref_masks)}")
         expect(f"{out}: the log names the sharded masters and gives the optimizer state per rank",
                "ZeRO-1 (masters and moments sharded)" in log and
-               "MiB of fp32 masters and AdamW moments per rank" in log, log[-2000:])
+               "MiB of fp32 master weights and AdamW moments per rank" in log, log[-2000:])
 
     bert = dict(data="bert_data", model="bert.json")
     f.train(1, "b1", "--objective", "mlm", **bert)
