@@ -12,8 +12,8 @@
 #include "distributed/data_parallel.h"
 #include "model/batches.h"
 #include "model/config.h"
-#include "model/init.h"
 #include "model/decoder.h"
+#include "model/init.h"
 #include "model/sparsity.h"
 #include "ops/elementwise.h"
 #include "ops/sparse24.h"
@@ -320,10 +320,11 @@ TEST(ZeroOneState, EachOfNRanksHoldsAboutOneNthOfTheReplicatedMastersAndMoments)
 // The optimizer's parameters after `steps` AdamW steps with deterministic gradients over four decades,
 // on rank `rank` of a stub world (collectives are no-ops: each rank is given the full summed gradient, and
 // the clip, a sum over ranks, is left out). Its masters (f32, or bf16 ones widened): the owned range's.
-std::vector<float> stub_rank_params(const ParameterLayout& layout, int rank, int world, ops::MomentFormat format,
-                                    int steps, DType masters = DType::f32) {
+std::vector<float> stub_rank_params(const ParameterLayout& layout, int rank, int world,
+                                    ops::MomentFormat format, int steps, DType masters = DType::f32) {
   const int64_t n = layout.total();
-  std::vector<float> init(static_cast<size_t>(n)), grads(size_t(DataParallelOptimizer::flat_size(n, world, world > 1)));
+  std::vector<float> init(static_cast<size_t>(n)),
+      grads(size_t(DataParallelOptimizer::flat_size(n, world, world > 1)));
   for (int64_t i = 0; i < n; ++i) init[size_t(i)] = 0.02f * std::sin(0.7f * float(i));
   StubWorld w(rank, world);
   DataParallelOptimizer dp(w, layout, Tensor::of(grads.data(), {std::ssize(grads)}),
@@ -355,7 +356,8 @@ TEST(ZeroOneState, EightBitMomentsGiveEveryRankCountTheSameParameters) {
       const std::vector<float> got = stub_rank_params(layout, rank, world, ops::MomentFormat::q8, 4);
       ASSERT_EQ(std::ssize(got), s.real_count(rank));
       for (size_t i = 0; i < got.size(); ++i)
-        ASSERT_EQ(got[i], want[size_t(s.begin(rank)) + i]) << "rank " << rank << " of " << world << ", element " << i;
+        ASSERT_EQ(got[i], want[size_t(s.begin(rank)) + i])
+            << "rank " << rank << " of " << world << ", element " << i;
       blocks += range_quant_blocks(layout.params(), s.begin(rank), s.begin(rank) + s.real_count(rank));
     }
     EXPECT_EQ(blocks, range_quant_blocks(layout.params(), 0, n)) << "the ranks' blocks partition the model's";
@@ -379,7 +381,8 @@ TEST(ZeroOneState, Bf16MastersGiveEveryRankCountTheSameParameters) {
         const std::vector<float> got = stub_rank_params(layout, rank, world, format, 4, DType::bf16);
         ASSERT_EQ(std::ssize(got), s.real_count(rank));
         for (size_t i = 0; i < got.size(); ++i)
-          ASSERT_EQ(got[i], want[size_t(s.begin(rank)) + i]) << "rank " << rank << " of " << world << ", element " << i;
+          ASSERT_EQ(got[i], want[size_t(s.begin(rank)) + i])
+              << "rank " << rank << " of " << world << ", element " << i;
       }
     }
   }
@@ -396,7 +399,8 @@ TEST(ZeroOneState, StateBytesFollowTheMomentFormat) {
   const int64_t blocks = range_quant_blocks(layout.params(), 0, n);
   EXPECT_LE(blocks, ops::quant_blocks(n) + std::ssize(layout.params())) << "at most one more block a tensor";
   // Each buffer is aligned to 256 bytes.
-  for (const auto& [format, want] : {std::pair{ops::MomentFormat::f32, 12 * n}, {ops::MomentFormat::bf16, 8 * n},
+  for (const auto& [format, want] : {std::pair{ops::MomentFormat::f32, 12 * n},
+                                     {ops::MomentFormat::bf16, 8 * n},
                                      {ops::MomentFormat::q8, 6 * n + 8 * blocks}}) {
     EXPECT_GE(bytes(format), want) << ops::moment_format_name(format);
     EXPECT_LE(bytes(format), want + 5 * 256) << ops::moment_format_name(format);

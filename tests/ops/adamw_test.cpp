@@ -114,7 +114,12 @@ struct Moments {
       case MomentFormat::q8:
         break;
     }
-    return {view(p, {n}),  view(g, {n}), view(mc, {n}), view(vc, {n}), decay, view(ma, {quant_blocks(n)}),
+    return {view(p, {n}),
+            view(g, {n}),
+            view(mc, {n}),
+            view(vc, {n}),
+            decay,
+            view(ma, {quant_blocks(n)}),
             view(va, {quant_blocks(n)})};
   }
 };
@@ -170,6 +175,17 @@ std::pair<std::vector<float>, double> train_quadratic(MomentFormat format, int s
   return {out, loss / double(out.size())};
 }
 
+// The largest and the mean |got - want| over the elements.
+std::pair<double, double> differences(const std::vector<float>& want, const std::vector<float>& got) {
+  double worst = 0, sum = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double d = std::fabs(double(got[i]) - double(want[i]));
+    worst = std::max(worst, d);
+    sum += d;
+  }
+  return {worst, sum / double(want.size())};
+}
+
 // bf16 and 8-bit moments against f32 ones over 50 steps: the objective (0.5 at the start) ends within
 // 0.5% (bf16) and 3% (8-bit) of the f32 run's, and parameters that start ~1 and move ~0.5 end within 5e-3
 // (bf16) and 0.1 (8-bit) of the f32 run's, element by element (8 bits keep few digits of the second
@@ -179,16 +195,11 @@ TEST(AdamW, Bf16And8BitMomentsFollowF32MomentsOver50Steps) {
   for (const auto& [format, loss_tolerance, tolerance] :
        {std::tuple{MomentFormat::bf16, 0.005, 5e-3}, {MomentFormat::q8, 0.03, 0.1}}) {
     const auto [got, loss] = train_quadratic(format, 50);
-    double worst = 0, sum = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      const double d = std::fabs(double(got[i]) - double(want[i]));
-      worst = std::max(worst, d);
-      sum += d;
-    }
+    const auto [worst, mean] = differences(want, got);
     const double loss_difference = std::fabs(loss - want_loss) / want_loss;
     std::cout << "[ measured ] " << moment_format_name(format) << " moments, 50 steps: objective " << loss
               << " vs f32 " << want_loss << " (relative difference " << loss_difference
-              << "), max |p - p_f32| = " << worst << ", mean " << sum / double(want.size()) << "\n";
+              << "), max |p - p_f32| = " << worst << ", mean " << mean << "\n";
     EXPECT_LE(loss_difference, loss_tolerance) << moment_format_name(format);
     EXPECT_LE(worst, tolerance) << moment_format_name(format);
     EXPECT_GT(worst, 0.0) << "the format changed nothing: are the moments really stored in it?";
@@ -373,20 +384,15 @@ TEST(AdamW, Bf16ParamsFollowF32ParamsInEveryMomentFormat) {
   for (const MomentFormat format : {MomentFormat::f32, MomentFormat::bf16, MomentFormat::q8}) {
     const auto [want, want_loss] = train_quadratic(format, 20);
     const auto [got, loss] = train_quadratic(format, 20, DType::bf16);
-    double worst = 0, sum = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      const double d = std::fabs(double(got[i]) - double(want[i]));
-      worst = std::max(worst, d);
-      sum += d;
-    }
+    const auto [worst, mean] = differences(want, got);
     const double loss_difference = std::fabs(loss - want_loss) / want_loss;
     std::cout << "[ measured ] bf16 parameters, " << moment_format_name(format)
               << " moments, 20 steps: objective " << loss << " vs f32 parameters " << want_loss
               << " (relative difference " << loss_difference << "), max |p - p_f32| = " << worst << ", mean "
-              << sum / double(want.size()) << "\n";
+              << mean << "\n";
     EXPECT_LE(loss_difference, 0.003) << moment_format_name(format);
     EXPECT_LE(worst, 0.15) << moment_format_name(format);
-    EXPECT_LE(sum / double(want.size()), 0.012) << moment_format_name(format);
+    EXPECT_LE(mean, 0.012) << moment_format_name(format);
   }
 }
 
