@@ -26,6 +26,11 @@
 #   train_sparse        bench_train_gpu --sparse24: dense vs 2:4 FFN steps, 110m, 1b at 16 and 64 examples
 #   sparse_convergence  `packtrain train` dense, 2:4 and its ablations: validation loss (bench/sparse_convergence.py)
 #                       on data/pretrain/corpus.jsonl when scripts/setup_pretrain_corpus.sh made it
+#   optimizer_modes  llama3.2-1b per optimizer memory mode (f32, bf16 and 8-bit moments, bf16 weights without
+#               masters, both), MODES_STEPS (default 300) steps each: validation loss against f32, tokens/s,
+#               memory (bench/optimizer_modes.py) on the packing section's data
+#   llama8b     llama3.1-8b at 16k tokens a micro-batch, MODES_8B (default: no fp32 masters, 8-bit moments,
+#               layer recomputation), 12 steps without saving: MFU and peak memory (#24)
 #   report      bench/report.py
 # SECTIONS (comma list, default all) runs a subset; three device calls of 10 minutes split the whole set, e.g.
 # SECTIONS=train_gpu,train_hf, then SECTIONS=attention,packing, then SECTIONS=sparse_ffn,train_sparse,
@@ -142,8 +147,9 @@ section bert_sparse 240 "$python" "$bench/sparse_convergence.py" --packtrain "$b
   --out "$out/bert_sparse" --model bert-base --runs dense,2:4 --steps 100 --eval-every 20 --lr 3e-4 \
   --train-args "--objective mlm --mask-token <|pad|>"
 
-# The packing section needs a prepared dataset: make it from the corpus as scripts/main.sh does if need be.
-if want packing && [ ! -f "$data/metadata.json" ] && [ -f data/default/corpus.jsonl ] && [ -x "$build/packtrain" ]; then
+# The packing and optimizer sections need a prepared dataset: made from the corpus as scripts/main.sh does.
+if { want packing || want optimizer_modes || want llama8b; } && [ ! -f "$data/metadata.json" ] &&
+  [ -f data/default/corpus.jsonl ] && [ -x "$build/packtrain" ]; then
   section prepare 120 bash -c "set -e
     [ -f data/default/tokenizer.json ] || '$build/packtrain' tokenizer train --input data/default/corpus.jsonl \
       --vocab-size 8192 --output data/default/tokenizer.json
@@ -203,6 +209,14 @@ if want gpt2_llmc && [ -f "$gpt2_data/metadata.json" ] && [ -f "$llmc" ]; then
   section gpt2_llmc 300 "$python" "$bench/gpt2_llmc.py" --packtrain "$build/packtrain" --data "$gpt2_data" \
     --llmc "$llmc" --out "$out/gpt2_llmc"
 fi
+
+# The optimizer's memory modes (#24): each mode a run of the same steps on the same data.
+section optimizer_modes 560 "$python" "$bench/optimizer_modes.py" --packtrain "$build/packtrain" --data "$data" \
+  --out "$out/optimizer_modes" --steps "${MODES_STEPS:-300}"
+# shellcheck disable=SC2086  # MODES_8B is a list of arguments
+section llama8b 400 "$build/packtrain" train --data "$data" --out "$scratch/llama8b" --no-resume --no-save \
+  --model llama3.1-8b --device cuda --strategy flatten --tokens 16384 --steps 12 --warmup 2 --eval-every 0 \
+  ${MODES_8B:---master-weights bf16 --optimizer-state 8bit --recompute=layers}
 
 section report 60 "$python" "$bench/report.py" "$out"
 echo "all sections: $((SECONDS - started)) s; report: $out/REPORT.md"

@@ -28,9 +28,10 @@ import os
 import shlex
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
+
+import train_runs
 
 RUNS = [
     ("dense", []),
@@ -41,27 +42,16 @@ RUNS = [
 ]
 
 
-def read_metrics(path):
-    records = []
-    for line in open(path):
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
-
-
 def summarize(name, records):
     train = [r for r in records if r.get("type") == "train"]
     val = [r for r in records if r.get("type") == "val"]
     masks = [r for r in records if r.get("type") == "masks" and "flip_rate" in r]
-    speed = [r["real_tokens_per_s"] for r in train[len(train) // 10:]] or [0]
     return {
         "bench": "sparse_convergence",
         "run": name,
         "val_curve": [[r["step"], r["loss"]] for r in val],
         "final_val_loss": val[-1]["loss"] if val else None,
-        "median_real_tokens_per_s": statistics.median(speed),
+        "median_real_tokens_per_s": train_runs.steady(records, "real_tokens_per_s"),
         "mean_flip_rate": statistics.mean(m["flip_rate"] for m in masks[1:]) if len(masks) > 1 else None,
         "tokens_seen": train[-1]["tokens_seen"] if train else 0,
     }
@@ -115,10 +105,8 @@ def main():
     runs += [(f"2:4 decay {d}", ["--sparse24", "--masked-decay", d]) for d in args.decays.split(",") if d]
     if not os.path.isfile(os.path.join(args.data, "metadata.json")):
         sys.exit(f"{args.data}: no prepared dataset (run scripts/main.sh or packtrain prepare first)")
-    with open(os.path.join(args.data, "metadata.json")) as f:
-        train_tokens = json.load(f)["splits"]["train"]["tokens"]
-    epochs = args.steps * args.tokens / train_tokens
-    print(f"{args.steps} steps x {args.tokens} tokens = {epochs:.2f} epochs of {train_tokens} train tokens", flush=True)
+    epochs = train_runs.train_epochs(args.data, args.steps, args.tokens)
+    print(f"{args.steps} steps x {args.tokens} tokens = {epochs:.2f} epochs of the train split", flush=True)
     if epochs > 1:
         print("warning: more than one epoch: the dense model overfits first, so the final losses do not compare "
               "2:4 with dense; use a larger dataset (scripts/setup_pretrain_corpus.sh) or fewer steps", flush=True)
@@ -127,8 +115,7 @@ def main():
     scratch = tempfile.mkdtemp(prefix="sparse_convergence_")
     try:
         for name, extra in runs:
-            tag = name.replace(":", "").replace(" ", "_").replace(".", "p")
-            run_dir = os.path.join(scratch, tag)
+            run_dir = os.path.join(scratch, train_runs.run_tag(name))
             cmd = [args.packtrain, "train", "--data", args.data, "--out", run_dir, "--no-resume",
                    "--model", args.model, "--device", args.device, "--strategy", "flatten",
                    "--tokens", str(args.tokens), "--steps", str(args.steps), "--warmup", str(args.steps // 20),
@@ -136,15 +123,9 @@ def main():
                    "--eval-batches", str(args.eval_batches),
                    "--save-every", "0", "--log-every", "10", "--seed", str(args.seed)] + shlex.split(
                        args.train_args) + extra
-            print(f"== {name}: {' '.join(cmd)}", flush=True)
-            with open(os.path.join(args.out, f"convergence_{tag}.log"), "w") as log:
-                rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
-            metrics = os.path.join(run_dir, "metrics.jsonl")
-            if rc != 0 or not os.path.isfile(metrics):
-                print(f"   failed (exit {rc}); see convergence_{tag}.log")
-                continue
-            shutil.copy(metrics, os.path.join(args.out, f"convergence_{tag}.jsonl"))
-            results.append(summarize(name, read_metrics(metrics)) | {"epochs": epochs})
+            records = train_runs.train(cmd, name, scratch, args.out, "convergence")
+            if records is not None:
+                results.append(summarize(name, records) | {"epochs": epochs})
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     dense = next((r for r in results if r["run"] == "dense" and r["final_val_loss"]), None)

@@ -33,6 +33,7 @@ void register_train(CLI::App& app) {
   auto strategy = std::make_shared<std::string>("flatten");
   auto threads = std::make_shared<int>(0);
   auto no_resume = std::make_shared<bool>(false);
+  auto no_save = std::make_shared<bool>(false);
   auto sparse_layers = std::make_shared<std::string>(tc->sparsity.layers());
   auto sparse_dw = std::make_shared<std::string>(weight_grad_name(tc->sparsity.weight_grad));
   auto recompute = std::make_shared<std::string>("none");
@@ -49,6 +50,8 @@ void register_train(CLI::App& app) {
   cmd->add_flag("--allow-unused-tensors", tc->allow_unused_tensors,
                 "With --init: load a checkpoint that holds tensors the model does not use, without them");
   cmd->add_flag("--no-resume", *no_resume, "Start afresh even if OUT/checkpoints/latest exists");
+  cmd->add_flag("--no-save", *no_save,
+                "Write no checkpoint and no final model, not even when stopped (benchmarks)");
   cmd->add_option("--strategy", *strategy, "padding, concat, concat-posid, flatten or bfd")
       ->capture_default_str();
   cmd->add_option("--examples", tc->packing.examples_per_batch, "Examples per micro-batch");
@@ -183,6 +186,7 @@ void register_train(CLI::App& app) {
     if (c.packing.examples_per_batch == 0 && c.packing.tokens_per_batch == 0)
       c.packing.examples_per_batch = 16;
     c.resume = !*no_resume;
+    c.save = !*no_save;
     c.dist.backend = dist::parse_backend(*backend);
     ops::set_cpu_threads(*threads);
     const TrainResult result = train(c);  // says itself why it stopped early

@@ -614,12 +614,13 @@ TrainResult train(const TrainConfig& tc) {
   // Why this invocation ended before the run's last step, in the log.
   auto explain_stop = [&](TrainEnd end) {
     if (!lead) return;
+    const char* resume = tc.save ? "run again with the same --out to resume" : "--no-save: nothing to resume";
     if (end == TrainEnd::stop_after)
-      log_info("stopped at step {} of {}; run again with the same --out to resume", state.step, tc.steps);
+      log_info("stopped at step {} of {}; {}", state.step, tc.steps, resume);
     else if (end == TrainEnd::signal)
-      log_info("stopped at step {} of {} on {}, with a checkpoint; run the same command to resume",
-               state.step, tc.steps,
-               signals.received() ? signal_name(signals.received()) : "another rank's stop signal");
+      log_info("stopped at step {} of {} on {}{}; {}", state.step, tc.steps,
+               signals.received() ? signal_name(signals.received()) : "another rank's stop signal",
+               tc.save ? ", with a checkpoint" : "", resume);
     else
       log_error(
           "steps {}-{}: {} steps in a row had a non-finite loss or gradient norm (--max-bad-steps {}), "
@@ -730,7 +731,9 @@ TrainResult train(const TrainConfig& tc) {
     }
     const bool run_done = state.step == tc.steps;
     if (!early && (run_done || (tc.eval_every > 0 && state.step % tc.eval_every == 0))) validate();
-    if (early || state.step == last_step || (tc.save_every > 0 && state.step % tc.save_every == 0)) save();
+    if (tc.save &&
+        (early || state.step == last_step || (tc.save_every > 0 && state.step % tc.save_every == 0)))
+      save();
     if (early) {
       result.end = *early;
       break;
@@ -755,6 +758,7 @@ TrainResult train(const TrainConfig& tc) {
     explain_stop(result.end);
     return result;
   }
+  if (!tc.save) return result;
   result.final_dir = (fs::path(tc.out_dir) / "final").string();
   // The model as trained, masked while the run ended sparse (zeros where pruned), else dense: the full
   // masters (gathered from every rank with ZeRO-1, a collective).

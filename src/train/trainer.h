@@ -55,6 +55,7 @@ struct TrainConfig {
   std::string init_from;              // optional HF model directory to fine-tune
   bool allow_unused_tensors = false;  // --init: load a checkpoint holding tensors the model does not use
   bool resume = true;                 // continue from out_dir/checkpoints/latest when it exists
+  bool save = true;                   // write checkpoints and the final model (off: benchmarks)
   PackingOptions packing;             // strategy, micro-batch size, objective and masked-LM settings
   std::string mask_token;             // masked LM: the tokenizer's mask token; empty: [MASK] or <mask>
   int32_t grad_accum = 1;             // micro-batches per optimizer step

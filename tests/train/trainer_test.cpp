@@ -924,6 +924,20 @@ TEST_F(TrainingRun, ACheckpointResumesOnlyInItsOwnOptimizerStateMode) {
   }
 }
 
+// --no-save (benchmarks): the run trains and validates but writes no checkpoint and no final model.
+TEST_F(TrainingRun, NoSaveWritesNoCheckpointAndNoFinalModel) {
+  auto c = run_config("run", 3);
+  c.save = false;
+  c.save_every = 1;
+  const TrainResult r = train(c);
+  EXPECT_EQ(r.last_step, 3);
+  EXPECT_TRUE(r.final_dir.empty());
+  const fs::path checkpoints = fs::path(c.out_dir) / "checkpoints";
+  EXPECT_TRUE(!fs::exists(checkpoints) || fs::is_empty(checkpoints));
+  EXPECT_FALSE(fs::exists(fs::path(c.out_dir) / "final"));
+  EXPECT_EQ(records(c.out_dir, "train").size(), 3u);
+}
+
 // Without fp32 masters (--master-weights bf16) the weights are bf16 values updated with stochastic
 // rounding: every weight a checkpoint and the final model hold is a bf16 value, and the run trains as the
 // one with masters does (30 steps of the tiny model: the final validation loss within 1%). Each step's loss
