@@ -31,6 +31,9 @@
 #               memory (bench/optimizer_modes.py) on the packing section's data
 #   llama8b     llama3.1-8b at 16k tokens a micro-batch, MODES_8B (default: no fp32 masters, 8-bit moments,
 #               layer recomputation), 12 steps without saving: MFU and peak memory (#24)
+#   llama8b_hf  HF transformers on the same 8B shape (fp32 master weights and AdamW, as HF trains): what it
+#               needs, or its out-of-memory error (bench_train_gpu writes the batches, then its own fp32-state
+#               attempt fails as the plan says)
 #   report      bench/report.py
 # SECTIONS (comma list, default all) runs a subset; three device calls of 10 minutes split the whole set, e.g.
 # SECTIONS=train_gpu,train_hf, then SECTIONS=attention,packing, then SECTIONS=sparse_ffn,train_sparse,
@@ -217,6 +220,10 @@ section optimizer_modes 560 "$python" "$bench/optimizer_modes.py" --packtrain "$
 section llama8b 400 "$build/packtrain" train --data "$data" --out "$scratch/llama8b" --no-resume --no-save \
   --model llama3.1-8b --device cuda --strategy flatten --tokens 16384 --steps 12 --warmup 2 --eval-every 0 \
   ${MODES_8B:---master-weights bf16 --optimizer-state 8bit --recompute=layers}
+section llama8b_hf 360 bash -c "'$build/bench_train_gpu' --models llama3.1-8b --examples 16 --skip-1b --steps 1 \
+  --dump-batches '$scratch/llama8b_batches.json'; '$python' '$bench/peers/train_hf.py' \
+  --batches '$scratch/llama8b_batches.json' --preset llama3.1-8b --steps 2 --warmup 1 --budget 300 \
+  --only 'flattened sdpa'"
 
 section report 60 "$python" "$bench/report.py" "$out"
 echo "all sections: $((SECONDS - started)) s; report: $out/REPORT.md"
