@@ -289,7 +289,7 @@ void write_training_checkpoint(const fs::path& root, const std::string& name, co
   const fs::path final_dir = root / name, tmp_dir = root / (name + ".tmp");
   fs::create_directories(root);
   remove_partial_saves(root);
-  save_model_dir(tmp_dir.string(), config, params, tokenizer_json);
+  save_model_dir(tmp_dir.string(), config, params, tokenizer_json, kDefaultShardBytes, state.masters);
   ParameterLayout layout(config);
   std::vector<std::vector<float>> scratch;
   auto moments = moment_tensors(layout, adam_m, "exp_avg.", scratch);
@@ -320,16 +320,20 @@ void write_training_checkpoint(const fs::path& root, const std::string& name, co
 }  // namespace
 
 void save_model_dir(const std::string& dir, const ModelConfig& config, std::span<const float> params,
-                    const std::string& tokenizer_json, int64_t max_shard_bytes) {
+                    const std::string& tokenizer_json, int64_t max_shard_bytes, DType dtype) {
   ParameterLayout layout(config);
   PT_ASSERT(static_cast<int64_t>(params.size()) == layout.total());
   PT_ASSERT(max_shard_bytes > 0);
+  if (dtype != DType::f32 && dtype != DType::bf16)
+    fail("save_model_dir: weights are saved in f32 or bf16, not {}", dtype_name(dtype));
   const fs::path d(dir);
   fs::create_directories(d);
-  write_file_atomic((d / "config.json").string(), config_to_json(config));
+  write_file_atomic((d / "config.json").string(), config_to_json(config, dtype));
   std::vector<std::vector<float>> scratch;
-  const auto shards = split_into_shards(named_tensors(layout, params, "", /*hf_layout=*/true, scratch),
-                                        static_cast<uint64_t>(max_shard_bytes));
+  auto tensors = named_tensors(layout, params, "", /*hf_layout=*/true, scratch);
+  if (dtype == DType::bf16)
+    for (auto& t : tensors) t.dtype = StDtype::kBF16;
+  const auto shards = split_into_shards(tensors, static_cast<uint64_t>(max_shard_bytes));
   const std::map<std::string, std::string> metadata = {{"format", "pt"}};
   if (shards.size() == 1) {
     write_safetensors((d / kWeightsFile).string(), shards[0], metadata);

@@ -1,8 +1,9 @@
 // Checkpoints. A model directory is what Hugging Face loads: config.json, model.safetensors (the family's HF
-// tensor names and layouts, fp32; a large model as shards plus model.safetensors.index.json, as
+// tensor names and layouts, fp32, or bf16 for a run without fp32 masters; a large model as shards plus
+// model.safetensors.index.json, as
 // save_pretrained writes it) and tokenizer.json. A training checkpoint is a model directory plus
 // optimizer.safetensors (AdamW moments, as the optimizer keeps them: f32, bf16, or 8-bit codes with their
-// block absmax values) and trainer_state.json (step, data position, seed), so a run resumes
+// block absmax values) and trainer_state.json (step, data position, seed, master weights), so a run resumes
 // bit for bit; a run training 2:4 sparse (model/sparsity.h) adds masks.safetensors, its masks as u8 per
 // HF weight (the weights themselves stay the dense masters).
 //
@@ -32,13 +33,15 @@ struct ModelWeights {
 // Hugging Face's shard limit, "5GB" (huggingface_hub's MAX_SHARD_SIZE, in units of 10^9 bytes).
 inline constexpr int64_t kDefaultShardBytes = 5'000'000'000;
 
-// Writes config.json, the weights and (if tokenizer_json is not empty) tokenizer.json into dir. Weights of
-// at most max_shard_bytes go to model.safetensors; larger ones are split as huggingface_hub splits them:
+// Writes config.json, the weights (f32, or bf16 when they are bf16 values: a run without fp32 masters) and
+// (if tokenizer_json is not empty) tokenizer.json into dir. Weights of at most max_shard_bytes go to
+// model.safetensors; larger ones are split as huggingface_hub splits them:
 // in layout order into model-00001-of-0000N.safetensors ... of at most max_shard_bytes each (a tensor over
 // the limit gets a shard of its own), named in model.safetensors.index.json. Weight files an earlier save
 // left in dir (model.safetensors, an index, shards) that this one does not overwrite are removed.
 void save_model_dir(const std::string& dir, const ModelConfig& config, std::span<const float> params,
-                    const std::string& tokenizer_json, int64_t max_shard_bytes = kDefaultShardBytes);
+                    const std::string& tokenizer_json, int64_t max_shard_bytes = kDefaultShardBytes,
+                    DType dtype = DType::f32);
 
 // Reads an HF model directory of a supported family (model/families.h): config.json plus model.safetensors
 // or a sharded index; fp32, bf16 or fp16 tensors. Errors name the tensor and the mismatch (missing, shape,

@@ -766,7 +766,8 @@ TrainResult train(const TrainConfig& tc) {
   if (lead) {
     if (model.sparse_active()) masks->apply_on_host(final_params);
     try {
-      save_model_dir(result.final_dir, config, final_params, tokenizer_json);
+      save_model_dir(result.final_dir, config, final_params, tokenizer_json, kDefaultShardBytes,
+                     tc.master_weights);
     } catch (const WriteError& e) {
       fail(
           "cannot write the final model to {}: {}. It needs about {}; the last checkpoint is complete, "

@@ -965,6 +965,17 @@ TEST_F(TrainingRun, Bf16MasterWeightsTrainAsFp32MastersDo) {
   off_grid = 0;
   for (const float w : with_masters.params) off_grid += bf16_to_float(float_to_bf16(w)) != w;
   EXPECT_GT(off_grid, with_masters.params.size() / 2) << "the fp32 masters' run should not be on the grid";
+  // bf16 values are saved as BF16 (exactly, in half the bytes), and config.json says so.
+  const auto final_file = [](const TrainConfig& c) {
+    return fs::path(c.out_dir) / "final/model.safetensors";
+  };
+  const auto reader = SafetensorsReader::open(final_file(bf16_config).string());
+  EXPECT_EQ(reader.info(reader.names().front()).dtype, StDtype::kBF16);
+  EXPECT_LT(double(fs::file_size(final_file(bf16_config))),
+            0.55 * double(fs::file_size(final_file(f32_config))));
+  const auto config =
+      nlohmann::json::parse(read_file((fs::path(bf16_config.out_dir) / "final/config.json").string()));
+  EXPECT_EQ(config.at("torch_dtype"), "bfloat16");
 }
 
 // Stochastic rounding draws hash the seed, the step and each weight's flat index: a resumed run repeats
