@@ -134,6 +134,7 @@ Evaluator::~Evaluator() {
 }
 
 void Evaluator::render(Frame* root, std::string& out, std::vector<std::pair<size_t, size_t>>& generation) {
+  start_work();
   frame_ = root;
   out_ = root_ = &out;
   generation_ = &generation;
@@ -269,6 +270,7 @@ Evaluator::Flow Evaluator::exec_for(const ForStmt& s) {
     // jinja2 filters lazily; filtering up front sees the same items unless the body changes what the
     // condition reads.
     for (const Value& item : all) {
+      charge_work(1);
       f->vars.clear();
       assign(*f, s.target, item);
       frame_ = f;
@@ -286,6 +288,7 @@ Evaluator::Flow Evaluator::exec_for(const ForStmt& s) {
   // skip that point).
   bool run_else = true;
   for (size_t i = 0; i < loop->items.size(); ++i) {
+    charge_work(1);
     if (f->captured)
       f = frames_.acquire(outer);
     else

@@ -34,6 +34,7 @@ Value range(const CallArgs& args) {
   if (count > uint64_t{kMaxRange})
     raise_failure("Range too big. The sandbox blocks ranges larger than MAX_RANGE (" +
                   std::to_string(kMaxRange) + ").");
+  charge_work(count);
   auto l = std::make_shared<ListObj>();
   const auto n = static_cast<int64_t>(count);
   l->items.reserve(static_cast<size_t>(n));

@@ -165,6 +165,7 @@ class Dumper {
       if (i) out_ += o_.item_separator;
       if (o_.indent) newline(depth + 1);
       value(items[i], depth + 1);
+      check_built_size(out_.size(), "tojson's result");  // before millions of items take their time
     }
     if (o_.indent) newline(depth);
     out_ += ']';

@@ -44,6 +44,7 @@ Value repeat(const Value& seq, int64_t n) {
     raise_failure("MemoryError: a sequence of length " + std::to_string(size) + " repeated " +
                   std::to_string(n) + " times is too large");
   if (total == 0) n = 0;
+  charge_work(seq.is_string() ? total / 16 : total);
   if (seq.is_string()) {
     std::string out;
     out.reserve(total);

@@ -409,10 +409,13 @@ void append_string_repr(std::string& out, std::string_view s) {
   out += quote;
 }
 
+// A sequence of up to kMaxBuilt items prints past kMaxBuilt bytes: the text is checked as it grows, so the
+// MemoryError comes before the time to print millions of items.
 void append_items_repr(std::string& out, const std::vector<Value>& items) {
   for (size_t i = 0; i < items.size(); ++i) {
     if (i) out += ", ";
     append_repr(out, items[i]);
+    check_built_size(out.size(), "a printed sequence");
   }
 }
 
@@ -531,6 +534,7 @@ void append_repr(std::string& out, const Value& v) {
         append_repr(out, k);
         out += ": ";
         append_repr(out, val);
+        check_built_size(out.size(), "a printed dict");
       }
       out += '}';
       return;
@@ -671,6 +675,19 @@ RecursionGuard::RecursionGuard(const char* where) {
 }
 
 RecursionGuard::~RecursionGuard() { --recursion_depth; }
+
+namespace {
+thread_local uint64_t work_done = 0;
+}  // namespace
+
+void start_work() { work_done = 0; }
+
+void charge_work(uint64_t units) {
+  work_done += units;
+  if (work_done > kMaxWork)
+    raise_failure("the template does too much work: more than " + std::to_string(kMaxWork) +
+                  " loop iterations and built items (packtrain's limit; a chat template takes thousands)");
+}
 
 void check_built_size(uint64_t size, const char* what) {
   if (size > kMaxBuilt)

@@ -104,5 +104,19 @@ TEST(JinjaFuzzFindings, DeeplyNestedValuesNeitherOverflowTheStackNorLeak) {
   }
 }
 
+// Printing 7483649 * [0.024...] took 10 s: the text grew to 150 MB before its size was checked, and
+// nested loops over range(100000) never end. A printed sequence is checked as it grows, and a render's
+// loop iterations and built items stop at kMaxWork (4M) with a TemplateError; less work renders as before.
+TEST(JinjaFuzzFindings, ARenderStopsAtItsWorkBudget) {
+  EXPECT_THROW(render("{{ 7483649 * [920/38071] }}"), TemplateError);
+  EXPECT_THROW(render("{{ (4000000 * [0.25]) | string | length }}"), TemplateError);  // the printed text
+  EXPECT_THROW(render("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"),
+               TemplateError);
+  EXPECT_THROW(render("{% for i in range(10) %}{% set x = 1000000 * [1] %}{% endfor %}"), TemplateError);
+  EXPECT_EQ(render("{{ (1000000 * [1]) | length }} {{ ('ab' * 4000000) | length }}"), "1000000 8000000");
+  EXPECT_EQ(render("{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}done"),
+            "done");
+}
+
 }  // namespace
 }  // namespace pt::jinja::testing
