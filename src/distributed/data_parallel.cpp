@@ -330,14 +330,9 @@ void DataParallelOptimizer::load_moment(const ops::HostMoment& full, const char*
   const auto first = static_cast<size_t>(begin_), count = static_cast<size_t>(n);
   switch (format_) {
     case ops::MomentFormat::f32:
-      copy_bytes(values.data, gpu, full.values.data() + first, false, count * sizeof(float));
+    case ops::MomentFormat::bf16:  // values rounded to the moments' dtype: exact for a bf16 checkpoint's
+      from_host(values, std::span(full.values).subspan(first, count));
       break;
-    case ops::MomentFormat::bf16: {
-      std::vector<uint16_t> bits(count);
-      for (size_t i = 0; i < count; ++i) bits[i] = float_to_bf16(full.values[first + i]);
-      copy_bytes(values.data, gpu, bits.data(), false, count * sizeof(uint16_t));
-      break;
-    }
     case ops::MomentFormat::q8: {
       const int64_t blocks = range_quant_blocks(layout_.params(), 0, total);
       if (std::ssize(full.absmax) != blocks)
