@@ -8,7 +8,8 @@
 
 namespace pt::ops {
 
-void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out, bool ids_checked) {
+void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out,
+                       [[maybe_unused]] bool ids_checked) {
   ArgCheck a("embedding_forward");
   a.ints("ids", ids, {-1}).real("table", table, {-1, -1}).real("out", out, {ids.size(0), table.size(1)});
   switch (a.device()) {
@@ -25,7 +26,7 @@ void embedding_forward(const Tensor& ids, const Tensor& table, const Tensor& out
 }
 
 void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dtable, Write mode,
-                        bool ids_checked) {
+                        [[maybe_unused]] bool ids_checked) {
   ArgCheck a("embedding_backward");
   a.ints("ids", ids, {-1}).real("dout", dout, {ids.size(0), -1});
   a.real_or_f32("dtable", dtable, {-1, dout.size(1)});

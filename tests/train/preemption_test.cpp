@@ -22,7 +22,6 @@
 #include <fstream>
 #include <iostream>
 #include <random>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -112,10 +111,7 @@ std::string file_text(const fs::path& path) { return fs::exists(path) ? read_fil
 // "step N: loss=... grad_norm=..." of every train record, as printed (so equal means bitwise equal).
 std::vector<std::string> printed_steps(const fs::path& run_dir) {
   std::ifstream in(run_dir / "metrics.jsonl");
-  const auto field = [](const std::string& line, const std::string& name) {
-    std::smatch m;
-    return std::regex_search(line, m, std::regex("\"" + name + "\":([^,}]+)")) ? m[1].str() : "?";
-  };
+  const auto field = test::printed_field;
   std::vector<std::string> out;
   for (std::string line; std::getline(in, line);)
     if (line.find(R"("type":"train")") != std::string::npos)

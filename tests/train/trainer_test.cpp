@@ -31,7 +31,6 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -111,12 +110,11 @@ class TrainingRun : public ::testing::Test {
 // The "loss" and "grad_norm" of every train record, as printed.
 std::vector<std::string> printed_train_numbers(const fs::path& run_dir) {
   std::ifstream in(run_dir / "metrics.jsonl");
-  const std::regex number(R"re("(loss|grad_norm)":([^,}]+))re");
   std::vector<std::string> out;
   for (std::string line; std::getline(in, line);) {
     if (line.find(R"("type":"train")") == std::string::npos) continue;
-    for (std::sregex_iterator it(line.begin(), line.end(), number), end; it != end; ++it)
-      out.push_back((*it)[1].str() + "=" + (*it)[2].str());
+    for (const std::string name : {"loss", "grad_norm"})
+      out.push_back(name + "=" + test::printed_field(line, name));
   }
   return out;
 }
