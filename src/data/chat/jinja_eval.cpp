@@ -582,6 +582,7 @@ Value Evaluator::eval(const Expr& e) {
     case ExprKind::Concat: {
       std::string s;
       for (const auto& item : static_cast<const ListExpr&>(e).items) append_str(s, eval(*item));
+      charge_built(s.size(), true, "a ~ concatenation");
       return Value::string(std::move(s));
     }
     case ExprKind::Compare: {

@@ -223,6 +223,7 @@ Value binary_op(BinaryOp op, const Value& a, const Value& b) {
     case BinaryOp::Add:
       if (a.is_string() && b.is_string()) {
         // Markup + str escapes the plain operand (markupsafe), whichever side it is on.
+        charge_built(a.str().size() + b.str().size(), true, "a sum of strings");
         if (a.is_markup() || b.is_markup()) {
           std::string l = a.is_markup() ? std::string(a.str()) : html_escape(a.str());
           std::string r = b.is_markup() ? std::string(b.str()) : html_escape(b.str());
@@ -235,6 +236,7 @@ Value binary_op(BinaryOp op, const Value& a, const Value& b) {
         return Value::string(std::move(s));
       }
       if ((plain_list(a) && plain_list(b)) || (a.kind() == Kind::Tuple && b.kind() == Kind::Tuple)) {
+        charge_built(a.items().size() + b.items().size(), false, "a sum of sequences");
         std::vector<Value> out = a.items();
         out.insert(out.end(), b.items().begin(), b.items().end());
         return a.kind() == Kind::Tuple ? Value::tuple(std::move(out)) : Value::list(std::move(out));

@@ -682,6 +682,11 @@ thread_local uint64_t work_done = 0;
 
 void start_work() { work_done = 0; }
 
+void charge_built(uint64_t size, bool string, const char* what) {
+  check_built_size(size, what);
+  charge_work(string ? size / 16 : size);
+}
+
 void charge_work(uint64_t units) {
   work_done += units;
   if (work_done > kMaxWork)

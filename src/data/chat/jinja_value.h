@@ -224,11 +224,14 @@ constexpr uint64_t kMaxBuilt = uint64_t{1} << 24;
 void check_built_size(uint64_t size, const char* what);
 
 // The work one render may do, counted in loop iterations and in the items (or 16-byte pieces of a string)
-// that sequence repetition and range() build: 4M, where a chat template takes thousands, and a few seconds
-// at most. Past it, a TemplateError instead of a render without end (nested loops over range(100000)).
-// The Evaluator starts each render's count (per thread).
+// that sequence repetition, concatenation and range() build: 4M, where a chat template takes thousands, and a
+// few seconds at most. Past it, a TemplateError instead of a render without end (nested loops over
+// range(100000)). The Evaluator starts each render's count (per thread).
 constexpr uint64_t kMaxWork = uint64_t{1} << 22;
 void start_work();
 void charge_work(uint64_t units);
+// A string or sequence built by joining others: checked against kMaxBuilt, and its size charged as work
+// (a template growing one in a loop copies it every time).
+void charge_built(uint64_t size, bool string, const char* what);
 
 }  // namespace pt::jinja

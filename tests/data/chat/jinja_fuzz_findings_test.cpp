@@ -118,5 +118,23 @@ TEST(JinjaFuzzFindings, ARenderStopsAtItsWorkBudget) {
             "done");
 }
 
+// Concatenation was unbounded: a string or list doubled in a loop passed any memory, and one grown a
+// little at a time copied quadratically many bytes. Sums and ~ are bounded by kMaxBuilt and charged as work.
+TEST(JinjaFuzzFindings, ConcatenationIsBoundedAndCharged) {
+  const std::string ns = "{% set ns = namespace(s='ab', l=[1]) %}";
+  EXPECT_THROW(render(ns + "{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}"),
+               TemplateError);
+  EXPECT_THROW(render(ns + "{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}"),
+               TemplateError);
+  EXPECT_THROW(render(ns + "{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}"),
+               TemplateError);
+  EXPECT_THROW(render(ns + "{% for i in range(100000) %}{% set ns.s = ns.s ~ '" + std::string(48, 'x') +
+                      "' %}{% endfor %}"),
+               TemplateError);
+  EXPECT_EQ(render(ns + "{% for i in range(1000) %}{% set ns.s = ns.s ~ '0123456789' %}{% endfor %}"
+                        "{{ ns.s | length }} {{ (ns.l + [2, 3]) | length }}"),
+            "10002 3");
+}
+
 }  // namespace
 }  // namespace pt::jinja::testing
