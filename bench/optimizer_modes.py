@@ -91,7 +91,7 @@ def main():
                    "--model", args.model, "--device", args.device, "--strategy", "flatten",
                    "--tokens", str(args.tokens), "--steps", str(args.steps), "--warmup", str(args.steps // 20),
                    "--lr", args.lr, "--min-lr", str(float(args.lr) / 10), "--eval-every", str(args.eval_every),
-                   "--eval-batches", str(args.eval_batches), "--save-every", "0", "--log-every", "10",
+                   "--eval-batches", str(args.eval_batches), "--no-save", "--log-every", "10",
                    "--seed", str(args.seed)] + shlex.split(args.train_args) + known[name]
             records = train_runs.train(cmd, name, scratch, args.out, "modes")
             if records is not None:
