@@ -19,10 +19,6 @@ import argparse
 import json
 import os
 import re
-import shlex
-import shutil
-import sys
-import tempfile
 
 import train_runs
 
@@ -58,46 +54,13 @@ def summarize(name, records, out):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--packtrain", required=True)
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--model", default="llama3.2-1b")
-    ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--tokens", type=int, default=16384, help="token budget per micro-batch (flatten)")
-    ap.add_argument("--lr", default="3e-4")
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--eval-every", type=int, default=100)
-    ap.add_argument("--eval-batches", type=int, default=0, help="validation batches (0: the whole split)")
-    ap.add_argument("--runs", default=",".join(name for name, _ in RUNS), help="which of the runs above")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--train-args", default="", help="more `packtrain train` arguments for every run")
+    train_runs.add_arguments(ap, RUNS, model="llama3.2-1b", steps=300, lr="3e-4", eval_every=100)
     args = ap.parse_args()
-    known = dict(RUNS)
-    wanted = [name for name in args.runs.split(",") if name]
-    unknown = [name for name in wanted if name not in known]
-    if unknown:
-        sys.exit(f"--runs: unknown {', '.join(unknown)}; choose from {', '.join(known)}")
-    if not os.path.isfile(os.path.join(args.data, "metadata.json")):
-        sys.exit(f"{args.data}: no prepared dataset (run scripts/main.sh or packtrain prepare first)")
+    runs = train_runs.pick_runs(args, RUNS)
     epochs = train_runs.train_epochs(args.data, args.steps, args.tokens)
     print(f"{args.steps} steps x {args.tokens} tokens = {epochs:.2f} epochs of the train split", flush=True)
-    os.makedirs(args.out, exist_ok=True)
-    results = []
-    scratch = tempfile.mkdtemp(prefix="optimizer_modes_")
-    try:
-        for name in wanted:
-            cmd = [args.packtrain, "train", "--data", args.data,
-                   "--out", os.path.join(scratch, train_runs.run_tag(name)), "--no-resume",
-                   "--model", args.model, "--device", args.device, "--strategy", "flatten",
-                   "--tokens", str(args.tokens), "--steps", str(args.steps), "--warmup", str(args.steps // 20),
-                   "--lr", args.lr, "--min-lr", str(float(args.lr) / 10), "--eval-every", str(args.eval_every),
-                   "--eval-batches", str(args.eval_batches), "--no-save", "--log-every", "10",
-                   "--seed", str(args.seed)] + shlex.split(args.train_args) + known[name]
-            records = train_runs.train(cmd, name, scratch, args.out, "modes")
-            if records is not None:
-                results.append(summarize(name, records, args.out) | {"epochs": epochs})
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    results = train_runs.run_all(args, runs, "modes",
+                                 lambda name, records: summarize(name, records, args.out) | {"epochs": epochs})
     base = next((r for r in results if r["run"] == "f32" and r["final_val_loss"]), None)
     print(f"\n{'mode':<18} {'final val loss':>14} {'vs f32':>8} {'real tok/s':>11} {'vs f32':>7} {'MFU %':>6} "
           f"{'peak GiB':>8} {'state MiB':>10}")

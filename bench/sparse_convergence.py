@@ -25,11 +25,7 @@ and the comparison says nothing about 2:4 (scripts/setup_pretrain_corpus.sh make
 import argparse
 import json
 import os
-import shlex
-import shutil
 import statistics
-import sys
-import tempfile
 
 import train_runs
 
@@ -81,53 +77,18 @@ def plot(results, path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--packtrain", required=True)
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--model", default="110m")
-    ap.add_argument("--steps", type=int, default=600)
-    ap.add_argument("--tokens", type=int, default=16384, help="token budget per micro-batch (flatten)")
-    ap.add_argument("--lr", default="1e-3")
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--eval-every", type=int, default=50)
-    ap.add_argument("--eval-batches", type=int, default=0, help="validation batches (0: the whole split)")
-    ap.add_argument("--runs", default=",".join(name for name, _ in RUNS), help="which of the runs above")
+    train_runs.add_arguments(ap, RUNS, model="110m", steps=600, lr="1e-3", eval_every=50)
     ap.add_argument("--decays", default="", help="extra 2:4 runs, one per masked-decay lambda")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--train-args", default="", help="more `packtrain train` arguments for every run")
     args = ap.parse_args()
-    known = dict(RUNS)
-    wanted = [name for name in args.runs.split(",") if name]
-    unknown = [name for name in wanted if name not in known]
-    if unknown:
-        sys.exit(f"--runs: unknown {', '.join(unknown)}; choose from {', '.join(known)}")
-    runs = [(name, known[name]) for name in wanted]
+    runs = train_runs.pick_runs(args, RUNS)
     runs += [(f"2:4 decay {d}", ["--sparse24", "--masked-decay", d]) for d in args.decays.split(",") if d]
-    if not os.path.isfile(os.path.join(args.data, "metadata.json")):
-        sys.exit(f"{args.data}: no prepared dataset (run scripts/main.sh or packtrain prepare first)")
     epochs = train_runs.train_epochs(args.data, args.steps, args.tokens)
     print(f"{args.steps} steps x {args.tokens} tokens = {epochs:.2f} epochs of the train split", flush=True)
     if epochs > 1:
         print("warning: more than one epoch: the dense model overfits first, so the final losses do not compare "
               "2:4 with dense; use a larger dataset (scripts/setup_pretrain_corpus.sh) or fewer steps", flush=True)
-    os.makedirs(args.out, exist_ok=True)
-    results = []
-    scratch = tempfile.mkdtemp(prefix="sparse_convergence_")
-    try:
-        for name, extra in runs:
-            run_dir = os.path.join(scratch, train_runs.run_tag(name))
-            cmd = [args.packtrain, "train", "--data", args.data, "--out", run_dir, "--no-resume",
-                   "--model", args.model, "--device", args.device, "--strategy", "flatten",
-                   "--tokens", str(args.tokens), "--steps", str(args.steps), "--warmup", str(args.steps // 20),
-                   "--lr", args.lr, "--min-lr", str(float(args.lr) / 10), "--eval-every", str(args.eval_every),
-                   "--eval-batches", str(args.eval_batches),
-                   "--save-every", "0", "--log-every", "10", "--seed", str(args.seed)] + shlex.split(
-                       args.train_args) + extra
-            records = train_runs.train(cmd, name, scratch, args.out, "convergence")
-            if records is not None:
-                results.append(summarize(name, records) | {"epochs": epochs})
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    results = train_runs.run_all(args, runs, "convergence",
+                                 lambda name, records: summarize(name, records) | {"epochs": epochs})
     dense = next((r for r in results if r["run"] == "dense" and r["final_val_loss"]), None)
     print(f"\n{'run':<18} {'final val loss':>14} {'vs dense':>9} {'real tok/s':>11} {'vs dense':>9} "
           f"{'flip rate':>9}")
