@@ -432,12 +432,13 @@ TrainingCheckpoint load_training_checkpoint(const std::string& dir) {
     if (st.contains("position")) ck.state.position = st.at("position").get<int64_t>();
     if (st.contains("master_weights")) {
       const auto masters = st.at("master_weights").get<std::string>();
-      if (masters != "f32" && masters != "bf16")
+      const std::optional<DType> dtype = parse_dtype(masters);
+      if (dtype != DType::f32 && dtype != DType::bf16)
         fail(
             "{}: master_weights is \"{}\", expected f32 or bf16; the checkpoint is damaged or from a newer "
             "packtrain",
             state_path, masters);
-      ck.state.masters = masters == "bf16" ? DType::bf16 : DType::f32;
+      ck.state.masters = *dtype;
     }
   } catch (const json::exception& e) {
     fail("{}: malformed trainer state ({}); the checkpoint is damaged, resume from an earlier one",

@@ -180,7 +180,7 @@ void register_train(CLI::App& app) {
     c.sparsity.weight_grad = parse_weight_grad(*sparse_dw);
     c.recompute = parse_recompute(*recompute);
     c.optimizer_state = *ops::parse_moment_format(*optimizer_state);
-    c.master_weights = *master_weights == "bf16" ? DType::bf16 : DType::f32;
+    c.master_weights = *parse_dtype(*master_weights);
     c.packing.strategy = parse_strategy(*strategy);
     c.packing.objective = *objective == "mlm" ? Objective::kMaskedLm : Objective::kCausalLm;
     if (c.packing.examples_per_batch == 0 && c.packing.tokens_per_batch == 0)

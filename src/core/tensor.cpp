@@ -20,6 +20,12 @@ const char* dtype_name(DType dtype) {
   return "?";
 }
 
+std::optional<DType> parse_dtype(std::string_view name) {
+  for (DType d : {DType::f32, DType::f64, DType::bf16, DType::i32, DType::u8})
+    if (name == dtype_name(d)) return d;
+  return std::nullopt;
+}
+
 const char* device_name(Device device) { return device == Device::cpu ? "cpu" : "cuda"; }
 
 int64_t dtype_size(DType dtype) {

@@ -8,7 +8,9 @@
 #include <array>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 namespace pt {
@@ -22,6 +24,8 @@ struct bf16 {
 };
 
 const char* dtype_name(DType dtype);
+// The dtype dtype_name names ("f32", "bf16"...), or nullopt.
+std::optional<DType> parse_dtype(std::string_view name);
 const char* device_name(Device device);
 int64_t dtype_size(DType dtype);
 

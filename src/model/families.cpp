@@ -105,10 +105,10 @@ void refuse_foreign(const Fields& f) {
 
 // How a Llama-like family spells its options.
 struct LlamaLike {
-  bool attention_bias;                          // reads attention_bias (q, k, v and o biases)
-  bool mlp_bias;                                // reads mlp_bias
-  bool qkv_bias;                                // always has q, k and v biases (Qwen2)
-  bool qk_norm;                                 // always has per-head q/k norms (Qwen3)
+  bool attention_bias;  // reads attention_bias (q, k, v and o biases)
+  bool mlp_bias;        // reads mlp_bias
+  bool qkv_bias;        // always has q, k and v biases (Qwen2)
+  bool qk_norm;         // always has per-head q/k norms (Qwen3)
   enum { none, all_layers, per_layer } window;  // Mistral: sliding_window on every layer; Qwen: see below
 };
 
@@ -125,43 +125,19 @@ struct Family {
   LlamaLike llama;    // read_llama_like's options
 };
 
-constexpr TensorNames kLlamaNames{"model.embed_tokens.weight",
-                                  nullptr,
-                                  "model.layers.{}.input_layernorm",
-                                  "model.layers.{}.self_attn.q_proj",
-                                  "model.layers.{}.self_attn.k_proj",
-                                  "model.layers.{}.self_attn.v_proj",
-                                  nullptr,
-                                  "model.layers.{}.self_attn.o_proj",
-                                  "model.layers.{}.self_attn.q_norm",
-                                  "model.layers.{}.self_attn.k_norm",
-                                  "model.layers.{}.post_attention_layernorm",
-                                  "model.layers.{}.mlp.gate_proj",
-                                  "model.layers.{}.mlp.up_proj",
-                                  nullptr,
-                                  "model.layers.{}.mlp.down_proj",
-                                  "model.norm",
-                                  "lm_head.weight",
-                                  false};
+constexpr TensorNames kLlamaNames{
+    "model.embed_tokens.weight", nullptr, "model.layers.{}.input_layernorm",
+    "model.layers.{}.self_attn.q_proj", "model.layers.{}.self_attn.k_proj", "model.layers.{}.self_attn.v_proj",
+    nullptr, "model.layers.{}.self_attn.o_proj", "model.layers.{}.self_attn.q_norm",
+    "model.layers.{}.self_attn.k_norm", "model.layers.{}.post_attention_layernorm",
+    "model.layers.{}.mlp.gate_proj", "model.layers.{}.mlp.up_proj", nullptr, "model.layers.{}.mlp.down_proj",
+    "model.norm", "lm_head.weight", false};
 
-constexpr TensorNames kGpt2Names{"transformer.wte.weight",
-                                 "transformer.wpe.weight",
-                                 "transformer.h.{}.ln_1",
-                                 nullptr,
-                                 nullptr,
-                                 nullptr,
-                                 "transformer.h.{}.attn.c_attn",
-                                 "transformer.h.{}.attn.c_proj",
-                                 nullptr,
-                                 nullptr,
-                                 "transformer.h.{}.ln_2",
-                                 nullptr,
-                                 nullptr,
-                                 "transformer.h.{}.mlp.c_fc",
-                                 "transformer.h.{}.mlp.c_proj",
-                                 "transformer.ln_f",
-                                 "lm_head.weight",
-                                 true};
+constexpr TensorNames kGpt2Names{
+    "transformer.wte.weight", "transformer.wpe.weight", "transformer.h.{}.ln_1", nullptr, nullptr, nullptr,
+    "transformer.h.{}.attn.c_attn", "transformer.h.{}.attn.c_proj", nullptr, nullptr, "transformer.h.{}.ln_2",
+    nullptr, nullptr, "transformer.h.{}.mlp.c_fc", "transformer.h.{}.mlp.c_proj", "transformer.ln_f",
+    "lm_head.weight", true};
 
 // BERT's post-norm layers keep HF's norm names: attention.output.LayerNorm is norm 1 (after attention),
 // output.LayerNorm norm 2 (after the MLP); the MLM head's transform norm is the final norm.
@@ -232,10 +208,8 @@ void read_qwen_windows(const Fields& f, ModelConfig& c) {
            c.num_hidden_layers);
     for (size_t l = 0; l < types.size(); ++l) {
       if (types[l] != "full_attention" && types[l] != "sliding_attention")
-        fail(
-            "{}: layer_types[{}] is \"{}\"; packtrain implements \"full_attention\" and "
-            "\"sliding_attention\"",
-            f.origin(), l, types[l]);
+        fail("{}: layer_types[{}] is \"{}\"; packtrain implements \"full_attention\" and \"sliding_attention\"",
+             f.origin(), l, types[l]);
       c.windowed_layers[l] = types[l] == "sliding_attention";
     }
   } else {
@@ -267,14 +241,10 @@ ModelConfig read_llama_like(const Fields& f, const Family& fam) {
     fail("{}: \"hidden_act\" is {}; {} models use SwiGLU (\"silu\")", f.origin(), f.raw("hidden_act").dump(),
          fam.model_type);
   c.rope = parse_rope_scaling(f.doc(), f.origin(), 10000.0);
-  if (o.attention_bias)
-    c.qkv_bias = c.o_bias = f.value("attention_bias", false);
-  else
-    f.refuse("attention_bias", false, "this family has no attention biases");
-  if (o.mlp_bias)
-    c.mlp_bias = f.value("mlp_bias", false);
-  else
-    f.refuse("mlp_bias", false, "this family has no MLP biases");
+  if (o.attention_bias) c.qkv_bias = c.o_bias = f.value("attention_bias", false);
+  else f.refuse("attention_bias", false, "this family has no attention biases");
+  if (o.mlp_bias) c.mlp_bias = f.value("mlp_bias", false);
+  else f.refuse("mlp_bias", false, "this family has no MLP biases");
   c.qkv_bias = c.qkv_bias || o.qkv_bias;
   c.qk_norm = o.qk_norm;
   switch (o.window) {
@@ -286,8 +256,7 @@ ModelConfig read_llama_like(const Fields& f, const Family& fam) {
     case LlamaLike::all_layers:
       c.sliding_window = f.value("sliding_window", int32_t{0});
       c.windowed_layers.assign(static_cast<size_t>(c.num_hidden_layers), c.sliding_window > 0);
-      f.refuse("layer_types", nullptr,
-               "Mistral applies its window to every layer (per-layer types are Ministral's)");
+      f.refuse("layer_types", nullptr, "Mistral applies its window to every layer (per-layer types are Ministral's)");
       break;
     case LlamaLike::per_layer:
       read_qwen_windows(f, c);
@@ -316,14 +285,12 @@ ModelConfig read_gpt2(const Fields& f, const Family&) {
   }
   f.get("layer_norm_epsilon", c.norm_eps);
   c.tie_word_embeddings = f.value("tie_word_embeddings", true);
-  if (!c.tie_word_embeddings)
-    fail("{}: GPT-2 ties its LM head to the token embeddings; tie_word_embeddings must be true", f.origin());
+  if (!c.tie_word_embeddings) fail("{}: GPT-2 ties its LM head to the token embeddings; tie_word_embeddings must be true", f.origin());
   const std::string act = f.value("activation_function", std::string("gelu_new"));
   if (act != "gelu_new" && act != "gelu_pytorch_tanh")
-    fail(
-        "{}: \"activation_function\" is \"{}\"; packtrain's GPT-2 MLP is GELU with the tanh approximation "
-        "(\"gelu_new\" or \"gelu_pytorch_tanh\")",
-        f.origin(), act);
+    fail("{}: \"activation_function\" is \"{}\"; packtrain's GPT-2 MLP is GELU with the tanh approximation "
+         "(\"gelu_new\" or \"gelu_pytorch_tanh\")",
+         f.origin(), act);
   f.refuse("scale_attn_weights", true, "packtrain scales attention scores by 1/sqrt(head_dim)");
   f.refuse("scale_attn_by_inverse_layer_idx", false, "per-layer attention scaling is not implemented");
   f.refuse("add_cross_attention", false, "cross-attention is not implemented");
@@ -378,14 +345,11 @@ ModelConfig read_bert(const Fields& f, const Family&) {
 
 // Tokens ids are single integers in packtrain; HF allows a list for eos (several stop tokens): the first.
 void read_special_tokens(const Fields& f, ModelConfig& c) {
-  for (auto [name, field] :
-       {std::pair{"bos_token_id", &c.bos_token_id}, std::pair{"eos_token_id", &c.eos_token_id}}) {
+  for (auto [name, field] : {std::pair{"bos_token_id", &c.bos_token_id}, std::pair{"eos_token_id", &c.eos_token_id}}) {
     if (!f.has(name)) continue;
     const json& v = f.raw(name);
-    if (v.is_array() && !v.empty() && v[0].is_number_integer())
-      *field = f.integer<int32_t>(v[0], name);
-    else
-      f.get(name, *field);
+    if (v.is_array() && !v.empty() && v[0].is_number_integer()) *field = f.integer<int32_t>(v[0], name);
+    else f.get(name, *field);
   }
 }
 
@@ -496,8 +460,7 @@ std::string config_to_json(const ModelConfig& c, DType weights) {
   // The source's own ids stay as they were (eos may list several stop tokens).
   if (c.bos_token_id >= 0 && !j.contains("bos_token_id")) j["bos_token_id"] = c.bos_token_id;
   if (c.eos_token_id >= 0 && !j.contains("eos_token_id")) j["eos_token_id"] = c.eos_token_id;
-  const char* torch_dtype =
-      weights == DType::bf16 ? "bfloat16" : "float32";  // of the weights saved beside it
+  const char* torch_dtype = weights == DType::bf16 ? "bfloat16" : "float32";  // the saved weights' dtype
   j["torch_dtype"] = torch_dtype;
   if (j.contains("dtype")) j["dtype"] = torch_dtype;
   return j.dump(2) + "\n";

@@ -13,17 +13,17 @@ namespace pt {
 // HF tensor names of a family's parameters; "{}" stands for the layer index. A name that is null is a
 // tensor the family does not have.
 struct TensorNames {
-  const char* embed;      // token embeddings [V, C]
-  const char* positions;  // learned absolute positions [P, C]
-  const char* attn_norm;  // per layer, before attention
-  const char *q, *k, *v;  // separate projections ...
-  const char* qkv;        // ... or one fused [C, 3C] (GPT-2's c_attn)
+  const char* embed;       // token embeddings [V, C]
+  const char* positions;   // learned absolute positions [P, C]
+  const char* attn_norm;   // per layer, before attention
+  const char* q, *k, *v;   // separate projections ...
+  const char* qkv;         // ... or one fused [C, 3C] (GPT-2's c_attn)
   const char* o;
-  const char *q_norm, *k_norm;  // per-head RMSNorm weights [D]
-  const char* ffn_norm;         // per layer, before the MLP
-  const char *gate, *up;        // SwiGLU's two input projections (stored together as one [2F, C] matrix) ...
-  const char* fc;               // ... or GELU's one
-  const char* down;             // the MLP's output projection
+  const char* q_norm, *k_norm;  // per-head RMSNorm weights [D]
+  const char* ffn_norm;    // per layer, before the MLP
+  const char* gate, *up;   // SwiGLU's two input projections (stored together as one [2F, C] matrix) ...
+  const char* fc;          // ... or GELU's one
+  const char* down;        // the MLP's output projection
   const char* final_norm;
   const char* lm_head;
   bool conv1d;  // linear weights stored [in, out] (GPT-2's Conv1D) rather than [out, in]

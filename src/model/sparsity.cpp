@@ -2,6 +2,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "ops/counter_hash.h"
 #include "ops/elementwise.h"
 #include "ops/sparse24.h"
 #include "ops/sparse_linear.h"
@@ -101,12 +102,7 @@ double SparsitySchedule::decay_at(int64_t step) const {
 
 namespace {
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+uint64_t splitmix64(uint64_t x) { return ops::mix64(x + 0x9E3779B97F4A7C15ull); }
 
 }  // namespace
 

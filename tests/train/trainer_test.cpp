@@ -905,6 +905,17 @@ TEST_F(TrainingRun, EightBitZeroOneOnOneLocalProcessIsBitwiseEqualToTheReplicate
   EXPECT_EQ(printed_train_numbers(plain.out_dir), printed_train_numbers(zero1.out_dir));
 }
 
+// The message of the error train(c) throws (a test failure when it throws none).
+std::string train_error(const TrainConfig& c) {
+  try {
+    train(c);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "train() threw no error";
+  return {};
+}
+
 // Moments are not converted between formats: resuming in another mode is an error naming both.
 TEST_F(TrainingRun, ACheckpointResumesOnlyInItsOwnOptimizerStateMode) {
   auto c = run_config("run", 4);
@@ -912,14 +923,9 @@ TEST_F(TrainingRun, ACheckpointResumesOnlyInItsOwnOptimizerStateMode) {
   c.stop_after = 2;
   train(c);
   c.optimizer_state = ops::MomentFormat::f32;
-  try {
-    train(c);
-    FAIL() << "resumed 8-bit moments as f32";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("in 8bit but this run keeps them in f32"), std::string::npos) << what;
-    EXPECT_NE(what.find("--optimizer-state 8bit"), std::string::npos) << what;
-  }
+  const std::string what = train_error(c);  // resumed 8-bit moments as f32
+  EXPECT_NE(what.find("in 8bit but this run keeps them in f32"), std::string::npos) << what;
+  EXPECT_NE(what.find("--optimizer-state 8bit"), std::string::npos) << what;
 }
 
 // --no-save (benchmarks): the run trains and validates but writes no checkpoint and no final model.
@@ -1001,24 +1007,14 @@ TEST_F(TrainingRun, MasterWeightsModesAreRefusedWhereTheyDoNotApply) {
   c.stop_after = 2;
   train(c);
   c.master_weights = DType::f32;
-  try {
-    train(c);
-    FAIL() << "resumed bf16 weights as fp32 masters";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("keeps bf16 master weights but this run f32"), std::string::npos) << what;
-    EXPECT_NE(what.find("--master-weights bf16"), std::string::npos) << what;
-  }
+  const std::string resumed = train_error(c);  // bf16 weights as fp32 masters
+  EXPECT_NE(resumed.find("keeps bf16 master weights but this run f32"), std::string::npos) << resumed;
+  EXPECT_NE(resumed.find("--master-weights bf16"), std::string::npos) << resumed;
   auto sparse = run_config("sparse", 4);
   sparse.master_weights = DType::bf16;
   sparse.sparsity = sparse24();
-  try {
-    train(sparse);
-    FAIL() << "2:4 training without masters";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("--sparse24 needs fp32 master weights"), std::string::npos) << what;
-  }
+  const std::string sparse_error = train_error(sparse);  // 2:4 training without masters
+  EXPECT_NE(sparse_error.find("--sparse24 needs fp32 master weights"), std::string::npos) << sparse_error;
 }
 
 }  // namespace
