@@ -27,10 +27,12 @@
 #   sparse_convergence  `packtrain train` dense, 2:4 and its ablations: validation loss (bench/sparse_convergence.py)
 #                       on data/pretrain/corpus.jsonl when scripts/setup_pretrain_corpus.sh made it
 #   optimizer_modes  llama3.2-1b per optimizer memory mode (f32, bf16 and 8-bit moments, bf16 weights without
-#               masters, both), MODES_STEPS (default 300) steps each: validation loss against f32, tokens/s,
+#               masters, both, the optimizer in the backward), MODES_STEPS (default 300) steps each and
+#               MODES_RUNS of them (a comma list; default all): validation loss against f32, tokens/s,
 #               memory (bench/optimizer_modes.py) on the packing section's data
 #   llama8b     llama3.1-8b at 16k tokens a micro-batch, MODES_8B (default: no fp32 masters, 8-bit moments,
-#               layer recomputation), 12 steps without saving: MFU and peak memory (#24)
+#               norm recomputation), 12 steps without saving: MFU and peak memory (#24)
+#   llama8b_in_backward  the same with fp32 masters, 8-bit moments and the optimizer in the backward
 #   llama8b_hf  HF transformers on the same 8B shape (fp32 master weights and AdamW, as HF trains): what it
 #               needs, or its out-of-memory error (bench_train_gpu writes the batches, then its own fp32-state
 #               attempt fails as the plan says)
@@ -215,11 +217,14 @@ fi
 
 # The optimizer's memory modes (#24): each mode a run of the same steps on the same data.
 section optimizer_modes 560 "$python" "$bench/optimizer_modes.py" --packtrain "$build/packtrain" --data "$data" \
-  --out "$out/optimizer_modes" --steps "${MODES_STEPS:-300}"
+  --out "$out/optimizer_modes" --steps "${MODES_STEPS:-300}" ${MODES_RUNS:+--runs "$MODES_RUNS"}
+llama8b=("$build/packtrain" train --data "$data" --no-resume --no-save --model llama3.1-8b --device cuda
+  --strategy flatten --tokens 16384 --steps 12 --warmup 2 --eval-every 0)
 # shellcheck disable=SC2086  # MODES_8B is a list of arguments
-section llama8b 400 "$build/packtrain" train --data "$data" --out "$scratch/llama8b" --no-resume --no-save \
-  --model llama3.1-8b --device cuda --strategy flatten --tokens 16384 --steps 12 --warmup 2 --eval-every 0 \
-  ${MODES_8B:---master-weights bf16 --optimizer-state 8bit --recompute=layers}
+section llama8b 300 "${llama8b[@]}" --out "$scratch/llama8b" \
+  ${MODES_8B:---master-weights bf16 --optimizer-state 8bit --recompute=norms}
+section llama8b_in_backward 300 "${llama8b[@]}" --out "$scratch/llama8b_in_backward" \
+  --optimizer-in-backward --clip 0 --optimizer-state 8bit --recompute=norms
 section llama8b_hf 360 bash -c "'$build/bench_train_gpu' --models llama3.1-8b --examples 16 --skip-1b --steps 1 \
   --dump-batches '$scratch/llama8b_batches.json'; '$python' '$bench/peers/train_hf.py' \
   --batches '$scratch/llama8b_batches.json' --preset llama3.1-8b --steps 2 --warmup 1 --budget 300 \

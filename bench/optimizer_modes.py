@@ -7,6 +7,9 @@ on the same prepared dataset, same steps and tokens, one per mode:
   8bit moments       --optimizer-state 8bit (block-wise dynamic quantization)
   bf16 weights       --master-weights bf16 (no fp32 masters: stochastic rounding)
   bf16 weights 8bit  both: 8 bytes a parameter, what fits an 8B model on one 80 GB GPU
+  in backward        --optimizer-in-backward --clip 0 (AdamW per layer during the backward: no buffer of
+                     every gradient, no clipping)
+  in backward compact  the three together: about 4.5 bytes a parameter
 
 From each run's metrics.jsonl and log: the final validation loss and its ratio to the f32 run's (the goal:
 within 1%), the median real tokens/s and MFU, the peak memory and the optimizer state the run reports.
@@ -28,6 +31,9 @@ RUNS = [
     ("8bit moments", ["--optimizer-state", "8bit"]),
     ("bf16 weights", ["--master-weights", "bf16"]),
     ("bf16 weights 8bit", ["--master-weights", "bf16", "--optimizer-state", "8bit"]),
+    ("in backward", ["--optimizer-in-backward", "--clip", "0"]),
+    ("in backward compact",
+     ["--optimizer-in-backward", "--clip", "0", "--master-weights", "bf16", "--optimizer-state", "8bit"]),
 ]
 
 
@@ -62,7 +68,7 @@ def main():
     results = train_runs.run_all(args, runs, "modes",
                                  lambda name, records: summarize(name, records, args.out) | {"epochs": epochs})
     base = next((r for r in results if r["run"] == "f32" and r["final_val_loss"]), None)
-    print(f"\n{'mode':<18} {'final val loss':>14} {'vs f32':>8} {'real tok/s':>11} {'vs f32':>7} {'MFU %':>6} "
+    print(f"\n{'mode':<20} {'final val loss':>14} {'vs f32':>8} {'real tok/s':>11} {'vs f32':>7} {'MFU %':>6} "
           f"{'peak GiB':>8} {'state MiB':>10}")
     with open(os.path.join(args.out, "optimizer_modes.jsonl"), "w") as f:
         for r in results:
@@ -71,7 +77,7 @@ def main():
                                  if base and base["median_real_tokens_per_s"] else None)
             f.write(json.dumps(r) + "\n")
             fmt = lambda v, spec: format(v, spec) if v is not None else "-"
-            print(f"{r['run']:<18} {fmt(r['final_val_loss'], '14.4f')} {fmt(r['loss_vs_f32'], '7.4f')}x "
+            print(f"{r['run']:<20} {fmt(r['final_val_loss'], '14.4f')} {fmt(r['loss_vs_f32'], '7.4f')}x "
                   f"{r['median_real_tokens_per_s']:>11.0f} {fmt(r['speed_vs_f32'], '6.2f')}x "
                   f"{r['median_mfu_pct']:>6.1f} {r['peak_memory_gib']:>8.2f} {fmt(r['optimizer_state_mib'], '10.1f')}")
 

@@ -70,7 +70,8 @@ void register_train(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--beta1", tc->adamw.beta1)->capture_default_str();
   cmd->add_option("--beta2", tc->adamw.beta2)->capture_default_str();
-  cmd->add_option("--clip", tc->max_grad_norm, "Global gradient-norm clip")->capture_default_str();
+  cmd->add_option("--clip", tc->max_grad_norm, "Global gradient-norm clip (0: none; the norm is still logged)")
+      ->capture_default_str();
   cmd->add_option("--eval-every", tc->eval_every, "Validate every N steps (0: at the end only)")
       ->capture_default_str();
   cmd->add_option("--eval-batches", tc->eval_batches, "Validation batches (0: the whole split)")
@@ -112,6 +113,10 @@ void register_train(CLI::App& app) {
          "rounding (2 bytes; not with --sparse24); a checkpoint resumes only in its own mode")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
+  cmd->add_flag("--optimizer-in-backward", tc->optimizer_in_backward,
+                "AdamW on each layer as soon as the backward has its gradients, so no buffer of every "
+                "gradient exists (4 bytes a parameter less); one GPU, --grad-accum 1, --clip 0, not with "
+                "--sparse24");
   // Masked-LM pre-training of encoders (docs/formats.md).
   auto* objective_option =
       cmd->add_option("--objective", *objective,

@@ -76,10 +76,14 @@ StateSlots reserve_state(Arena& arena, const ParameterLayout& layout, const Shar
   return s;
 }
 
-const Tensor& checked_grads(const Tensor& t, int64_t n, Device device) {
-  if (t.dtype != DType::f32 || t.device != device || t.numel() != n || t.empty())
+const Tensor& checked_grads(const Tensor& t, int64_t n, Device device, bool in_blocks) {
+  if (in_blocks) {
+    if (!t.empty())
+      fail("data-parallel optimizer: the step in the backward takes no flat gradient buffer, got {}", t.str());
+  } else if (t.dtype != DType::f32 || t.device != device || t.numel() != n || t.empty()) {
     fail("data-parallel optimizer: the gradients must be f32[{}] on {} (flat_size elements), got {}", n,
          device_name(device), t.str());
+  }
   return t;
 }
 
@@ -95,14 +99,22 @@ DataParallelOptimizer::DataParallelOptimizer(Communicator& comm, const Parameter
     : comm_(comm),
       layout_(layout),
       zero1_(options.zero1),
+      step_in_backward_(options.step_in_backward),
       format_(options.moments),
       shards_(make_shard_layout(layout.total(), comm.size())),
-      grads_(checked_grads(grads, flat_size(layout.total(), comm.size(), zero1_), comm.device())),
+      grads_(checked_grads(grads, flat_size(layout.total(), comm.size(), zero1_), comm.device(),
+                           step_in_backward_)),
       state_(comm.device()),
       working_(comm.device()),
-      reducer_(comm, grads, make_buckets(layout.params(), std::max<int64_t>(1, options.bucket_bytes / 4)),
+      reducer_(comm, grads,
+               step_in_backward_
+                   ? std::vector<Bucket>{}
+                   : make_buckets(layout.params(), std::max<int64_t>(1, options.bucket_bytes / 4)),
                options.zero1 ? GradientReducer::Mode::kReduceScatter : GradientReducer::Mode::kAllReduce,
                shards_) {
+  if (step_in_backward_ && (zero1_ || comm.size() > 1))
+    fail("data-parallel optimizer: the step in the backward runs on one rank without ZeRO-1, not {} ranks{}",
+         comm.size(), zero1_ ? " with ZeRO-1" : "");
   begin_ = zero1_ ? shards_.begin(comm.rank()) : 0;
   end_ = zero1_ ? begin_ + shards_.real_count(comm.rank()) : layout.total();
   if (options.masters != DType::f32 && options.masters != DType::bf16)
@@ -172,7 +184,26 @@ void DataParallelOptimizer::masked_decay(const FfnMasks& masks, double lambda) {
 }
 
 void DataParallelOptimizer::step(const ops::AdamWConfig& config, int64_t step) {
+  if (step_in_backward_) fail("step: this optimizer steps in the backward, block by block (step_block)");
   ops::adamw_step(adamw_, config, step);
+}
+
+void DataParallelOptimizer::step_block(const ops::AdamWConfig& config, int64_t step, int64_t begin,
+                                       int64_t end, const Tensor& grads) {
+  if (!step_in_backward_) fail("step_block: this optimizer was not made to step in the backward");
+  if (grads.dtype != DType::f32 || grads.device != comm_.device() || grads.numel() != end - begin)
+    fail("step_block: the gradients of [{}, {}) must be f32[{}] on {}, got {}", begin, end, end - begin,
+         device_name(comm_.device()), grads.str());
+  std::vector<ops::AdamWTensor> block;
+  for (ops::AdamWTensor t : adamw_) {
+    const int64_t n = t.param.numel();
+    if (t.offset + n <= begin || t.offset >= end) continue;
+    if (t.offset < begin || t.offset + n > end)
+      fail("step_block: [{}, {}) cuts the parameter at [{}, {})", begin, end, t.offset, t.offset + n);
+    t.grad = slice(grads, t.offset - begin, n);
+    block.push_back(t);
+  }
+  ops::adamw_step(block, config, step);
 }
 
 Tensor DataParallelOptimizer::gather_weights(const FfnMasks* masks) {

@@ -77,6 +77,9 @@ struct DataParallelOptions {
   DType compute_dtype = DType::f32;          // ZeRO-1: of the gathered working weights (the model's dtype)
   ops::MomentFormat moments = ops::MomentFormat::f32;  // how the AdamW moments are stored (ops/adamw.h)
   DType masters = DType::f32;  // f32 masters, or bf16: none, the weights themselves (see above)
+  // The optimizer step fused into the backward (train/step_in_backward.h): one rank, no flat gradient
+  // buffer (grads empty), and step_block in place of reduce, clip and step.
+  bool step_in_backward = false;
 };
 
 struct FullState {  // host copies of unpadded flat buffers (layout.total() elements), as checkpoints hold
@@ -90,10 +93,10 @@ class DataParallelOptimizer {
   // layout's total, padded to the shards with ZeRO-1.
   static int64_t flat_size(int64_t total, int world_size, bool zero1);
 
-  // grads: flat f32 buffer of flat_size() elements on comm.device(), zero in the padding. The optimizer
-  // allocates the masters and the moments of the range it owns (zero until set_params or load_state), the
-  // working copy where the model reads one from it (ZeRO-1; bf16 masters for an f32 model), and keeps a
-  // reference to grads.
+  // grads: flat f32 buffer of flat_size() elements on comm.device(), zero in the padding (empty with
+  // step_in_backward). The optimizer allocates the masters and the moments of the range it owns (zero until
+  // set_params or load_state), the working copy where the model reads one from it (ZeRO-1; bf16 masters for
+  // an f32 model), and keeps a reference to grads.
   DataParallelOptimizer(Communicator& comm, const ParameterLayout& layout, const Tensor& grads,
                         const DataParallelOptions& options);
 
@@ -140,6 +143,10 @@ class DataParallelOptimizer {
   void masked_decay(const FfnMasks& masks, double lambda);
   // AdamW (step counts from 1) on the owned masters.
   void step(const ops::AdamWConfig& config, int64_t step);
+  // step_in_backward: AdamW on the parameters of the flat range [begin, end), which holds whole tensors,
+  // with their gradients in grads (f32, element 0 at flat offset begin).
+  void step_block(const ops::AdamWConfig& config, int64_t step, int64_t begin, int64_t end,
+                  const Tensor& grads);
 
   // When gathers_weights() (collective with ZeRO-1): the weights of the following passes. ZeRO-1: this
   // rank's masters are cast to the compute dtype with `masks` applied where they cover sparse linears
@@ -186,6 +193,7 @@ class DataParallelOptimizer {
   Communicator& comm_;
   const ParameterLayout& layout_;
   bool zero1_;
+  bool step_in_backward_;
   ops::MomentFormat format_;
   ShardLayout shards_;
   Tensor grads_;

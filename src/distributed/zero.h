@@ -55,8 +55,8 @@ int64_t range_quant_blocks(std::span<const ParamInfo> params, int64_t begin, int
 // AdamW entries for the flat range [begin, end) of the parameters: every tensor's piece inside it, with its
 // decay flag; with 8-bit moments a piece is cut where the quantization grid crosses it, so each entry's
 // blocks are grid cells. masters and moments hold the range only (element 0 is flat offset `begin`); grads
-// is the flat buffer indexed by layout offset; each entry's offset is its flat offset. All on one device;
-// grads f32, masters f32 or bf16 (no fp32 masters).
+// is the flat buffer indexed by layout offset (empty: entries without gradients, set per step); each entry's
+// offset is its flat offset. All on one device; grads f32, masters f32 or bf16 (no fp32 masters).
 std::vector<ops::AdamWTensor> adamw_range(std::span<const ParamInfo> params, int64_t begin, int64_t end,
                                           const Tensor& masters, const Tensor& flat_grads,
                                           const RangeMoments& moments);

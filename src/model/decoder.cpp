@@ -377,23 +377,23 @@ void DecoderModel::norm_forward(const NormActs& n, int64_t w, int64_t b) const {
     ops::rmsnorm_forward(n.x, weight(w, {C}), config_.norm_eps, n.y, n.rstd);
 }
 
-void DecoderModel::norm_backward(const Tensor& dy, const NormActs& n, int64_t w, int64_t b, const Tensor& dx,
-                                 const Tensor& grads) const {
+void DecoderModel::norm_backward(const Tensor& dy, const NormActs& n, int64_t w, int64_t b,
+                                 const Tensor& dx) const {
   const int64_t C = config_.hidden_size;
   if (config_.norm == Norm::layer)
-    ops::layernorm_backward(dy, n.x, weight(w, {C}), n.mean, n.rstd, dx, param(grads, w, {C}),
-                            param(grads, b, {C}), Write::accumulate);
+    ops::layernorm_backward(dy, n.x, weight(w, {C}), n.mean, n.rstd, dx, grad(w, {C}),
+                            grad(b, {C}), Write::accumulate);
   else
-    ops::rmsnorm_backward(dy, n.x, weight(w, {C}), n.rstd, dx, param(grads, w, {C}), Write::accumulate);
+    ops::rmsnorm_backward(dy, n.x, weight(w, {C}), n.rstd, dx, grad(w, {C}), Write::accumulate);
 }
 
 Tensor DecoderModel::bias(int64_t b, int64_t n, int64_t skip) const {
   return b < 0 ? Tensor() : weight(b + skip, {n});
 }
 
-void DecoderModel::bias_grad(const Tensor& dy, int64_t b, const Tensor& grads, int64_t columns) const {
+void DecoderModel::bias_grad(const Tensor& dy, int64_t b, int64_t columns) const {
   if (b >= 0)
-    ops::bias_backward(dy, param(grads, b, {columns < 0 ? dy.size(1) : columns}), Write::accumulate);
+    ops::bias_backward(dy, grad(b, {columns < 0 ? dy.size(1) : columns}), Write::accumulate);
 }
 
 void DecoderModel::run_forward(int64_t T) {
@@ -421,23 +421,23 @@ void DecoderModel::embed_forward(int64_t T) {
                  layout_.embedding_norm_bias());
 }
 
-void DecoderModel::embed_backward(const Tensor& dx, const Tensor& dtmp, const Tensor& grads) const {
+void DecoderModel::embed_backward(const Tensor& dx, const Tensor& dtmp) const {
   const auto& c = config_;
   const int64_t T = dx.size(0), C = c.hidden_size, V = c.vocab_size;
   Tensor dsum = dx;
   if (c.embedding_norm) {
     const int first_in = layers_.empty() ? final_in_ : layers_[0].resid_in;
     norm_backward(dx, norm_acts(emb_sum_, first_in, emb_mean_, emb_rstd_, T), layout_.embedding_norm(),
-                  layout_.embedding_norm_bias(), dtmp, grads);
+                  layout_.embedding_norm_bias(), dtmp);
     dsum = dtmp;
   }
-  ops::embedding_backward(in_.ids, dsum, param(grads, layout_.embedding(), {V, C}), Write::accumulate,
+  ops::embedding_backward(in_.ids, dsum, grad(layout_.embedding(), {V, C}), Write::accumulate,
                           /*ids_checked=*/true);
   if (c.positions == Positions::learned)
     ops::embedding_backward(in_.positions, dsum,
-                            param(grads, layout_.positions(), {c.max_position_embeddings, C}),
+                            grad(layout_.positions(), {c.max_position_embeddings, C}),
                             Write::accumulate, /*ids_checked=*/true);
-  bias_grad(dsum, layout_.token_types(), grads);  // row 0 of the token-type table
+  bias_grad(dsum, layout_.token_types());  // row 0 of the token-type table
 }
 
 void DecoderModel::head_forward() {
@@ -451,7 +451,7 @@ void DecoderModel::head_forward() {
   norm_forward(final_norm_acts(rows), layout_.final_norm(), layout_.final_norm_bias());
 }
 
-void DecoderModel::head_backward(const Tensor& dx, const Tensor& grads) const {
+void DecoderModel::head_backward(const Tensor& dx) const {
   const int64_t rows = in_.head_rows, C = config_.hidden_size;
   const Tensor dxn = arena_.view(dxn_, {rows, C}), dtmp = arena_.view(dtmp_, {rows, C});
   // The gradient of the head's input: dx itself, or for masked LM the gathered rows', in a buffer the
@@ -461,10 +461,10 @@ void DecoderModel::head_backward(const Tensor& dx, const Tensor& grads) const {
   if (rows > 0) {
     const NormActs n = final_norm_acts(rows);
     if (config_.head_transform) {
-      norm_backward(dxn, n, layout_.final_norm(), layout_.final_norm_bias(), dtmp, grads);
-      head_transform_backward(dtmp, dhead, grads);
+      norm_backward(dxn, n, layout_.final_norm(), layout_.final_norm_bias(), dtmp);
+      head_transform_backward(dtmp, dhead);
     } else {
-      norm_backward(dxn, n, layout_.final_norm(), layout_.final_norm_bias(), dhead, grads);
+      norm_backward(dxn, n, layout_.final_norm(), layout_.final_norm_bias(), dhead);
     }
   }
   if (gather) ops::embedding_backward(in_.label_rows, dhead, dx, Write::overwrite, /*ids_checked=*/true);
@@ -478,13 +478,13 @@ void DecoderModel::head_transform_forward(int64_t rows) const {
   activation_forward(h, arena_.view(head_act_, {rows, C}));
 }
 
-void DecoderModel::head_transform_backward(const Tensor& dy, const Tensor& dx, const Tensor& grads) const {
+void DecoderModel::head_transform_backward(const Tensor& dy, const Tensor& dx) const {
   const int64_t rows = dy.size(0), C = config_.hidden_size;
   // In place: dy becomes the gradient of the dense's output.
   activation_backward(dy, arena_.view(head_h_, {rows, C}), dy);
-  bias_grad(dy, layout_.head_dense_bias(), grads);
+  bias_grad(dy, layout_.head_dense_bias());
   ops::linear_backward(dy, arena_.view(head_in(), {rows, C}), weight(layout_.head_dense(), {C, C}), dx,
-                       Write::overwrite, param(grads, layout_.head_dense(), {C, C}), Write::accumulate);
+                       Write::overwrite, grad(layout_.head_dense(), {C, C}), Write::accumulate);
 }
 
 void DecoderModel::layer_forward(size_t l, int64_t T, bool add_to_next) {
@@ -576,7 +576,7 @@ LossSum DecoderModel::forward(const Batch& batch) {
   const StagedBatch staged = inputs_.stage_now(batch);
   begin_pass(staged);
   run_forward(in_.tokens);
-  head_and_loss(1.0, Tensor());
+  head_and_loss(1.0, /*backward=*/false);
   inputs_.release(staged);
   return take_loss();
 }
@@ -587,7 +587,7 @@ LossSum DecoderModel::forward_backward(const Batch& batch, const Tensor& grads, 
   return take_loss();
 }
 
-void DecoderModel::head_and_loss(double grad_scale, const Tensor& grads) {
+void DecoderModel::head_and_loss(double grad_scale, bool backward) {
   const int64_t R = in_.head_rows, C = config_.hidden_size, V = config_.vocab_size;
   const int64_t W = logit_row_width(V);
   // The logits and dxn come from the head's rows padded to W (their zero rows add nothing), dW from the
@@ -608,12 +608,12 @@ void DecoderModel::head_and_loss(double grad_scale, const Tensor& grads) {
     const Tensor x = rows(xn, r0, n), chunk = arena_.view(logits_, {n, W});
     ops::linear_forward(x, padded_head, chunk, Write::overwrite, padded_bias);
     ops::cross_entropy_accumulate(chunk, param(in_.targets, r0, {n}), grad_scale,
-                                  grads.empty() ? Tensor() : chunk, loss_sums_, V);
-    if (grads.empty()) continue;
-    bias_grad(chunk, layout_.lm_head_bias(), grads, V);
+                                  backward ? chunk : Tensor(), loss_sums_, V);
+    if (!backward) continue;
+    bias_grad(chunk, layout_.lm_head_bias(), V);
     ops::linear_backward(chunk, x, padded_head, rows(dxn, r0, n), Write::overwrite, Tensor(),
                          Write::overwrite);
-    ops::linear_backward(chunk, x, head, Tensor(), Write::overwrite, param(grads, layout_.lm_head(), {V, C}),
+    ops::linear_backward(chunk, x, head, Tensor(), Write::overwrite, grad(layout_.lm_head(), {V, C}),
                          Write::accumulate);
   }
   ++passes_pending_;
@@ -630,6 +630,28 @@ LossSum DecoderModel::take_loss() {
 void DecoderModel::forward_backward(const StagedBatch& batch, const Tensor& grads, double grad_scale) {
   check_master("gradients", grads);
   begin_pass(batch);
+  grads_ = {};
+  grads_.flat = grads;
+  forward_backward(grad_scale, nullptr);
+  inputs_.release(batch);
+}
+
+void DecoderModel::forward_backward(const StagedBatch& batch, const GradientBlocks& blocks, double grad_scale) {
+  begin_pass(batch);
+  grads_ = {};
+  forward_backward(grad_scale, &blocks);
+  inputs_.release(batch);
+}
+
+Tensor DecoderModel::grad(int64_t offset, std::initializer_list<int64_t> shape) const {
+  if (!grads_.flat.empty()) return param(grads_.flat, offset, shape);
+  if (offset < layout_.layer_begin(0)) return param(grads_.embeddings, offset, shape);
+  Tensor g = param(grads_.block, offset - grads_.block_begin, shape);
+  PT_ASSERT(offset >= grads_.block_begin && offset - grads_.block_begin + g.numel() <= grads_.block.numel());
+  return g;
+}
+
+void DecoderModel::forward_backward(double grad_scale, const GradientBlocks* blocks) {
   const int64_t T = in_.tokens;
   run_forward(T);
   const auto& c = config_;
@@ -637,20 +659,35 @@ void DecoderModel::forward_backward(const StagedBatch& batch, const Tensor& grad
   const int64_t H = c.num_attention_heads, Hkv = c.num_key_value_heads, U = c.mlp_up_rows();
   Tensor dx = arena_.view(dx_, {T, C}), dtmp = arena_.view(dtmp_, {T, C}), dxn = arena_.view(dxn_, {T, C});
 
-  head_and_loss(grad_scale, grads);
-  head_backward(dx, grads);
-  // Backward runs through the layout (embeddings, layers, head transform, final norm, untied LM head, its
-  // bias) from its end. What is still to come lies before the part reported final: the layers below the
-  // current one and the embeddings, which a tied LM head shares, so its gradient is final only after
-  // embed_backward.
-  auto report = [&](int64_t first_final) {
-    if (backward_progress_) backward_progress_(first_final);
+  // Backward runs through the layout's blocks from its end: the head (final norm, head transform, untied LM
+  // head, its bias), the layers from the last, then the embeddings, which a tied LM head shares, so their
+  // gradients are final only after embed_backward. Closing a block reports what follows it final.
+  auto open = [&](int64_t begin, int64_t end) {
+    if (!blocks) return;
+    const Tensor g = blocks->open(begin, end);
+    if (g.numel() != end - begin || g.dtype != master_dtype() || g.device != device())
+      fail("gradient block [{}, {}): got {}, need {}[{}]@{}", begin, end, g.str(), dtype_name(master_dtype()),
+           end - begin, device_name(device()));
+    if (begin == 0)
+      grads_.embeddings = g;
+    else
+      grads_.block = g, grads_.block_begin = begin;
   };
-  report(layout_.head_begin());
+  auto close = [&](int64_t begin, int64_t end) {
+    if (blocks) blocks->close(begin, end, begin == 0 ? grads_.embeddings : grads_.block);
+    if (backward_progress_) backward_progress_(begin);
+  };
+  open(0, layout_.layer_begin(0));
+  open(layout_.head_begin(), layout_.total());
+  head_and_loss(grad_scale, /*backward=*/true);
+  head_backward(dx);
+  close(layout_.head_begin(), layout_.total());
   const bool post = c.post_norm;
   for (size_t l = layers_.size(); l-- > 0;) {
     const LayerActs& a = layers_[l];
-    const LayerParams& w = layout_.layer(static_cast<int>(l));
+    const int li = static_cast<int>(l);
+    const LayerParams& w = layout_.layer(li);
+    open(layout_.layer_begin(li), layout_.layer_begin(li + 1));
     const NormActs n1 = norm1_acts(l, T), n2 = norm2_acts(l, T);
     const Tensor x = arena_.view(a.resid_in, {T, C}), mlp_in = arena_.view(a.xn2, {T, C});
     // MLP: dx flows into the down projection and, unchanged, along the residual. A sparse linear's dW
@@ -671,11 +708,11 @@ void DecoderModel::forward_backward(const StagedBatch& batch, const Tensor& grad
     // Post-norm: dx goes through norm 2 first, to the residual sum's gradient (kept in dx, as pre-norm's
     // residual gradient is; dtmp stays free for the sparse down projection's pruned gradient).
     if (post) {
-      norm_backward(dx, n2, w.ffn_norm, w.ffn_norm_bias, dtmp, grads);
+      norm_backward(dx, n2, w.ffn_norm, w.ffn_norm_bias, dtmp);
       ops::copy(dtmp, dx);
     }
-    const Tensor dw_down = param(grads, w.w_down, {C, F}), dw_up = param(grads, w.w_up, {U, C});
-    bias_grad(dx, w.b_down, grads);
+    const Tensor dw_down = grad(w.w_down, {C, F}), dw_up = grad(w.w_up, {U, C});
+    bias_grad(dx, w.b_down);
     if (const ops::SparseLinear* s = sparse(l, FfnLinear::down))
       s->backward(dx, act, dact, Write::overwrite, dw_down, Write::accumulate,
                   mvue_dw(*s, dw_down, T) ? dtmp : Tensor(),
@@ -692,12 +729,12 @@ void DecoderModel::forward_backward(const StagedBatch& batch, const Tensor& grad
                                                               : ops::Activation::gelu_erf;
       const bool packed = mvue ? s->activation_backward(activation, dact, h, dh, seed, dw_up.dtype)
                                : (activation_backward(dact, h, dh), false);
-      bias_grad(dh, w.b_up, grads);
+      bias_grad(dh, w.b_up);
       s->backward(dh, mlp_in, dxn, Write::overwrite, dw_up, Write::accumulate, mvue ? dh : Tensor(), seed,
                   packed, mvue_only_if_sparse());
     } else {
       activation_backward(dact, h, dh);
-      bias_grad(dh, w.b_up, grads);
+      bias_grad(dh, w.b_up);
       ops::linear_backward(dh, mlp_in, weight(w.w_up, {U, C}), dxn, Write::overwrite, dw_up,
                            Write::accumulate);
     }
@@ -705,17 +742,17 @@ void DecoderModel::forward_backward(const StagedBatch& batch, const Tensor& grad
     // xn2's gradient plus the MLP's, through norm 1 (post-norm).
     if (post) {
       ops::add(dx, dxn);
-      norm_backward(dxn, n1, w.attn_norm, w.attn_norm_bias, dx, grads);
+      norm_backward(dxn, n1, w.attn_norm, w.attn_norm_bias, dx);
     } else {
-      norm_backward(dxn, n2, w.ffn_norm, w.ffn_norm_bias, dtmp, grads);
+      norm_backward(dxn, n2, w.ffn_norm, w.ffn_norm_bias, dtmp);
       ops::add(dtmp, dx);
     }
     // Attention.
     const Tensor dq = arena_.view(dq_, {T, H, D}), dk = arena_.view(dk_, {T, Hkv, D}),
                  dv = arena_.view(dv_, {T, Hkv, D});
-    bias_grad(dx, w.bo, grads);
+    bias_grad(dx, w.bo);
     ops::linear_backward(dx, arena_.view(a.attn, {T, H * D}), weight(w.wo, {C, H * D}),
-                         arena_.view(dattn_, {T, H * D}), Write::overwrite, param(grads, w.wo, {C, H * D}),
+                         arena_.view(dattn_, {T, H * D}), Write::overwrite, grad(w.wo, {C, H * D}),
                          Write::accumulate);
     ops::attention_backward(attention_params(l, T), {arena_.view(dattn_, {T, H, D}), dq, dk, dv});
     if (c.positions == Positions::rope) ops::rope_backward_qk(dq, dk, in_.positions, rope_, dq, dk);
@@ -728,36 +765,35 @@ void DecoderModel::forward_backward(const StagedBatch& batch, const Tensor& grad
       dk_lin = arena_.view(dk_pre_, {T, Hkv * D});
       ops::rmsnorm_backward(arena_.view(dq_, {T * H, D}), arena_.view(a.q_pre, {T * H, D}),
                             weight(w.q_norm, {D}), arena_.view(a.rstd_q, {T * H}),
-                            arena_.view(dattn_, {T * H, D}), param(grads, w.q_norm, {D}), Write::accumulate);
+                            arena_.view(dattn_, {T * H, D}), grad(w.q_norm, {D}), Write::accumulate);
       ops::rmsnorm_backward(arena_.view(dk_, {T * Hkv, D}), arena_.view(a.k_pre, {T * Hkv, D}),
                             weight(w.k_norm, {D}), arena_.view(a.rstd_k, {T * Hkv}),
-                            arena_.view(dk_pre_, {T * Hkv, D}), param(grads, w.k_norm, {D}),
+                            arena_.view(dk_pre_, {T * Hkv, D}), grad(w.k_norm, {D}),
                             Write::accumulate);
     }
     if (c.qkv_bias) {
-      bias_grad(dq_lin, w.bqkv, grads);
-      bias_grad(dk_lin, w.bqkv + H * D, grads);
-      bias_grad(dv_lin, w.bqkv + (H + Hkv) * D, grads);
+      bias_grad(dq_lin, w.bqkv);
+      bias_grad(dk_lin, w.bqkv + H * D);
+      bias_grad(dv_lin, w.bqkv + (H + Hkv) * D);
     }
     if (recompute_ == Recompute::norms_and_swiglu && !post) norm_forward(n1, w.attn_norm, w.attn_norm_bias);
     const Tensor attn_in = post ? x : n1.y;
     ops::linear_backward(dq_lin, attn_in, weight(w.wq, {H * D, C}), dxn, Write::overwrite,
-                         param(grads, w.wq, {H * D, C}), Write::accumulate);
+                         grad(w.wq, {H * D, C}), Write::accumulate);
     ops::linear_backward(dk_lin, attn_in, weight(w.wk, {Hkv * D, C}), dxn, Write::accumulate,
-                         param(grads, w.wk, {Hkv * D, C}), Write::accumulate);
+                         grad(w.wk, {Hkv * D, C}), Write::accumulate);
     ops::linear_backward(dv_lin, attn_in, weight(w.wv, {Hkv * D, C}), dxn, Write::accumulate,
-                         param(grads, w.wv, {Hkv * D, C}), Write::accumulate);
+                         grad(w.wv, {Hkv * D, C}), Write::accumulate);
     if (post) {
       ops::add(dxn, dx);
     } else {
-      norm_backward(dxn, n1, w.attn_norm, w.attn_norm_bias, dtmp, grads);
+      norm_backward(dxn, n1, w.attn_norm, w.attn_norm_bias, dtmp);
       ops::add(dtmp, dx);
     }
-    report(w.attn_norm);
+    close(layout_.layer_begin(li), layout_.layer_begin(li + 1));
   }
-  embed_backward(dx, dtmp, grads);
-  inputs_.release(batch);
-  report(0);
+  embed_backward(dx, dtmp);
+  close(0, layout_.layer_begin(0));
 }
 
 void DecoderModel::activation_backward(const Tensor& dact, const Tensor& h, const Tensor& dh) const {

@@ -116,6 +116,17 @@ class DecoderModel {
   // micro-batches accumulate; grad_scale is 1 / (targets of the whole optimizer step). The loss is summed
   // on the device: take_loss() reads it.
   void forward_backward(const StagedBatch& batch, const Tensor& grads, double grad_scale);
+  // The optimizer step fused into the backward (--optimizer-in-backward): instead of one flat buffer, the
+  // pass writes each block of the layout (ParameterLayout::layer_begin) into a buffer of its own, asking
+  // `open` for one (master dtype, zeroed, the block's elements) as it reaches the block, and hands it to
+  // `close` as soon as the block's gradients are final (queued on the device after them), before the next
+  // block's are written. The embeddings' buffer is opened first (a tied LM head adds to it) and closed last;
+  // the head's and then each layer's, from the top, in between: two blocks' gradients exist at a time.
+  struct GradientBlocks {
+    std::function<Tensor(int64_t begin, int64_t end)> open;
+    std::function<void(int64_t begin, int64_t end, const Tensor& grads)> close;
+  };
+  void forward_backward(const StagedBatch& batch, const GradientBlocks& blocks, double grad_scale);
   // The loss summed over the passes since the last take_loss (this waits for them), then cleared.
   LossSum take_loss();
   // One pass on a batch staged for it, loss returned (evaluation, tests): stage, pass, take_loss. There
@@ -202,9 +213,8 @@ class DecoderModel {
   ops::AttentionParams attention_params(size_t l, int64_t T) const;
   // The pre-norm at weight offset w (bias b, -1 for none) as the config says: RMSNorm or LayerNorm.
   void norm_forward(const NormActs& n, int64_t w, int64_t b) const;
-  // dy -> dx (overwritten); the weight's (and bias's) gradients added to grads.
-  void norm_backward(const Tensor& dy, const NormActs& n, int64_t w, int64_t b, const Tensor& dx,
-                     const Tensor& grads) const;
+  // dy -> dx (overwritten); the weight's (and bias's) gradients added to the pass's.
+  void norm_backward(const Tensor& dy, const NormActs& n, int64_t w, int64_t b, const Tensor& dx) const;
   NormActs norm_acts(int x, int y, int mean, int rstd, int64_t T) const;
   // A layer's two norms (pre- or post-norm, see LayerActs); `next` is the following layer's input buffer.
   NormActs norm1_acts(size_t l, int64_t T) const;
@@ -223,29 +233,34 @@ class DecoderModel {
   // ops::linear_forward adds to every row; and a bias's gradient, the column sums of dy's first columns
   // (default: all; the logits' rows are padded).
   Tensor bias(int64_t b, int64_t n, int64_t skip = 0) const;
-  void bias_grad(const Tensor& dy, int64_t b, const Tensor& grads, int64_t columns = -1) const;
+  void bias_grad(const Tensor& dy, int64_t b, int64_t columns = -1) const;
   void run_forward(int64_t T);
   // The embeddings summed (token, learned positions, token type 0) and normed where the config says so,
   // into layer 0's input; and their gradients from dx, that input's gradient (dtmp is scratch).
   void embed_forward(int64_t T);
-  void embed_backward(const Tensor& dx, const Tensor& dtmp, const Tensor& grads) const;
+  void embed_backward(const Tensor& dx, const Tensor& dtmp) const;
   // The head's input rows (gathered for masked LM), the head transform and the final norm, into xn_f; and
   // their backward from dxn, xn_f's gradient, to dx, the last layer's output's (overwritten).
   void head_forward();
-  void head_backward(const Tensor& dx, const Tensor& grads) const;
+  void head_backward(const Tensor& dx) const;
   // The head transform (dense + activation) from the head's input into the final norm's input; and its
   // backward from dy, the final norm's input gradient (clobbered), into dx (overwritten).
   void head_transform_forward(int64_t rows) const;
-  void head_transform_backward(const Tensor& dy, const Tensor& dx, const Tensor& grads) const;
+  void head_transform_backward(const Tensor& dy, const Tensor& dx) const;
   // Layer l's forward from its input; with add_to_next, also its output (the next layer's input).
   void layer_forward(size_t l, int64_t T, bool add_to_next);
   // The MLP's activation, SwiGLU or GELU, and its backward.
   void activation_forward(const Tensor& h, const Tensor& act) const;
   void activation_backward(const Tensor& dact, const Tensor& h, const Tensor& dh) const;
   // The LM head and the loss over the final norm's output, chunk by chunk, added to loss_sums_. With
-  // grads, the head's backward too: dlogits in place of each chunk's logits, then dxn and the head's
-  // weight gradient (accumulated into grads).
-  void head_and_loss(double grad_scale, const Tensor& grads);
+  // backward, the head's backward too: dlogits in place of each chunk's logits, then dxn and the head's
+  // weight gradient (added to the pass's).
+  void head_and_loss(double grad_scale, bool backward);
+  // The forward and backward of a begun pass into grads_, opening and closing blocks (nullptr: grads_.flat
+  // takes them all).
+  void forward_backward(double grad_scale, const GradientBlocks* blocks);
+  // The gradient of the parameter at a flat offset, where the pass in progress adds it.
+  Tensor grad(int64_t offset, std::initializer_list<int64_t> shape) const;
   void check_master(const char* what, const Tensor& t) const;
   // A parameter tensor inside a flat buffer (weights or gradients) at an element offset.
   static Tensor param(const Tensor& flat, int64_t offset, std::initializer_list<int64_t> shape);
@@ -268,6 +283,12 @@ class DecoderModel {
   const FfnMasks* masks_ = nullptr;
   MvueSeed mvue_seed_;
   std::function<void(int64_t)> backward_progress_;
+  // Where the pass in progress adds gradients: one flat buffer, or the embeddings block's buffer and the
+  // buffer of the block it is in (GradientBlocks).
+  struct GradientTarget {
+    Tensor flat, embeddings, block;
+    int64_t block_begin = 0;
+  } grads_;
   WeightGrad weight_grad_ = WeightGrad::dense;  // automatic: per shape (mvue_dw)
   Recompute recompute_ = Recompute::none;
   BatchInputs inputs_;

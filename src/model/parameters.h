@@ -56,6 +56,12 @@ class ParameterLayout {
   int64_t embedding_norm_bias() const { return embedding_norm_bias_; }
   // The first parameter after the layers: the head transform's dense where there is one, else the final norm.
   int64_t head_begin() const { return head_begin_; }
+  // Layer i's first parameter; layer_begin(num_hidden_layers) is head_begin(). A backward pass finishes the
+  // layout's blocks in turn: the head [head_begin(), total()), each layer [layer_begin(i),
+  // layer_begin(i + 1)) from the last, then the embeddings [0, layer_begin(0)).
+  int64_t layer_begin(int i) const {
+    return i < std::ssize(layers_) ? layers_[static_cast<size_t>(i)].attn_norm : head_begin_;
+  }
   int64_t head_dense() const { return head_dense_; }  // -1 without a head transform
   int64_t head_dense_bias() const { return head_dense_bias_; }
   int64_t final_norm() const { return final_norm_; }

@@ -48,11 +48,22 @@ FitCandidate bf16_masters() {
       }};
 }
 
+// The gradients of two blocks of layers instead of every parameter's (train/step_in_backward.h).
+FitCandidate step_in_backward() {
+  return {"gradients", "--optimizer-in-backward --clip 0",
+          "AdamW per layer during the backward: no gradient clipping, one micro-batch a step, one GPU",
+          [](PlanSettings& s) {
+            if (s.gradient_blocks || s.world_size > 1 || s.zero1 || s.sparsity.enabled) return false;
+            s.gradient_blocks = true;
+            return true;
+          }};
+}
+
 FitCandidate zero1_ranks(int ranks) {
   return {"ranks", fmt::format("--zero1 on {} ranks", ranks),
           fmt::format("{} GPUs; the working weights all-gathered every step", ranks),
           [ranks](PlanSettings& s) {
-            if (ranks < s.world_size || (ranks == s.world_size && s.zero1)) return false;
+            if (s.gradient_blocks || ranks < s.world_size || (ranks == s.world_size && s.zero1)) return false;
             s.world_size = ranks;
             s.zero1 = true;
             return true;
@@ -81,7 +92,7 @@ std::optional<int64_t> largest_fitting_tokens(PlanSettings s, int64_t available,
 }  // namespace
 
 const std::vector<FitCandidate>& fit_candidates() {
-  // A new mode that saves memory (bf16 gradients, offloaded state) is one more entry here.
+  // A new mode that saves memory (offloaded optimizer state) is one more entry here.
   static const std::vector<FitCandidate> candidates = {
       recompute(Recompute::norms_and_swiglu, "--recompute=norms",
                 "a few % more step time (norm and SwiGLU outputs recomputed)"),
@@ -89,6 +100,7 @@ const std::vector<FitCandidate>& fit_candidates() {
       moments(MomentFormat::bf16, "AdamW moments rounded to bf16 (4 bytes a parameter instead of 8)"),
       moments(MomentFormat::q8, "AdamW moments 8-bit block-wise quantized (about 2 bytes a parameter)"),
       bf16_masters(),
+      step_in_backward(),
       zero1_ranks(2),
       zero1_ranks(4),
       zero1_ranks(8),
@@ -141,11 +153,13 @@ std::vector<FitSuggestion> fitting_settings(const PlanSettings& settings, int64_
     s.tokens = *tokens;
     const int64_t accum = (settings.tokens + *tokens - 1) / *tokens;
     add(s, joined(a.flags, fmt::format("--tokens {}", *tokens), " "),
-        joined(
-            a.cost,
-            fmt::format("micro-batches of {} tokens instead of {} (--grad-accum x{} keeps the step's tokens)",
-                        *tokens, settings.tokens, accum),
-            "; "));
+        joined(a.cost,
+               s.gradient_blocks
+                   ? fmt::format("steps of {} tokens instead of {}", *tokens, settings.tokens)
+                   : fmt::format(
+                         "micro-batches of {} tokens instead of {} (--grad-accum x{} keeps the step's tokens)",
+                         *tokens, settings.tokens, accum),
+               "; "));
   }
   // The settings on fewest GPUs first, so the kMaxSuggestions shown keep what fits the GPUs at hand.
   std::stable_sort(found.begin(), found.end(),
@@ -168,8 +182,11 @@ std::string fit_refusal(const MemoryPlan& plan, int64_t available, int64_t min_t
   if (fitting.empty())
     return out + "No setting packtrain can change fits it: train a smaller model or use a larger device";
   out += "Settings that fit:";
+  size_t width = 0;
+  for (const FitSuggestion& f : fitting) width = std::max(width, f.flags.size());
   for (const FitSuggestion& f : fitting)
-    out += fmt::format("\n  {:<40} {:>8.2f} GiB  {}", f.flags, static_cast<double>(f.total) / kGiB, f.cost);
+    out += fmt::format("\n  {:<{}} {:>8.2f} GiB  {}", f.flags, width, static_cast<double>(f.total) / kGiB,
+                       f.cost);
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include "distributed/zero.h"
 #include "model/parameters.h"
 #include "ops/linear.h"
+#include "train/step_in_backward.h"
 
 #include <fmt/format.h>
 
@@ -161,7 +162,13 @@ MemoryPlan plan_memory(const PlanSettings& s) {
     state = std::max(state, dist::DataParallelOptimizer::state_bytes(layout, s.world_size, rank, s.zero1,
                                                                      s.moments, s.masters));
   p.moments = state - p.masters;
-  p.gradients = slot(flat * dtype_size(s.grad_dtype));
+  if (s.gradient_blocks) {  // train/step_in_backward.h
+    const StepInBackward::Sizes blocks = StepInBackward::sizes(layout);
+    p.gradients = slot(blocks.embeddings * dtype_size(s.grad_dtype)) +
+                  slot(std::max<int64_t>(1, blocks.block) * dtype_size(s.grad_dtype));
+  } else {
+    p.gradients = slot(flat * dtype_size(s.grad_dtype));
+  }
   // A model computing in the master dtype reads the masters in place; ZeRO-1 gathers a copy to read.
   if (s.zero1)
     p.working_weights = slot(flat * dtype_size(compute));
@@ -242,7 +249,9 @@ std::string format_plan(const MemoryPlan& p, int64_t available) {
   row(s.masters == DType::f32 ? "fp32 master weights" : "bf16 weights (no fp32 masters)", p.masters,
       per_param(p.masters));
   row(fmt::format("AdamW moments ({})", moment_format_name(s.moments)), p.moments, per_param(p.moments));
-  row(fmt::format("gradients ({})", dtype_name(s.grad_dtype)), p.gradients, per_param(p.gradients));
+  row(fmt::format("gradients ({}{})", dtype_name(s.grad_dtype),
+                  s.gradient_blocks ? "; in backward: two blocks" : ""),
+      p.gradients, per_param(p.gradients));
   row("activations", p.activations, fmt::format("{:.1f} KiB/token", p.activation_bytes_per_token() / 1024));
   row(fmt::format("LM head logit chunk ({} tokens)",
                   std::min(s.tokens, DecoderModel::logit_chunk_tokens(s.model.vocab_size))),

@@ -35,6 +35,7 @@ struct PlanSettings {
   MomentFormat moments = MomentFormat::f32;
   DType masters = DType::f32;  // f32 masters, or bf16: none, the weights themselves (ops/adamw.h)
   DType grad_dtype = DType::f32;
+  bool gradient_blocks = false;  // the optimizer steps in the backward: two blocks' gradients, not all
   SparsityConfig sparsity;  // enabled and which FFN linears
   int world_size = 1;       // data-parallel ranks; the plan is one rank's
   bool zero1 = false;
@@ -50,7 +51,8 @@ struct MemoryPlan {
                                 // with bf16 masters: their f32 copy)
   int64_t masters = 0;          // the masters of the parameters this rank updates (f32, or bf16 weights)
   int64_t moments = 0;          // AdamW's two moments of those parameters
-  int64_t gradients = 0;        // the flat gradient buffer (every parameter, padded to ZeRO-1's shards)
+  int64_t gradients = 0;        // the flat gradient buffer (every parameter, padded to ZeRO-1's shards), or
+                                // the embeddings' and the largest other block's (gradient_blocks)
   int64_t activations = 0;      // the model's activation arena less the logit chunk
   int64_t lm_head_chunk = 0;    // the logits of one chunk (DecoderModel::logit_chunk_tokens) and the
                                 // head's weight in padded rows (DecoderModel::logit_row_width)

@@ -22,6 +22,7 @@
 #include "train/memory_fit.h"
 #include "train/memory_plan.h"
 #include "train/metrics.h"
+#include "train/step_in_backward.h"
 #include "train/stop_signals.h"
 
 #include <algorithm>
@@ -182,6 +183,28 @@ void check_train_config(const TrainConfig& tc) {
     fail(
         "--sparse24 needs fp32 master weights: 2:4 training keeps the pruned weights' values there (for "
         "new masks and the dense fine-tuning), and --master-weights bf16 keeps none; drop one of the two");
+  if (!(tc.max_grad_norm >= 0)) fail("--clip must be 0 (no clipping) or positive (got {})", tc.max_grad_norm);
+  if (tc.optimizer_in_backward) {
+    // Each block is updated as soon as its gradients are final (train/step_in_backward.h).
+    const char* why = "--optimizer-in-backward updates each layer as soon as its gradients are final";
+    if (tc.max_grad_norm > 0)
+      fail("{}, before the global gradient norm is known, so it cannot clip: pass --clip 0", why);
+    if (tc.grad_accum != 1)
+      fail("{}, so there is nothing to accumulate micro-batches into: pass --grad-accum 1 (got {})", why,
+           tc.grad_accum);
+    if (tc.sparsity.enabled)
+      fail("{}, but 2:4 training's masked decay reads every gradient of the step; drop one of the two", why);
+    if (tc.dist.zero1) fail("{}, on one process: drop --zero1", why);
+  }
+}
+
+// A step in the backward cannot reduce gradients over ranks between its blocks.
+void check_ranks(const TrainConfig& tc, int world_size) {
+  if (tc.optimizer_in_backward && world_size > 1)
+    fail(
+        "--optimizer-in-backward updates each layer as soon as its gradients are final, on one process: "
+        "there is no reduction over ranks between the layers; run it on one GPU (this launch has {})",
+        world_size);
 }
 
 ModelConfig resolve_config(const TrainConfig& tc, const PreparedDataset& data) {
@@ -332,6 +355,7 @@ PlanSettings plan_settings(const TrainConfig& tc, const ModelConfig& config, Dev
   s.zero1 = tc.dist.zero1;
   s.moments = tc.optimizer_state;
   s.masters = tc.master_weights;
+  s.gradient_blocks = tc.optimizer_in_backward;
   return s;
 }
 
@@ -357,6 +381,7 @@ void check_memory(const MemoryPlan& plan, int64_t available, int64_t min_tokens,
 TrainResult dry_run(const TrainConfig& tc) {
   const Device device = resolve_device(tc.device, /*plan_only=*/true);
   const dist::LaunchInfo launch = dist::detect_launch();
+  check_ranks(tc, launch.world_size);
   auto data = PreparedDataset::open(tc.data_dir);
   const ModelConfig config = model_config(tc, data);
   PackingOptions packing = tc.packing;
@@ -396,6 +421,7 @@ TrainResult train(const TrainConfig& tc) {
   // The communicator first: NCCL picks this rank's GPU before anything is allocated on it.
   const Device device = resolve_device(tc.device);
   const auto comm = dist::make_communicator({tc.dist.backend, device, tc.dist.timeout_s});
+  check_ranks(tc, comm->size());
   const bool lead = comm->rank() == 0;  // writes metrics, checkpoints and the final model
   const StopSignals signals;            // from here on a stop signal ends the run after a step
   const auto lock = lock_run_directory(tc.out_dir, *comm);
@@ -457,14 +483,21 @@ TrainResult train(const TrainConfig& tc) {
   DecoderModel model(config, capacity, device, device == Device::cuda ? DType::bf16 : DType::f32, tc.sparsity,
                      tc.recompute);
   const int64_t total = model.layout().total();
-  const Gradients grads(total, dist::DataParallelOptimizer::flat_size(total, comm->size(), tc.dist.zero1),
-                        device);
-  dist::DataParallelOptimizer dp(*comm, model.layout(), grads.flat,
+  // The gradients: every parameter's in one flat buffer, or a block's at a time when the optimizer steps
+  // in the backward.
+  std::optional<Gradients> grads;
+  std::optional<StepInBackward> blockwise;
+  if (tc.optimizer_in_backward)
+    blockwise.emplace(model.layout(), device);
+  else
+    grads.emplace(total, dist::DataParallelOptimizer::flat_size(total, comm->size(), tc.dist.zero1), device);
+  dist::DataParallelOptimizer dp(*comm, model.layout(), grads ? grads->flat : Tensor(),
                                  {.zero1 = tc.dist.zero1,
                                   .bucket_bytes = static_cast<int64_t>(tc.dist.bucket_mb * (1 << 20)),
                                   .compute_dtype = model.dtype(),
                                   .moments = tc.optimizer_state,
-                                  .masters = tc.master_weights});
+                                  .masters = tc.master_weights,
+                                  .step_in_backward = tc.optimizer_in_backward});
   const bool overlap = data_parallel && comm->size() > 1;
   const SparsitySchedule schedule(tc.sparsity, tc.steps);
   std::optional<FfnMasks> masks;
@@ -608,7 +641,10 @@ TrainResult train(const TrainConfig& tc) {
     const double mine[2] = {loss_sum, signals.received() ? 1.0 : 0.0};
     const std::vector<double> sums = comm->sum_host(mine);
     StepOutcome o{.loss = sums[0] * grad_scale, .stop = sums[1] > 0};
-    copy_bytes(&o.grad_norm, false, grad_norm_dev.data, device == Device::cuda, sizeof(double));
+    if (blockwise)
+      o.grad_norm = blockwise->outcome().grad_norm;
+    else
+      copy_bytes(&o.grad_norm, false, grad_norm_dev.data, device == Device::cuda, sizeof(double));
     return o;
   };
   // Why this invocation ended before the run's last step, in the log.
@@ -647,7 +683,11 @@ TrainResult train(const TrainConfig& tc) {
     // masked weights, their output gradients pruned by draws seeded per step, micro-batch and rank).
     prepare_sparsity(state.step);
     refresh_weights();
-    grads.zero();
+    if (grads) grads->zero();
+    // AdamW's settings of the step (a step in the backward applies them during the pass).
+    ops::AdamWConfig adamw = tc.adamw;
+    adamw.lr = lr.at(state.step + 1);
+    adamw.seed = state.seed;
     // The first micro-batch was staged during the previous step, each later one while the pass before it
     // runs. (A data-parallel rank may have no micro-batch in a step.)
     std::optional<DecoderModel::StagedBatch> staged = staged_ahead;
@@ -660,8 +700,11 @@ TrainResult train(const TrainConfig& tc) {
       if (overlap && i + 1 == batches.micro.size())
         model.set_backward_progress([&](int64_t offset) { dp.ready_from(offset); });
       const bool poison = i == 0 && listed(tc.faults.inf_grad, state.step + 1);
-      model.forward_backward(*staged, grads.view,
-                             poison ? std::numeric_limits<double>::infinity() : grad_scale);
+      const double scale = poison ? std::numeric_limits<double>::infinity() : grad_scale;
+      if (blockwise)
+        model.forward_backward(*staged, blockwise->blocks(dp, adamw, state.step + 1), scale);
+      else
+        model.forward_backward(*staged, grads->view, scale);
       staged.reset();
       if (i + 1 < batches.micro.size()) staged = model.stage(batches.micro[i + 1]);
     }
@@ -670,13 +713,17 @@ TrainResult train(const TrainConfig& tc) {
     // decay is a regulariser of the weights like AdamW's: it does not count in the gradient norm (which
     // stays comparable with dense runs), nor does clipping weaken it on the steps it scales down. (With
     // ZeRO-1 only this rank's shard of the gradients is summed; the decay and AdamW read only that.)
-    dp.reduce_gradients();
-    if (lead && overlap && state.step == first_step)
-      log_info("gradient reduction: {} of {} buckets started during the backward pass",
-               dp.reducer().started_early(), dp.reducer().buckets().size());
-    dp.clip_grad_norm_deferred(tc.max_grad_norm, grad_norm_dev);
-    if (const double lambda = schedule.decay_at(state.step); model.sparse_active() && lambda > 0)
-      dp.masked_decay(*masks, lambda);
+    if (!blockwise) {
+      dp.reduce_gradients();
+      if (lead && overlap && state.step == first_step)
+        log_info("gradient reduction: {} of {} buckets started during the backward pass",
+                 dp.reducer().started_early(), dp.reducer().buckets().size());
+      // --clip 0: the norm without clipping (a scale by 1).
+      dp.clip_grad_norm_deferred(
+          tc.max_grad_norm > 0 ? tc.max_grad_norm : std::numeric_limits<double>::infinity(), grad_norm_dev);
+      if (const double lambda = schedule.decay_at(state.step); model.sparse_active() && lambda > 0)
+        dp.masked_decay(*masks, lambda);
+    }
     // While the device finishes the passes: the next step's batches, and its first micro-batch's copy queued.
     staged_ahead.reset();
     if (state.step + 1 < last_step)
@@ -687,11 +734,18 @@ TrainResult train(const TrainConfig& tc) {
     // 5. The optimizer step, skipped (weights and moments untouched) when the outcome is not finite; the
     // step counts either way, and the state a checkpoint records advances.
     ++state.step;
-    ops::AdamWConfig adamw = tc.adamw;
-    adamw.lr = lr.at(state.step);
-    adamw.seed = state.seed;
     bad.count(outcome.finite());
-    if (outcome.finite()) {
+    if (blockwise) {
+      const StepInBackward::Outcome b = blockwise->outcome();
+      if (b.updated_some) weights_current = false;
+      if (!outcome.finite() && b.updated_some && lead)
+        log_warn("step {}: {}; --optimizer-in-backward had updated the {} by then: the step is applied in part",
+                 state.step,
+                 b.bad_block_begin < 0
+                     ? std::string("the loss is not finite")
+                     : fmt::format("the gradients from flat offset {} down are not finite", b.bad_block_begin),
+                 b.bad_block_begin < 0 ? "whole model" : "blocks above them");
+    } else if (outcome.finite()) {
       dp.step(adamw, state.step);
       weights_current = false;
     }
@@ -742,7 +796,7 @@ TrainResult train(const TrainConfig& tc) {
   const DecoderModel::Memory held = model.memory();
   result.memory_held = {.working_weights = held.working_copy + dp.working_bytes(),
                         .optimizer_state = dp.state_bytes(),
-                        .gradients = grads.arena.bytes(),
+                        .gradients = grads ? grads->arena.bytes() : blockwise->bytes(),
                         .activations = held.activations,
                         .batch_inputs = held.batch_inputs,
                         .sparse_masks = masks ? masks->bytes() : 0,

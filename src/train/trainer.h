@@ -64,7 +64,10 @@ struct TrainConfig {
   ops::AdamWConfig adamw{3e-4, 0.9, 0.95, 1e-8, 0.1};
   ops::MomentFormat optimizer_state = ops::MomentFormat::f32;  // how the AdamW moments are stored
   DType master_weights = DType::f32;  // f32 masters, or bf16: none, stochastically rounded (ops/adamw.h)
-  double max_grad_norm = 1.0;
+  double max_grad_norm = 1.0;          // 0: no clipping
+  // AdamW on each block of parameters as soon as the backward has its gradients, so no buffer of every
+  // gradient exists (train/step_in_backward.h): one process, one micro-batch a step, no clipping, no 2:4.
+  bool optimizer_in_backward = false;
   int64_t eval_every = 50;   // steps; 0: only at the end
   int64_t eval_batches = 0;  // 0: the whole validation split
   int64_t save_every = 100;  // steps; 0: only at the end

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -342,6 +343,43 @@ TEST_P(FamilyCuda, Bf16MatchesTheF32CpuModelAndPaddingEqualsFlatten) {
   EXPECT_NEAR(padding.loss_sum, gpu.loss_sum, kLossTolerance * gpu.loss_sum) << GetParam();
   expect_grads_close(ParameterLayout(c), padding.grads, gpu.grads, kGradTolerance,
                      "padding vs flatten " + GetParam());
+}
+
+// The optimizer step in the backward on the GPU: each closed block holds the flat pass's gradients of its
+// range (to the order of float atomics), in the device buffers the pass was given.
+TEST_P(FamilyCuda, GradientBlocksHoldTheFlatPassesGradients) {
+  SKIP_WITHOUT_GPU();
+  const ModelConfig c = config();
+  const auto split = random_split(kLengths, c.vocab_size, 5);
+  const Batch batch = packed_batches(split, Strategy::kFlatten, 512, 10, c.objective(), c.vocab_size).at(0);
+  const auto params = testing::random_params(c, 4, 0.05);
+  const std::vector<Batch> one = {batch};
+  const Totals flat = run(c, params, one, Device::cuda);
+
+  const auto n = static_cast<int64_t>(params.size());
+  DecoderModel model(c, batch.num_tokens(), Device::cuda, DType::bf16);
+  DeviceBuffer master(params.size() * sizeof(float)), embeddings(params.size() * sizeof(float)),
+      block(params.size() * sizeof(float));
+  master.upload(params.data(), params.size() * sizeof(float));
+  model.load_weights(master.view(DType::f32, {n}));
+  std::vector<float> got(params.size(), std::numeric_limits<float>::quiet_NaN());
+  const DecoderModel::GradientBlocks blocks{
+      .open =
+          [&](int64_t begin, int64_t end) {
+            const Tensor g = (begin == 0 ? embeddings : block).view(DType::f32, {end - begin});
+            zero_bytes(g.data, true, static_cast<size_t>(g.bytes()));
+            return g;
+          },
+      .close =
+          [&](int64_t begin, int64_t end, const Tensor& g) {
+            EXPECT_EQ(g.data, (begin == 0 ? embeddings : block).data());
+            copy_bytes(got.data() + begin, false, g.data, true, static_cast<size_t>(end - begin) * sizeof(float));
+          },
+  };
+  model.forward_backward(model.stage(batch), blocks, 1.0);
+  const LossSum loss = model.take_loss();
+  EXPECT_NEAR(loss.loss_sum, flat.loss_sum, 1e-6 * flat.loss_sum) << GetParam();
+  expect_grads_close(ParameterLayout(c), got, flat.grads, 1e-3, "blocks vs flat " + GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyCuda, ::testing::ValuesIn(testing::kFamilyVariants));

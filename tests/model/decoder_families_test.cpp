@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <span>
 #include <string>
@@ -128,6 +129,60 @@ TEST_P(DecoderFamily, RecomputedActivationsGiveTheSameGradients) {
     const Totals recomputed = run(c, flatten, params, mode);
     EXPECT_EQ(recomputed.loss, kept.loss) << static_cast<int>(mode);
     EXPECT_EQ(recomputed.grads, kept.grads) << static_cast<int>(mode);
+  }
+}
+
+// The optimizer step in the backward (DecoderModel::GradientBlocks): every block of the layout is opened
+// before the pass writes it and closed, in backward order (the head, the layers from the last, then the
+// embeddings, which were opened first), holding exactly the flat pass's gradients of its range and nothing
+// written past it, with recomputed layers too.
+TEST_P(DecoderFamily, GradientBlocksHoldTheFlatPassesGradientsAndCloseInBackwardOrder) {
+  const ModelConfig c = config();
+  const Batch batch = batches(c, random_split(kLengths, c.vocab_size, 5), Strategy::kFlatten, 64, 8).at(0);
+  const auto params = random_params(c, 3, 0.5);
+  const auto n = std::ssize(params);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (Recompute mode : {Recompute::none, Recompute::layers}) {
+    DecoderModel model(c, batch.num_tokens(), Device::cpu, DType::f32, {}, mode);
+    model.load_weights(Tensor::of(params.data(), {n}));
+    std::vector<float> flat(params.size(), 0.0f);
+    const LossSum want = model.forward_backward(batch, Tensor::of(flat.data(), {n}), 0.25);
+
+    // Two buffers of every parameter's size, NaN past what a block is given.
+    std::vector<float> embeddings(params.size()), block(params.size()), got(params.size(), nan);
+    std::vector<std::pair<int64_t, int64_t>> opened, closed;
+    const DecoderModel::GradientBlocks blocks{
+        .open =
+            [&](int64_t begin, int64_t end) {
+              opened.emplace_back(begin, end);
+              std::vector<float>& buffer = begin == 0 ? embeddings : block;
+              std::fill(buffer.begin(), buffer.end(), nan);
+              std::fill_n(buffer.begin(), end - begin, 0.0f);
+              return Tensor::of(buffer.data(), {end - begin});
+            },
+        .close =
+            [&](int64_t begin, int64_t end, const Tensor& grads) {
+              closed.emplace_back(begin, end);
+              const std::vector<float>& buffer = begin == 0 ? embeddings : block;
+              EXPECT_EQ(grads.data, buffer.data());
+              std::copy_n(buffer.begin(), end - begin, got.begin() + begin);
+              EXPECT_TRUE(std::all_of(buffer.begin() + (end - begin), buffer.end(),
+                                      [](float x) { return std::isnan(x); }))
+                  << "written past block [" << begin << ", " << end << ")";
+            },
+    };
+    model.forward_backward(model.stage(batch), blocks, 0.25);
+    const LossSum loss = model.take_loss();
+    EXPECT_EQ(loss.loss_sum, want.loss_sum);
+
+    const ParameterLayout& layout = model.layout();
+    std::vector<std::pair<int64_t, int64_t>> order = {{layout.head_begin(), n}};
+    for (int l = c.num_hidden_layers; l-- > 0;) order.emplace_back(layout.layer_begin(l), layout.layer_begin(l + 1));
+    order.emplace_back(0, layout.layer_begin(0));
+    EXPECT_EQ(closed, order) << GetParam();
+    std::rotate(order.begin(), order.end() - 1, order.end());  // the embeddings open first
+    EXPECT_EQ(opened, order) << GetParam();
+    EXPECT_EQ(got, flat) << GetParam() << " recompute " << static_cast<int>(mode);
   }
 }
 

@@ -7,6 +7,7 @@
 // - `packtrain train --dry-run` prints the plan and exits 0 without allocating it, and a run that cannot
 //   fit is refused before anything is allocated.
 #include "train/memory_plan.h"
+#include "train/step_in_backward.h"
 #include "train/memory_fit.h"
 
 #include "core/error.h"
@@ -191,15 +192,20 @@ TEST(MemoryFit, Llama8bWithFp32StateTakes18BytesAParameterAndIsRefusedWithSettin
   EXPECT_NE(refusal.find("Settings that fit:"), std::string::npos) << refusal;
   const std::vector<FitSuggestion> fitting = fitting_settings(plan.settings, kH200Free, 2048);
   ASSERT_FALSE(fitting.empty());
-  bool one_gpu = false;
+  bool in_backward = false;
   for (const FitSuggestion& f : fitting) {
     EXPECT_LE(f.total, kH200Free) << f.flags;
     EXPECT_NE(refusal.find(f.flags), std::string::npos) << f.flags;
-    one_gpu |= f.flags.starts_with("--recompute=layers --tokens ");
+    in_backward |= f.flags == "--recompute=layers --optimizer-in-backward --clip 0";
   }
-  // On one GPU the 18 bytes a parameter leave room for layer recomputation's activations of a smaller
-  // micro-batch only.
-  EXPECT_TRUE(one_gpu) << refusal;
+  // On one GPU AdamW's whole fp32 state (masters and f32 moments) fits with layer recomputation once the
+  // gradients are one block's at a time.
+  EXPECT_TRUE(in_backward) << refusal;
+  PlanSettings blocks = plan.settings;
+  blocks.gradient_blocks = true;
+  blocks.recompute = Recompute::layers;
+  EXPECT_LT(static_cast<double>(plan_memory(blocks).gradients) / n, 0.6);
+  EXPECT_LE(plan_memory(blocks).total(), kH200Free);
   // Where no setting fits one GPU, ZeRO-1 on more ranks comes first.
   const std::vector<FitSuggestion> on_64 = fitting_settings(plan.settings, 64 * kGiB, 2048);
   ASSERT_FALSE(on_64.empty());
@@ -378,6 +384,17 @@ TEST_F(MemoryPlanRun, WithBf16MasterWeights) {
   c.master_weights = DType::bf16;
   c.dist.zero1 = true;
   expect_held_as_planned(train(c));
+}
+
+TEST_F(MemoryPlanRun, WithTheOptimizerInTheBackward) {
+  TrainConfig c = config("in-backward");
+  c.optimizer_in_backward = true;
+  c.max_grad_norm = 0;
+  const TrainResult r = train(c);
+  expect_held_as_planned(r);
+  const StepInBackward::Sizes blocks = StepInBackward::sizes(ParameterLayout(r.memory_plan.settings.model));
+  EXPECT_GE(r.memory_plan.gradients, 4 * (blocks.embeddings + blocks.block));
+  EXPECT_LT(r.memory_plan.gradients, 4 * (blocks.embeddings + blocks.block) + 512);
 }
 
 TEST_F(MemoryPlanRun, ARunThatCannotFitIsRefusedBeforeAllocating) {

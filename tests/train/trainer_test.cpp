@@ -1017,5 +1017,79 @@ TEST_F(TrainingRun, MasterWeightsModesAreRefusedWhereTheyDoNotApply) {
   EXPECT_NE(sparse_error.find("--sparse24 needs fp32 master weights"), std::string::npos) << sparse_error;
 }
 
+// --optimizer-in-backward updates each block of parameters as the backward finishes it: without clipping
+// it trains exactly as the step after the backward does (every loss and the final weights bit for bit,
+// the gradient norm to rounding, as it sums the blocks' squares), with f32 state and with bf16 weights and
+// 8-bit moments; its gradients take the embeddings' and one block's buffers, as planned; it resumes
+// bitwise.
+TEST_F(TrainingRun, OptimizerInBackwardTrainsAsTheStepAfterTheBackwardAndResumesBitwise) {
+  for (const bool compact : {false, true}) {
+    const std::string mode = compact ? "bf16_8bit" : "f32";
+    auto after = run_config("after_" + mode, 6), in = run_config("in_" + mode, 6);
+    after.max_grad_norm = in.max_grad_norm = 0;
+    in.optimizer_in_backward = true;
+    if (compact) {
+      for (TrainConfig* c : {&after, &in})
+        c->master_weights = DType::bf16, c->optimizer_state = ops::MomentFormat::q8;
+    }
+    const TrainResult a = train(after), b = train(in);
+    EXPECT_EQ(a.final_val_loss, b.final_val_loss) << mode;
+    EXPECT_TRUE(final_weights(after) == final_weights(in)) << mode << ": the final weights differ";
+    auto want = train_records(after.out_dir), got = train_records(in.out_dir);
+    ASSERT_EQ(got.size(), 6u);
+    for (auto& [step, record] : got) {
+      EXPECT_EQ(record["loss"], want[step]["loss"]) << mode << " step " << step;
+      EXPECT_NEAR(record["grad_norm"].get<double>(), want[step]["grad_norm"].get<double>(),
+                  1e-9 * want[step]["grad_norm"].get<double>());
+    }
+    EXPECT_EQ(b.memory_held.gradients, b.memory_plan.gradients);
+    EXPECT_LT(b.memory_plan.gradients, a.memory_plan.gradients);
+    EXPECT_EQ(plan_mismatches(b.memory_plan, b.memory_held), "");
+  }
+  auto whole = run_config("whole", 6), resumed = run_config("resumed", 6);
+  whole.max_grad_norm = resumed.max_grad_norm = 0;
+  whole.optimizer_in_backward = resumed.optimizer_in_backward = true;
+  expect_resume_is_bitwise(whole, resumed);
+}
+
+// An infinite gradient makes the head's block, the first to close, not finite: the whole step is skipped
+// (weights and moments after step 3 are those after step 2) and counted.
+TEST_F(TrainingRun, OptimizerInBackwardSkipsAStepWithInfiniteGradients) {
+  auto good = run_config("good", 6), bad = run_config("bad", 6);
+  for (TrainConfig* c : {&good, &bad}) c->max_grad_norm = 0, c->optimizer_in_backward = true;
+  good.stop_after = 2;
+  train(good);
+  bad.faults.inf_grad = {3};
+  bad.stop_after = 3;
+  const TrainResult r = train(bad);
+  EXPECT_EQ(r.skipped_steps, 1);
+  expect_same_optimizer_state(checkpoint_at(bad, 3), checkpoint_at(good, 2));
+  EXPECT_TRUE(train_records(bad.out_dir)[3]["grad_norm"].is_null());
+}
+
+// What a step in the backward cannot do is refused, naming the flag to change.
+TEST_F(TrainingRun, OptimizerInBackwardRefusesClippingAccumulationSparsityAndZeroOne) {
+  auto c = run_config("run", 2);
+  c.optimizer_in_backward = true;
+  const std::string clip = train_error(c);  // --clip 1 by default
+  EXPECT_NE(clip.find("cannot clip: pass --clip 0"), std::string::npos) << clip;
+  c.max_grad_norm = 0;
+  c.grad_accum = 2;
+  const std::string accum = train_error(c);
+  EXPECT_NE(accum.find("pass --grad-accum 1 (got 2)"), std::string::npos) << accum;
+  c.grad_accum = 1;
+  c.sparsity = sparse24();
+  const std::string sparse = train_error(c);
+  EXPECT_NE(sparse.find("2:4 training's masked decay"), std::string::npos) << sparse;
+  c.sparsity = {};
+  c.dist.zero1 = true;
+  const std::string zero1 = train_error(c);
+  EXPECT_NE(zero1.find("drop --zero1"), std::string::npos) << zero1;
+  c.dist.zero1 = false;
+  c.max_grad_norm = -1;
+  const std::string negative = train_error(c);
+  EXPECT_NE(negative.find("--clip must be 0 (no clipping) or positive (got -1)"), std::string::npos) << negative;
+}
+
 }  // namespace
 }  // namespace pt
