@@ -33,6 +33,7 @@
 #   llama8b     llama3.1-8b at 16k tokens a micro-batch, MODES_8B (default: no fp32 masters, 8-bit moments,
 #               norm recomputation), 12 steps without saving: MFU and peak memory (#24)
 #   llama8b_in_backward  the same with fp32 masters, 8-bit moments and the optimizer in the backward
+#   llama8b_offload  the same with the masters and moments offloaded to pinned host memory
 #   llama8b_hf  HF transformers on the same 8B shape (fp32 master weights and AdamW, as HF trains): what it
 #               needs, or its out-of-memory error (bench_train_gpu writes the batches, then its own fp32-state
 #               attempt fails as the plan says)
@@ -225,6 +226,8 @@ section llama8b 300 "${llama8b[@]}" --out "$scratch/llama8b" \
   ${MODES_8B:---master-weights bf16 --optimizer-state 8bit --recompute=norms}
 section llama8b_in_backward 300 "${llama8b[@]}" --out "$scratch/llama8b_in_backward" \
   --optimizer-in-backward --clip 0 --optimizer-state 8bit --recompute=norms
+section llama8b_offload 300 "${llama8b[@]}" --out "$scratch/llama8b_offload" \
+  --offload-optimizer --optimizer-in-backward --clip 0 --optimizer-state 8bit --recompute=norms
 section llama8b_hf 360 bash -c "'$build/bench_train_gpu' --models llama3.1-8b --examples 16 --skip-1b --steps 1 \
   --dump-batches '$scratch/llama8b_batches.json'; '$python' '$bench/peers/train_hf.py' \
   --batches '$scratch/llama8b_batches.json' --preset llama3.1-8b --steps 2 --warmup 1 --budget 300 \

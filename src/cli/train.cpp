@@ -117,6 +117,10 @@ void register_train(CLI::App& app) {
                 "AdamW on each layer as soon as the backward has its gradients, so no buffer of every "
                 "gradient exists (4 bytes a parameter less); one GPU, --grad-accum 1, --clip 0, not with "
                 "--sparse24");
+  cmd->add_flag("--offload-optimizer", tc->offload_optimizer,
+                "Keep the master weights and AdamW moments in pinned host memory and stream each layer's "
+                "through the GPU for its update (ZeRO-Offload's idea): the GPU keeps the bf16 weights and "
+                "two layers' state; not with --zero1 or --sparse24");
   // Masked-LM pre-training of encoders (docs/formats.md).
   auto* objective_option =
       cmd->add_option("--objective", *objective,

@@ -14,10 +14,12 @@ constexpr size_t kAlign = 256;  // cache lines on the CPU, coalesced and vector-
 
 Arena::~Arena() {
   if (!base_) return;
-  if (device_ == Device::cpu)
-    std::free(base_);
-  else
+  if (device_ == Device::cuda)
     cuda_free(base_);
+  else if (pinned_)
+    cuda_host_free(base_);
+  else
+    std::free(base_);
 }
 
 Arena::Arena(Arena&& other) noexcept { *this = std::move(other); }
@@ -26,6 +28,7 @@ Arena& Arena::operator=(Arena&& other) noexcept {
   if (this != &other) {
     this->~Arena();
     device_ = other.device_;
+    pinned_ = other.pinned_;
     slots_ = std::move(other.slots_);
     total_ = std::exchange(other.total_, 0);
     base_ = std::exchange(other.base_, nullptr);
@@ -45,7 +48,10 @@ int Arena::reserve(DType dtype, std::initializer_list<int64_t> shape) {
 void Arena::allocate() {
   PT_ASSERT(base_ == nullptr);
   size_t bytes = std::max<size_t>(total_, kAlign);
-  if (device_ == Device::cpu) {
+  if (device_ == Device::cpu && pinned_) {
+    base_ = cuda_host_alloc(bytes);  // page-aligned
+    std::memset(base_, 0, bytes);
+  } else if (device_ == Device::cpu) {
     base_ = std::aligned_alloc(kAlign, bytes);
     if (!base_)
       fail("cannot allocate {:.1f} MiB of host memory for the arena", static_cast<double>(bytes) / (1 << 20));

@@ -14,6 +14,9 @@ class Arena {
  public:
   Arena() = default;
   explicit Arena(Device device) : device_(device) {}
+  // Host memory (device cpu) that a GPU copies to and from asynchronously: pinned (core/device.h).
+  struct Pinned {};
+  Arena(Device device, Pinned) : device_(device), pinned_(device == Device::cpu) {}
   ~Arena();
   Arena(Arena&& other) noexcept;
   Arena& operator=(Arena&& other) noexcept;
@@ -37,6 +40,7 @@ class Arena {
     size_t offset;
   };
   Device device_ = Device::cpu;
+  bool pinned_ = false;
   std::vector<Slot> slots_;
   size_t total_ = 0;
   void* base_ = nullptr;

@@ -38,6 +38,17 @@ void* cuda_malloc_zeroed(size_t bytes) {
 
 void cuda_free(void* p) { cudaFree(p); }
 
+void* cuda_host_alloc(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
+  if (err != cudaSuccess)
+    throw Error("cannot allocate " + std::to_string(bytes >> 20) +
+                " MiB of pinned host memory: " + cudaGetErrorString(err));
+  return p;
+}
+
+void cuda_host_free(void* p) { cudaFreeHost(p); }
+
 void cuda_synchronize() {
   const cudaError_t err = cudaDeviceSynchronize();
   if (err != cudaSuccess) throw Error(std::string("GPU work failed: ") + cudaGetErrorString(err));

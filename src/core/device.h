@@ -15,6 +15,10 @@ std::string cuda_device_name(int i);  // "" when unavailable
 // Device memory for arenas; errors name the size and the CUDA error.
 void* cuda_malloc_zeroed(size_t bytes);
 void cuda_free(void* p);
+// Pinned (page-locked) host memory, which the GPU copies to and from asynchronously at full bus speed;
+// plain aligned host memory without CUDA.
+void* cuda_host_alloc(size_t bytes);
+void cuda_host_free(void* p);
 // Waits for all queued GPU work (benchmarks time with it); a no-op without CUDA.
 void cuda_synchronize();
 // Copies between host memory and device memory (kind by the sides' devices); cpu->cpu is memcpy.

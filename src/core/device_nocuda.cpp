@@ -12,6 +12,8 @@ std::string cuda_device_name(int) { return ""; }
 
 void* cuda_malloc_zeroed(size_t) { fail("this build has no CUDA: rebuild where nvcc is installed"); }
 void cuda_free(void*) {}
+void* cuda_host_alloc(size_t) { fail("this build has no CUDA: pinned host memory needs it"); }
+void cuda_host_free(void*) {}
 void cuda_synchronize() {}
 
 void copy_bytes(void* dst, bool dst_on_gpu, const void* src, bool src_on_gpu, size_t bytes) {

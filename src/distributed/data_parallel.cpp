@@ -87,6 +87,12 @@ const Tensor& checked_grads(const Tensor& t, int64_t n, Device device, bool in_b
   return t;
 }
 
+// Where the masters and moments live: on the device, or offloaded to host memory, pinned for a GPU's copies.
+Arena state_arena(Device device, bool offload) {
+  if (!offload) return Arena(device);
+  return device == Device::cuda ? Arena(Device::cpu, Arena::Pinned{}) : Arena(Device::cpu);
+}
+
 Tensor slice(const Tensor& flat, int64_t offset, int64_t n) {
   return Tensor(static_cast<char*>(flat.data) + offset * dtype_size(flat.dtype), flat.dtype, {n},
                 flat.device);
@@ -104,7 +110,7 @@ DataParallelOptimizer::DataParallelOptimizer(Communicator& comm, const Parameter
       shards_(make_shard_layout(layout.total(), comm.size())),
       grads_(checked_grads(grads, flat_size(layout.total(), comm.size(), zero1_), comm.device(),
                            step_in_backward_)),
-      state_(comm.device()),
+      state_(state_arena(comm.device(), options.offload)),
       working_(comm.device()),
       reducer_(comm, grads,
                step_in_backward_
@@ -127,7 +133,10 @@ DataParallelOptimizer::DataParallelOptimizer(Communicator& comm, const Parameter
   if (slots.m_absmax >= 0) m_absmax_ = state_.view(slots.m_absmax), v_absmax_ = state_.view(slots.v_absmax);
   // The model's copy to read: ZeRO-1 gathers one; bf16 masters are read in place by a bf16 model.
   const bool widened = !zero1_ && options.masters != options.compute_dtype && options.masters != DType::f32;
-  if (zero1_ || widened) {
+  if (options.offload && zero1_)
+    fail("data-parallel optimizer: --offload-optimizer keeps every parameter's state on each rank's host; "
+         "drop --zero1");
+  if (zero1_ || widened || options.offload) {
     if (options.compute_dtype != DType::f32 && options.compute_dtype != DType::bf16)
       fail("data-parallel optimizer: the model reads weights in f32 or bf16, not {}",
            dtype_name(options.compute_dtype));
@@ -138,12 +147,21 @@ DataParallelOptimizer::DataParallelOptimizer(Communicator& comm, const Parameter
   }
   adamw_ = adamw_range(layout.params(), begin_, end_, masters_, grads_, {m_, v_, m_absmax_, v_absmax_});
   for (const auto& a : adamw_) owned_grads_.push_back(a.grad);
+  if (options.offload)
+    offload_ = std::make_unique<StateOffload>(layout, StateTensors{masters_, m_, v_, m_absmax_, v_absmax_},
+                                              comm.device());
+}
+
+void DataParallelOptimizer::drain_offload() const {
+  if (offload_) offload_->drain();
 }
 
 void DataParallelOptimizer::set_params(std::span<const float> params) {
   if (std::ssize(params) != layout_.total())
     fail("parameters of {} elements for a model of {}; they belong to another model", params.size(),
          layout_.total());
+  drain_offload();
+  working_stale_ = true;
   if (zero1_)
     from_host(masters_, slice_shard(params, shards_, comm_.rank()));
   else
@@ -185,12 +203,22 @@ void DataParallelOptimizer::masked_decay(const FfnMasks& masks, double lambda) {
 
 void DataParallelOptimizer::step(const ops::AdamWConfig& config, int64_t step) {
   if (step_in_backward_) fail("step: this optimizer steps in the backward, block by block (step_block)");
-  ops::adamw_step(adamw_, config, step);
+  if (!offload_) return ops::adamw_step(adamw_, config, step);
+  // Block by block through the device slots, each block's fetch queued before the one before it is
+  // updated.
+  offload_->fence();
+  const std::vector<ParameterLayout::Block> blocks = layout_.blocks();
+  offload_->prefetch(blocks[0].begin, blocks[0].end);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const auto [begin, end] = blocks[i];
+    if (i + 1 < blocks.size()) offload_->prefetch(blocks[i + 1].begin, blocks[i + 1].end);
+    offload_->update(begin, end, block_entries(begin, end, slice(grads_, begin, end - begin)), config, step,
+                     slice(working_weights_, begin, end - begin));
+  }
 }
 
-void DataParallelOptimizer::step_block(const ops::AdamWConfig& config, int64_t step, int64_t begin,
-                                       int64_t end, const Tensor& grads) {
-  if (!step_in_backward_) fail("step_block: this optimizer was not made to step in the backward");
+std::vector<ops::AdamWTensor> DataParallelOptimizer::block_entries(int64_t begin, int64_t end,
+                                                                   const Tensor& grads) const {
   if (grads.dtype != DType::f32 || grads.device != comm_.device() || grads.numel() != end - begin)
     fail("step_block: the gradients of [{}, {}) must be f32[{}] on {}, got {}", begin, end, end - begin,
          device_name(comm_.device()), grads.str());
@@ -203,7 +231,21 @@ void DataParallelOptimizer::step_block(const ops::AdamWConfig& config, int64_t s
     t.grad = slice(grads, t.offset - begin, n);
     block.push_back(t);
   }
-  ops::adamw_step(block, config, step);
+  return block;
+}
+
+void DataParallelOptimizer::prefetch_block(int64_t begin, int64_t end) {
+  if (offload_) offload_->prefetch(begin, end);
+}
+
+void DataParallelOptimizer::step_block(const ops::AdamWConfig& config, int64_t step, int64_t begin,
+                                       int64_t end, const Tensor& grads) {
+  if (!step_in_backward_) fail("step_block: this optimizer was not made to step in the backward");
+  const std::vector<ops::AdamWTensor> block = block_entries(begin, end, grads);
+  if (!offload_) return ops::adamw_step(block, config, step);
+  if (step != offload_step_) offload_->fence();  // the step's first block
+  offload_step_ = step;
+  offload_->update(begin, end, block, config, step, slice(working_weights_, begin, end - begin));
 }
 
 Tensor DataParallelOptimizer::gather_weights(const FfnMasks* masks) {
@@ -212,6 +254,13 @@ Tensor DataParallelOptimizer::gather_weights(const FfnMasks* masks) {
         "gather_weights: the replicated optimizer with fp32 masters gathers no weights; the model loads "
         "them");
   if (masks) require_fp32_masters("2:4 masked weights");
+  if (offload_) {  // kept current by each update once filled
+    if (working_stale_)
+      for (const auto& [begin, end] : layout_.blocks())
+        offload_->load_working(begin, end, slice(working_weights_, begin, end - begin));
+    working_stale_ = false;
+    return working_weights_;
+  }
   if (!zero1_) {  // bf16 masters: read in place, or widened for an f32 model
     if (working_weights_.empty()) return masters_;
     ops::cast(masters_, working_weights_);
@@ -275,6 +324,7 @@ void DataParallelOptimizer::from_host(const Tensor& t, std::span<const float> va
 }
 
 std::vector<float> DataParallelOptimizer::params_to_host() {
+  drain_offload();
   if (masters_.dtype == DType::f32) return to_host(gather_masters(), layout_.total());
   return widen_bf16(as_vector<uint16_t>(gather_bytes(masters_, [&](int r) { return owned_count(r); })));
 }
@@ -297,7 +347,7 @@ int64_t DataParallelOptimizer::state_bytes(const ParameterLayout& layout, int wo
 template <class CountOf>
 std::vector<std::byte> DataParallelOptimizer::gather_bytes(const Tensor& mine, CountOf count) {
   const size_t element = static_cast<size_t>(dtype_size(mine.dtype));
-  const bool gpu = comm_.device() == Device::cuda;
+  const bool gpu = mine.device == Device::cuda;
   std::vector<std::byte> out;
   if (!zero1_) {
     out.resize(static_cast<size_t>(count(0)) * element);
@@ -337,6 +387,7 @@ ops::HostMoment DataParallelOptimizer::gather_moment(const Tensor& values, const
 }
 
 FullState DataParallelOptimizer::gather_state() {
+  drain_offload();
   FullState s;
   s.params = params_to_host();
   s.m = gather_moment(m_, m_absmax_);
@@ -386,6 +437,7 @@ void DataParallelOptimizer::load_state(std::span<const float> params, const ops:
     fail(
         "checkpoint parameters have {} elements but the model has {} parameters; it belongs to another model",
         params.size(), layout_.total());
+  drain_offload();
   load_moment(m, "first moments", m_, m_absmax_);
   load_moment(v, "second moments", v_, v_absmax_);
   set_params(params);

@@ -60,12 +60,14 @@
 #include "core/arena.h"
 #include "distributed/communicator.h"
 #include "distributed/grad_reducer.h"
+#include "distributed/state_offload.h"
 #include "distributed/zero.h"
 #include "model/parameters.h"
 #include "model/sparsity.h"
 #include "ops/adamw.h"
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -80,6 +82,9 @@ struct DataParallelOptions {
   // The optimizer step fused into the backward (train/step_in_backward.h): one rank, no flat gradient
   // buffer (grads empty), and step_block in place of reduce, clip and step.
   bool step_in_backward = false;
+  // The masters and moments in pinned host memory, each block updated on the device through two slots
+  // (--offload-optimizer; distributed/state_offload.h); the model reads a working copy. Not with ZeRO-1.
+  bool offload = false;
 };
 
 struct FullState {  // host copies of unpadded flat buffers (layout.total() elements), as checkpoints hold
@@ -111,11 +116,14 @@ class DataParallelOptimizer {
   const Tensor& masters() const { return masters_; }
   // Whether the model takes its weights from gather_weights (ZeRO-1, or bf16 masters) rather than from
   // load_weights(masters()).
-  bool gathers_weights() const { return zero1_ || masters_.dtype != DType::f32; }
+  bool gathers_weights() const { return zero1_ || offload_ || masters_.dtype != DType::f32; }
   ops::MomentFormat moment_format() const { return format_; }
-  // This rank's optimizer state on its device: the masters and the two AdamW moments (with 8-bit
-  // moments, their codes and block absmax values).
+  // This rank's optimizer state: the masters and the two AdamW moments (with 8-bit moments, their codes and
+  // block absmax values), on its device or, offloaded, in host memory.
   int64_t state_bytes() const { return state_.bytes(); }
+  bool offloaded() const { return offload_ != nullptr; }
+  // Offloaded: the device slots the blocks' state passes through.
+  int64_t offload_slot_bytes() const { return offload_ ? offload_->bytes() : 0; }
   // The state_bytes() of rank `rank` of such an optimizer, before allocating anything (the memory plan).
   static int64_t state_bytes(const ParameterLayout& layout, int world_size, int rank, bool zero1,
                              ops::MomentFormat moments, DType masters);
@@ -147,6 +155,9 @@ class DataParallelOptimizer {
   // with their gradients in grads (f32, element 0 at flat offset begin).
   void step_block(const ops::AdamWConfig& config, int64_t step, int64_t begin, int64_t end,
                   const Tensor& grads);
+  // step_in_backward, offloaded: the state of the block about to be stepped starts on its way to the device
+  // (a no-op otherwise).
+  void prefetch_block(int64_t begin, int64_t end);
 
   // When gathers_weights() (collective with ZeRO-1): the weights of the following passes. ZeRO-1: this
   // rank's masters are cast to the compute dtype with `masks` applied where they cover sparse linears
@@ -181,6 +192,11 @@ class DataParallelOptimizer {
   std::vector<std::byte> gather_bytes(const Tensor& mine, CountOf count);
   // Fails naming `what` unless the masters are f32 (what 2:4 training needs).
   void require_fp32_masters(const char* what) const;
+  // The AdamW entries of the parameters in [begin, end) with their gradients in grads (element 0 at flat
+  // offset begin).
+  std::vector<ops::AdamWTensor> block_entries(int64_t begin, int64_t end, const Tensor& grads) const;
+  // Offloaded: the host state is about to be read or written.
+  void drain_offload() const;
   // Rank r's real elements of a per-rank buffer of the owned range (every element when replicated).
   int64_t owned_count(int rank) const;
   // The full moment (codes and absmax too) and this rank's part of one, in the optimizer's format.
@@ -203,6 +219,9 @@ class DataParallelOptimizer {
   Arena working_;  // ZeRO-1: the working copy of every weight, flat_size elements; bf16 masters of an
                    // f32 model: their f32 copy
   Tensor working_weights_;
+  std::unique_ptr<StateOffload> offload_;
+  bool working_stale_ = true;  // offloaded: the working copy is not yet the masters'
+  int64_t offload_step_ = 0;   // the optimizer step the offloaded blocks' last update belonged to
   std::vector<ops::AdamWTensor> adamw_;
   std::vector<Tensor> owned_grads_;
   GradientReducer reducer_;

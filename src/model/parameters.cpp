@@ -91,6 +91,13 @@ ParameterLayout::ParameterLayout(const ModelConfig& c) {
     lm_head_bias_ = add(named(n.lm_head_bias, "LM head bias"), {c.vocab_size}, ParamRole::bias);
 }
 
+std::vector<ParameterLayout::Block> ParameterLayout::blocks() const {
+  std::vector<Block> out = {{head_begin_, total_}};
+  for (int i = static_cast<int>(layers_.size()); i-- > 0;) out.push_back({layer_begin(i), layer_begin(i + 1)});
+  out.push_back({0, layer_begin(0)});
+  return out;
+}
+
 int64_t ParameterLayout::add(std::string name, std::vector<int64_t> shape, ParamRole role, bool transposed) {
   int64_t numel = 1;
   for (auto s : shape) numel *= s;

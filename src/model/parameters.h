@@ -62,6 +62,12 @@ class ParameterLayout {
   int64_t layer_begin(int i) const {
     return i < std::ssize(layers_) ? layers_[static_cast<size_t>(i)].attn_norm : head_begin_;
   }
+  // The blocks as flat ranges [begin, end), in the order a backward pass finishes them.
+  struct Block {
+    int64_t begin, end;
+    bool operator==(const Block&) const = default;
+  };
+  std::vector<Block> blocks() const;
   int64_t head_dense() const { return head_dense_; }  // -1 without a head transform
   int64_t head_dense_bias() const { return head_dense_bias_; }
   int64_t final_norm() const { return final_norm_; }

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "distributed/data_parallel.h"
+#include "distributed/state_offload.h"
 #include "distributed/zero.h"
 #include "model/parameters.h"
 #include "ops/linear.h"
@@ -133,7 +134,7 @@ constexpr int64_t kCudaLibraries = int64_t{512} << 20;
 
 int64_t MemoryPlan::total() const {
   return working_weights + masters + moments + gradients + activations + lm_head_chunk + batch_inputs +
-         sparse_masks + sparse_weights + workspaces + libraries;
+         sparse_masks + sparse_weights + workspaces + libraries + offload_slots;
 }
 
 double MemoryPlan::activation_bytes_per_token() const {
@@ -169,11 +170,16 @@ MemoryPlan plan_memory(const PlanSettings& s) {
   } else {
     p.gradients = slot(flat * dtype_size(s.grad_dtype));
   }
-  // A model computing in the master dtype reads the masters in place; ZeRO-1 gathers a copy to read.
+  // A model computing in the master dtype reads the masters in place; ZeRO-1 gathers a copy to read, and
+  // offloaded masters are cast into one.
   if (s.zero1)
     p.working_weights = slot(flat * dtype_size(compute));
-  else if (s.masters != compute)
+  else if (s.masters != compute || s.offload)
     p.working_weights = slot(total * dtype_size(compute));
+  if (s.offload) {  // distributed/state_offload.h
+    p.offload_slots = dist::StateOffload::slot_bytes(layout, s.moments, s.masters);
+    if (gpu) p.host_state = p.masters + p.moments, p.masters = p.moments = 0;
+  }
   p.activations =
       activation_arena_bytes(s.model, T, compute, s.recompute, &p.lm_head_chunk) - p.lm_head_chunk;
   // model/batch_inputs.cpp: two slots ahead, one for now; masked LM's slots also list the labelled rows.
@@ -208,6 +214,8 @@ std::string plan_mismatches(const MemoryPlan& p, const HeldMemory& held) {
   };
   compare("working weights", p.working_weights, held.working_weights);
   compare("masters and moments", p.masters + p.moments, held.optimizer_state);
+  compare("pinned host masters and moments", p.host_state, held.host_state);
+  compare("offload slots", p.offload_slots, held.offload_slots);
   compare("gradients", p.gradients, held.gradients);
   compare("activations and logit chunk", p.activations + p.lm_head_chunk, held.activations);
   compare("batch inputs", p.batch_inputs, held.batch_inputs);
@@ -261,11 +269,15 @@ std::string format_plan(const MemoryPlan& p, int64_t available) {
   row(gpu ? "2:4 compressed weights (estimate)" : "2:4 masked weight copies", p.sparse_weights, "");
   row(gpu ? "workspaces (cuBLASLt, op scratch; estimate)" : "workspaces", p.workspaces, "");
   row("CUDA libraries (estimate)", p.libraries, "");
+  row("offloaded state's device slots (two blocks)", p.offload_slots, per_param(p.offload_slots));
   out += fmt::format("  {:<44} {:>9.2f} {}  {}", "total", static_cast<double>(p.total()) / unit, unit_name,
                      per_param(p.total()));
   if (available > 0)
     out += fmt::format(", {:.2f} GiB {}", static_cast<double>(available) / kGiB,
                        gpu ? "free on the GPU" : "of host memory available");
+  if (p.host_state > 0)
+    out += fmt::format("\n  and {:.2f} GiB of masters and moments in pinned host memory (--offload-optimizer)",
+                       static_cast<double>(p.host_state) / kGiB);
   return out;
 }
 

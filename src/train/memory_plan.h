@@ -36,6 +36,7 @@ struct PlanSettings {
   DType masters = DType::f32;  // f32 masters, or bf16: none, the weights themselves (ops/adamw.h)
   DType grad_dtype = DType::f32;
   bool gradient_blocks = false;  // the optimizer steps in the backward: two blocks' gradients, not all
+  bool offload = false;          // masters and moments in host memory, two blocks' state on the device
   SparsityConfig sparsity;  // enabled and which FFN linears
   int world_size = 1;       // data-parallel ranks; the plan is one rank's
   bool zero1 = false;
@@ -61,6 +62,9 @@ struct MemoryPlan {
   int64_t sparse_weights = 0;   // cpu: masked copies of the 2:4 weights; cuda: compressed forms (estimate)
   int64_t workspaces = 0;       // step statistics; cuda: cuBLASLt's workspace and ops' scratch (estimate)
   int64_t libraries = 0;        // cuda: NCCL, cuBLASLt and cuSPARSELt's own memory (estimate)
+  int64_t offload_slots = 0;    // offload: the device slots two blocks' masters and moments pass through
+  int64_t host_state = 0;       // offload on cuda: the masters and moments in pinned host memory (not in
+                                // the device total; on the cpu they stay in masters and moments)
 
   int64_t total() const;
   // Activation bytes per token of the micro-batch (the arena grows linearly in it).
@@ -73,7 +77,7 @@ MemoryPlan plan_memory(const PlanSettings& settings);
 // (the optimizer's masters and moments share one arena).
 struct HeldMemory {
   int64_t working_weights = 0, optimizer_state = 0, gradients = 0, activations = 0, batch_inputs = 0,
-          sparse_masks = 0, sparse_weights = 0, workspaces = 0;
+          sparse_masks = 0, sparse_weights = 0, workspaces = 0, host_state = 0, offload_slots = 0;
 };
 // The lines where the plan and what is held differ, one a line ("" when none). Lines the plan estimates
 // on cuda (compressed 2:4 weights, the libraries' workspaces) are not compared.

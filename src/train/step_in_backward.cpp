@@ -10,9 +10,9 @@
 namespace pt {
 
 StepInBackward::Sizes StepInBackward::sizes(const ParameterLayout& layout) {
-  Sizes s{.embeddings = layout.layer_begin(0), .block = layout.total() - layout.head_begin()};
-  for (int l = 0; layout.layer_begin(l) < layout.head_begin(); ++l)
-    s.block = std::max(s.block, layout.layer_begin(l + 1) - layout.layer_begin(l));
+  Sizes s{.embeddings = layout.layer_begin(0)};
+  for (const ParameterLayout::Block& b : layout.blocks())
+    if (b.begin > 0) s.block = std::max(s.block, b.end - b.begin);
   return s;
 }
 
@@ -32,7 +32,9 @@ DecoderModel::GradientBlocks StepInBackward::blocks(dist::DataParallelOptimizer&
   const bool gpu = arena_.device() == Device::cuda;
   return {
       .open =
-          [this, gpu](int64_t begin, int64_t end) {
+          [this, &dp, gpu](int64_t begin, int64_t end) {
+            // The embeddings' buffer is opened first and closed last: their state is fetched at the close.
+            if (begin > 0) dp.prefetch_block(begin, end);
             const Tensor& buffer = begin == 0 ? embeddings_ : block_;
             PT_ASSERT(end - begin <= buffer.numel());
             const Tensor g(buffer.data, DType::f32, {end - begin}, buffer.device);

@@ -196,6 +196,12 @@ void check_train_config(const TrainConfig& tc) {
       fail("{}, but 2:4 training's masked decay reads every gradient of the step; drop one of the two", why);
     if (tc.dist.zero1) fail("{}, on one process: drop --zero1", why);
   }
+  if (tc.offload_optimizer && tc.sparsity.enabled)
+    fail(
+        "--offload-optimizer keeps the masters in host memory, but 2:4 training computes its masks from them "
+        "on the device; drop one of the two");
+  if (tc.offload_optimizer && tc.dist.zero1)
+    fail("--offload-optimizer keeps every parameter's state in each rank's host memory: drop --zero1");
 }
 
 // A step in the backward cannot reduce gradients over ranks between its blocks.
@@ -356,6 +362,7 @@ PlanSettings plan_settings(const TrainConfig& tc, const ModelConfig& config, Dev
   s.moments = tc.optimizer_state;
   s.masters = tc.master_weights;
   s.gradient_blocks = tc.optimizer_in_backward;
+  s.offload = tc.offload_optimizer;
   return s;
 }
 
@@ -497,7 +504,8 @@ TrainResult train(const TrainConfig& tc) {
                                   .compute_dtype = model.dtype(),
                                   .moments = tc.optimizer_state,
                                   .masters = tc.master_weights,
-                                  .step_in_backward = tc.optimizer_in_backward});
+                                  .step_in_backward = tc.optimizer_in_backward,
+                                  .offload = tc.offload_optimizer});
   const bool overlap = data_parallel && comm->size() > 1;
   const SparsitySchedule schedule(tc.sparsity, tc.steps);
   std::optional<FfnMasks> masks;
@@ -794,14 +802,18 @@ TrainResult train(const TrainConfig& tc) {
     }
   }
   const DecoderModel::Memory held = model.memory();
+  const bool state_on_host = dp.offloaded() && device == Device::cuda;
   result.memory_held = {.working_weights = held.working_copy + dp.working_bytes(),
-                        .optimizer_state = dp.state_bytes(),
+                        .optimizer_state = state_on_host ? 0 : dp.state_bytes(),
+
                         .gradients = grads ? grads->arena.bytes() : blockwise->bytes(),
                         .activations = held.activations,
                         .batch_inputs = held.batch_inputs,
                         .sparse_masks = masks ? masks->bytes() : 0,
                         .sparse_weights = held.sparse_copies,
-                        .workspaces = step_stats.bytes()};
+                        .workspaces = step_stats.bytes(),
+                        .host_state = state_on_host ? dp.state_bytes() : 0,
+                        .offload_slots = dp.offload_slot_bytes()};
   if (const std::string off = plan_mismatches(plan, result.memory_held); lead && !off.empty())
     log_warn("the memory plan differs from what the run allocated:\n{}", off);
   result.last_step = state.step;

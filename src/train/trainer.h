@@ -68,6 +68,9 @@ struct TrainConfig {
   // AdamW on each block of parameters as soon as the backward has its gradients, so no buffer of every
   // gradient exists (train/step_in_backward.h): one process, one micro-batch a step, no clipping, no 2:4.
   bool optimizer_in_backward = false;
+  // The masters and moments in pinned host memory, each block streamed to the device for its update
+  // (distributed/state_offload.h); not with ZeRO-1 or 2:4 training.
+  bool offload_optimizer = false;
   int64_t eval_every = 50;   // steps; 0: only at the end
   int64_t eval_batches = 0;  // 0: the whole validation split
   int64_t save_every = 100;  // steps; 0: only at the end

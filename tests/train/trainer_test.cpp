@@ -1091,5 +1091,83 @@ TEST_F(TrainingRun, OptimizerInBackwardRefusesClippingAccumulationSparsityAndZer
   EXPECT_NE(negative.find("--clip must be 0 (no clipping) or positive (got -1)"), std::string::npos) << negative;
 }
 
+// --offload-optimizer keeps the state in host memory and updates it block by block through two device
+// slots: on the cpu (where the copies are plain) it trains exactly as the state kept in place does, with
+// the step after the backward or in it, f32 state or bf16 weights with 8-bit moments; what it allocates is
+// its plan, and it resumes bitwise.
+TEST_F(TrainingRun, OffloadedOptimizerTrainsAsTheOneInPlaceAndResumesBitwise) {
+  for (const bool in_backward : {false, true}) {
+    for (const bool compact : {false, true}) {
+      const std::string mode = std::string(in_backward ? "in_backward" : "after") + (compact ? "_compact" : "");
+      auto in_place = run_config("in_place_" + mode, 5), offloaded = run_config("offloaded_" + mode, 5);
+      for (TrainConfig* c : {&in_place, &offloaded}) {
+        c->optimizer_in_backward = in_backward;
+        if (in_backward) c->max_grad_norm = 0;
+        if (compact) c->master_weights = DType::bf16, c->optimizer_state = ops::MomentFormat::q8;
+      }
+      offloaded.offload_optimizer = true;
+      const TrainResult a = train(in_place), b = train(offloaded);
+      EXPECT_EQ(printed_train_numbers(in_place.out_dir), printed_train_numbers(offloaded.out_dir)) << mode;
+      EXPECT_EQ(a.final_val_loss, b.final_val_loss) << mode;
+      EXPECT_TRUE(final_weights(in_place) == final_weights(offloaded)) << mode << ": the final weights differ";
+      expect_same_optimizer_state(checkpoint_at(in_place, 5), checkpoint_at(offloaded, 5));
+      EXPECT_EQ(plan_mismatches(b.memory_plan, b.memory_held), "") << mode;
+      EXPECT_GT(b.memory_plan.offload_slots, 0) << mode;
+    }
+  }
+  auto whole = run_config("whole", 6), resumed = run_config("resumed", 6);
+  whole.offload_optimizer = resumed.offload_optimizer = true;
+  expect_resume_is_bitwise(whole, resumed);
+  auto zero1 = run_config("zero1", 2);
+  zero1.offload_optimizer = zero1.dist.zero1 = true;
+  const std::string what = train_error(zero1);
+  EXPECT_NE(what.find("--offload-optimizer keeps every parameter's state"), std::string::npos) << what;
+  auto sparse = run_config("sparse", 2);
+  sparse.offload_optimizer = true;
+  sparse.sparsity = sparse24();
+  const std::string sparse_what = train_error(sparse);
+  EXPECT_NE(sparse_what.find("2:4 training computes its masks"), std::string::npos) << sparse_what;
+}
+
+// On the GPU the offloaded state goes over the bus on two copy streams beside the compute: the same
+// losses as the state kept on the device (the same kernels on the same values, so to the order of float
+// atomics), after the backward and in it, with f32 state and with bf16 weights and 8-bit moments; the
+// plan's device lines and its pinned host memory are what the run allocates.
+TEST_F(TrainingRun, OffloadedOptimizerMatchesTheDeviceStateOnTheGpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "needs a GPU";
+  const auto config = dir_ / "config_gpu.json";  // head_dim 64, as the CUDA attention needs
+  write_file_atomic(config.string(), R"({"model_type": "llama", "hidden_size": 128, "num_hidden_layers": 2,
+      "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 256, "vocab_size": 260})");
+  const auto field = [](const fs::path& dir, const char* name) {
+    std::vector<double> out;
+    for (const auto& line : records(dir, "train")) out.push_back(nlohmann::json::parse(line).at(name));
+    return out;
+  };
+  for (const bool in_backward : {false, true}) {
+    for (const bool compact : {false, true}) {
+      const std::string mode = std::string(in_backward ? "in_backward" : "after") + (compact ? "_compact" : "");
+      auto on_device = run_config("device_" + mode, 8), offloaded = run_config("offloaded_" + mode, 8);
+      for (TrainConfig* c : {&on_device, &offloaded}) {
+        c->model = config.string();
+        c->device = "cuda";
+        c->optimizer_in_backward = in_backward;
+        if (in_backward) c->max_grad_norm = 0;
+        if (compact) c->master_weights = DType::bf16, c->optimizer_state = ops::MomentFormat::q8;
+      }
+      offloaded.offload_optimizer = true;
+      const TrainResult a = train(on_device), b = train(offloaded);
+      const auto want = field(on_device.out_dir, "loss"), got = field(offloaded.out_dir, "loss");
+      ASSERT_EQ(got.size(), 8u) << mode;
+      ASSERT_EQ(want.size(), 8u) << mode;
+      for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4 * want[i]) << mode << " step " << i + 1;
+      EXPECT_NEAR(b.final_val_loss, a.final_val_loss, 1e-4 * a.final_val_loss) << mode;
+      EXPECT_LT(b.final_val_loss, b.first_val_loss - 0.1) << mode;
+      EXPECT_EQ(plan_mismatches(b.memory_plan, b.memory_held), "") << mode;
+      EXPECT_EQ(b.memory_plan.masters + b.memory_plan.moments, 0) << mode;
+      EXPECT_EQ(b.memory_plan.host_state, a.memory_plan.masters + a.memory_plan.moments) << mode;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace pt

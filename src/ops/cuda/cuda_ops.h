@@ -12,6 +12,7 @@
 #include "ops/adamw.h"
 #include "ops/cross_entropy.h"
 #include "ops/rope.h"
+#include "ops/state_transfer.h"
 #include "ops/upload.h"
 #include "ops/write_mode.h"
 
@@ -101,5 +102,7 @@ void mvue24(const Tensor& g, uint64_t seed, const Tensor& out, int64_t first_row
 
 // ops/upload.h's slot: pinned staging and a copy on copy_stream(), ordered by events.
 std::unique_ptr<UploadSlot::Impl> make_upload(size_t bytes);
+// ops/state_transfer.h's copies: a fetch stream and a write-back stream, ordered by events.
+std::unique_ptr<StateTransfer::Impl> make_state_transfer(int slots);
 
 }  // namespace pt::ops::cuda
