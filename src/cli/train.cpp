@@ -70,7 +70,8 @@ void register_train(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--beta1", tc->adamw.beta1)->capture_default_str();
   cmd->add_option("--beta2", tc->adamw.beta2)->capture_default_str();
-  cmd->add_option("--clip", tc->max_grad_norm, "Global gradient-norm clip (0: none; the norm is still logged)")
+  cmd->add_option("--clip", tc->max_grad_norm,
+                  "Global gradient-norm clip (0: none; the norm is still logged)")
       ->capture_default_str();
   cmd->add_option("--eval-every", tc->eval_every, "Validate every N steps (0: at the end only)")
       ->capture_default_str();

@@ -79,7 +79,8 @@ StateSlots reserve_state(Arena& arena, const ParameterLayout& layout, const Shar
 const Tensor& checked_grads(const Tensor& t, int64_t n, Device device, bool in_blocks) {
   if (in_blocks) {
     if (!t.empty())
-      fail("data-parallel optimizer: the step in the backward takes no flat gradient buffer, got {}", t.str());
+      fail("data-parallel optimizer: the step in the backward takes no flat gradient buffer, got {}",
+           t.str());
   } else if (t.dtype != DType::f32 || t.device != device || t.numel() != n || t.empty()) {
     fail("data-parallel optimizer: the gradients must be f32[{}] on {} (flat_size elements), got {}", n,
          device_name(device), t.str());
@@ -134,8 +135,9 @@ DataParallelOptimizer::DataParallelOptimizer(Communicator& comm, const Parameter
   // The model's copy to read: ZeRO-1 gathers one; bf16 masters are read in place by a bf16 model.
   const bool widened = !zero1_ && options.masters != options.compute_dtype && options.masters != DType::f32;
   if (options.offload && zero1_)
-    fail("data-parallel optimizer: --offload-optimizer keeps every parameter's state on each rank's host; "
-         "drop --zero1");
+    fail(
+        "data-parallel optimizer: --offload-optimizer keeps every parameter's state on each rank's host; "
+        "drop --zero1");
   if (zero1_ || widened || options.offload) {
     if (options.compute_dtype != DType::f32 && options.compute_dtype != DType::bf16)
       fail("data-parallel optimizer: the model reads weights in f32 or bf16, not {}",

@@ -122,7 +122,8 @@ void StateOffload::update(int64_t begin, int64_t end, std::span<const ops::AdamW
     t.m = at(slot.state.m, off, n);
     t.v = at(slot.state.v, off, n);
     if (!t.m_absmax.empty()) {
-      const int64_t a = (static_cast<const float*>(t.m_absmax.data) - host_.m_absmax.ptr<float>()) - first_absmax;
+      const int64_t a =
+          (static_cast<const float*>(t.m_absmax.data) - host_.m_absmax.ptr<float>()) - first_absmax;
       t.m_absmax = at(slot.state.m_absmax, a, t.m_absmax.numel());
       t.v_absmax = at(slot.state.v_absmax, a, t.v_absmax.numel());
     }

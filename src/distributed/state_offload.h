@@ -54,7 +54,7 @@ class StateOffload {
   int fetched(int64_t begin, int64_t end, bool with_moments);
   // The copies between the host state and a slot for [begin, end).
   std::vector<ops::StateTransfer::Copy> copies(const Slot& slot, int64_t begin, int64_t end, bool to_device,
-                                                bool with_moments) const;
+                                               bool with_moments) const;
 
   const ParameterLayout& layout_;
   StateTensors host_;

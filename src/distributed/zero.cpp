@@ -77,7 +77,8 @@ std::vector<ops::AdamWTensor> adamw_range(std::span<const ParamInfo> params, int
   for_each_piece(params, begin, end, q8, [&](const ParamInfo& p, int64_t b, int64_t e) {
     if (!flat_grads.empty() && e > flat_grads.numel())
       fail("adamw_range: parameter {} ends at {}, past the flat gradients {}", p.name, e, flat_grads.str());
-    ops::AdamWTensor t{at(masters, b - begin, e - b), flat_grads.empty() ? Tensor() : at(flat_grads, b, e - b),
+    ops::AdamWTensor t{at(masters, b - begin, e - b),
+                       flat_grads.empty() ? Tensor() : at(flat_grads, b, e - b),
                        at(moments.m, b - begin, e - b), at(moments.v, b - begin, e - b), p.weight_decay()};
     if (q8) {
       const int64_t blocks = ops::quant_blocks(e - b);

@@ -381,8 +381,8 @@ void DecoderModel::norm_backward(const Tensor& dy, const NormActs& n, int64_t w,
                                  const Tensor& dx) const {
   const int64_t C = config_.hidden_size;
   if (config_.norm == Norm::layer)
-    ops::layernorm_backward(dy, n.x, weight(w, {C}), n.mean, n.rstd, dx, grad(w, {C}),
-                            grad(b, {C}), Write::accumulate);
+    ops::layernorm_backward(dy, n.x, weight(w, {C}), n.mean, n.rstd, dx, grad(w, {C}), grad(b, {C}),
+                            Write::accumulate);
   else
     ops::rmsnorm_backward(dy, n.x, weight(w, {C}), n.rstd, dx, grad(w, {C}), Write::accumulate);
 }
@@ -392,8 +392,7 @@ Tensor DecoderModel::bias(int64_t b, int64_t n, int64_t skip) const {
 }
 
 void DecoderModel::bias_grad(const Tensor& dy, int64_t b, int64_t columns) const {
-  if (b >= 0)
-    ops::bias_backward(dy, grad(b, {columns < 0 ? dy.size(1) : columns}), Write::accumulate);
+  if (b >= 0) ops::bias_backward(dy, grad(b, {columns < 0 ? dy.size(1) : columns}), Write::accumulate);
 }
 
 void DecoderModel::run_forward(int64_t T) {
@@ -434,8 +433,7 @@ void DecoderModel::embed_backward(const Tensor& dx, const Tensor& dtmp) const {
   ops::embedding_backward(in_.ids, dsum, grad(layout_.embedding(), {V, C}), Write::accumulate,
                           /*ids_checked=*/true);
   if (c.positions == Positions::learned)
-    ops::embedding_backward(in_.positions, dsum,
-                            grad(layout_.positions(), {c.max_position_embeddings, C}),
+    ops::embedding_backward(in_.positions, dsum, grad(layout_.positions(), {c.max_position_embeddings, C}),
                             Write::accumulate, /*ids_checked=*/true);
   bias_grad(dsum, layout_.token_types());  // row 0 of the token-type table
 }
@@ -607,8 +605,8 @@ void DecoderModel::head_and_loss(double grad_scale, bool backward) {
     logits_begin_ = r0;
     const Tensor x = rows(xn, r0, n), chunk = arena_.view(logits_, {n, W});
     ops::linear_forward(x, padded_head, chunk, Write::overwrite, padded_bias);
-    ops::cross_entropy_accumulate(chunk, param(in_.targets, r0, {n}), grad_scale,
-                                  backward ? chunk : Tensor(), loss_sums_, V);
+    ops::cross_entropy_accumulate(chunk, param(in_.targets, r0, {n}), grad_scale, backward ? chunk : Tensor(),
+                                  loss_sums_, V);
     if (!backward) continue;
     bias_grad(chunk, layout_.lm_head_bias(), V);
     ops::linear_backward(chunk, x, padded_head, rows(dxn, r0, n), Write::overwrite, Tensor(),
@@ -636,7 +634,8 @@ void DecoderModel::forward_backward(const StagedBatch& batch, const Tensor& grad
   inputs_.release(batch);
 }
 
-void DecoderModel::forward_backward(const StagedBatch& batch, const GradientBlocks& blocks, double grad_scale) {
+void DecoderModel::forward_backward(const StagedBatch& batch, const GradientBlocks& blocks,
+                                    double grad_scale) {
   begin_pass(batch);
   grads_ = {};
   forward_backward(grad_scale, &blocks);
@@ -768,8 +767,7 @@ void DecoderModel::forward_backward(double grad_scale, const GradientBlocks* blo
                             arena_.view(dattn_, {T * H, D}), grad(w.q_norm, {D}), Write::accumulate);
       ops::rmsnorm_backward(arena_.view(dk_, {T * Hkv, D}), arena_.view(a.k_pre, {T * Hkv, D}),
                             weight(w.k_norm, {D}), arena_.view(a.rstd_k, {T * Hkv}),
-                            arena_.view(dk_pre_, {T * Hkv, D}), grad(w.k_norm, {D}),
-                            Write::accumulate);
+                            arena_.view(dk_pre_, {T * Hkv, D}), grad(w.k_norm, {D}), Write::accumulate);
     }
     if (c.qkv_bias) {
       bias_grad(dq_lin, w.bqkv);

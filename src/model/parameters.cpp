@@ -93,7 +93,8 @@ ParameterLayout::ParameterLayout(const ModelConfig& c) {
 
 std::vector<ParameterLayout::Block> ParameterLayout::blocks() const {
   std::vector<Block> out = {{head_begin_, total_}};
-  for (int i = static_cast<int>(layers_.size()); i-- > 0;) out.push_back({layer_begin(i), layer_begin(i + 1)});
+  for (int i = static_cast<int>(layers_.size()); i-- > 0;)
+    out.push_back({layer_begin(i), layer_begin(i + 1)});
   out.push_back({0, layer_begin(0)});
   return out;
 }

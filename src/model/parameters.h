@@ -50,7 +50,7 @@ class ParameterLayout {
   const ParamInfo& find(const std::string& name) const;  // throws naming the tensor
   const LayerParams& layer(int i) const { return layers_[static_cast<size_t>(i)]; }
   int64_t embedding() const { return embedding_; }
-  int64_t positions() const { return positions_; }  // learned positions, -1 for rotary models
+  int64_t positions() const { return positions_; }            // learned positions, -1 for rotary models
   int64_t token_types() const { return token_types_; }        // -1 without token-type embeddings
   int64_t embedding_norm() const { return embedding_norm_; }  // -1 without an embedding norm
   int64_t embedding_norm_bias() const { return embedding_norm_bias_; }
@@ -72,7 +72,7 @@ class ParameterLayout {
   int64_t head_dense_bias() const { return head_dense_bias_; }
   int64_t final_norm() const { return final_norm_; }
   int64_t final_norm_bias() const { return final_norm_bias_; }
-  int64_t lm_head() const { return lm_head_; }  // == embedding() when tied
+  int64_t lm_head() const { return lm_head_; }            // == embedding() when tied
   int64_t lm_head_bias() const { return lm_head_bias_; }  // -1 without a bias on the logits
 
  private:

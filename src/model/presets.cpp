@@ -76,6 +76,12 @@ const std::vector<std::pair<const char*, std::function<ModelConfig()>>>& presets
          c.qkv_bias = true;
          return c;
        }},
+      {"qwen2.5-7b",  // Qwen2.5-7B: vocab 152064, untied
+       [] {
+         ModelConfig c = qwen("qwen2", 3584, 18944, 28, 28, 4, 128, 131072);
+         c.vocab_size = 152064, c.tie_word_embeddings = false, c.qkv_bias = true;
+         return c;
+       }},
       {"qwen3-0.6b",
        [] {
          ModelConfig c = qwen("qwen3", 1024, 3072, 28, 16, 8, 128, 40960);

@@ -153,13 +153,14 @@ std::vector<FitSuggestion> fitting_settings(const PlanSettings& settings, int64_
     s.tokens = *tokens;
     const int64_t accum = (settings.tokens + *tokens - 1) / *tokens;
     add(s, joined(a.flags, fmt::format("--tokens {}", *tokens), " "),
-        joined(a.cost,
-               s.gradient_blocks
-                   ? fmt::format("steps of {} tokens instead of {}", *tokens, settings.tokens)
-                   : fmt::format(
-                         "micro-batches of {} tokens instead of {} (--grad-accum x{} keeps the step's tokens)",
-                         *tokens, settings.tokens, accum),
-               "; "));
+        joined(
+            a.cost,
+            s.gradient_blocks
+                ? fmt::format("steps of {} tokens instead of {}", *tokens, settings.tokens)
+                : fmt::format(
+                      "micro-batches of {} tokens instead of {} (--grad-accum x{} keeps the step's tokens)",
+                      *tokens, settings.tokens, accum),
+            "; "));
   }
   // The settings on fewest GPUs first, so the kMaxSuggestions shown keep what fits the GPUs at hand.
   std::stable_sort(found.begin(), found.end(),

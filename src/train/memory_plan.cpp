@@ -276,8 +276,9 @@ std::string format_plan(const MemoryPlan& p, int64_t available) {
     out += fmt::format(", {:.2f} GiB {}", static_cast<double>(available) / kGiB,
                        gpu ? "free on the GPU" : "of host memory available");
   if (p.host_state > 0)
-    out += fmt::format("\n  and {:.2f} GiB of masters and moments in pinned host memory (--offload-optimizer)",
-                       static_cast<double>(p.host_state) / kGiB);
+    out +=
+        fmt::format("\n  and {:.2f} GiB of masters and moments in pinned host memory (--offload-optimizer)",
+                    static_cast<double>(p.host_state) / kGiB);
   return out;
 }
 

@@ -3,7 +3,8 @@
 // (DecoderModel::GradientBlocks: the head, each layer, the embeddings) into one of two buffers, the
 // embeddings' and one the size of the largest other block, and as soon as a block's gradients are final,
 // AdamW updates that block. So the flat gradient buffer of every parameter (4 bytes a parameter, 30 GiB for
-// an 8B model) never exists: the gradients take the embeddings and one layer's worth (or the untied LM head's).
+// an 8B model) never exists: the gradients take the embeddings and one layer's worth (or the untied LM
+// head's).
 //
 // What it gives up, each refused by name in the trainer: clipping (the update cannot wait for the global
 // norm, known only once every block is done: --clip 0; the norm is still logged), gradient accumulation

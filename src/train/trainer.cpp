@@ -747,12 +747,13 @@ TrainResult train(const TrainConfig& tc) {
       const StepInBackward::Outcome b = blockwise->outcome();
       if (b.updated_some) weights_current = false;
       if (!outcome.finite() && b.updated_some && lead)
-        log_warn("step {}: {}; --optimizer-in-backward had updated the {} by then: the step is applied in part",
-                 state.step,
-                 b.bad_block_begin < 0
-                     ? std::string("the loss is not finite")
-                     : fmt::format("the gradients from flat offset {} down are not finite", b.bad_block_begin),
-                 b.bad_block_begin < 0 ? "whole model" : "blocks above them");
+        log_warn(
+            "step {}: {}; --optimizer-in-backward had updated the {} by then: the step is applied in part",
+            state.step,
+            b.bad_block_begin < 0
+                ? std::string("the loss is not finite")
+                : fmt::format("the gradients from flat offset {} down are not finite", b.bad_block_begin),
+            b.bad_block_begin < 0 ? "whole model" : "blocks above them");
     } else if (outcome.finite()) {
       dp.step(adamw, state.step);
       weights_current = false;

@@ -373,7 +373,8 @@ TEST_P(FamilyCuda, GradientBlocksHoldTheFlatPassesGradients) {
       .close =
           [&](int64_t begin, int64_t end, const Tensor& g) {
             EXPECT_EQ(g.data, (begin == 0 ? embeddings : block).data());
-            copy_bytes(got.data() + begin, false, g.data, true, static_cast<size_t>(end - begin) * sizeof(float));
+            copy_bytes(got.data() + begin, false, g.data, true,
+                       static_cast<size_t>(end - begin) * sizeof(float));
           },
   };
   model.forward_backward(model.stage(batch), blocks, 1.0);

@@ -177,7 +177,8 @@ TEST_P(DecoderFamily, GradientBlocksHoldTheFlatPassesGradientsAndCloseInBackward
 
     const ParameterLayout& layout = model.layout();
     std::vector<std::pair<int64_t, int64_t>> order = {{layout.head_begin(), n}};
-    for (int l = c.num_hidden_layers; l-- > 0;) order.emplace_back(layout.layer_begin(l), layout.layer_begin(l + 1));
+    for (int l = c.num_hidden_layers; l-- > 0;)
+      order.emplace_back(layout.layer_begin(l), layout.layer_begin(l + 1));
     order.emplace_back(0, layout.layer_begin(0));
     EXPECT_EQ(closed, order) << GetParam();
     std::rotate(order.begin(), order.end() - 1, order.end());  // the embeddings open first

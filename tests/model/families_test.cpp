@@ -30,8 +30,10 @@ TEST(ModelPresets, OwnShapesTakeTheTokenizersVocab) {
 TEST(ModelPresets, RealModelsHaveTheirPublishedParameterCounts) {
   const std::pair<const char*, int64_t> published[] = {
       {"gpt2", 124439808},         {"llama3.2-1b", 1235814400}, {"llama3.2-3b", 3212749824},
-      {"llama3.1-8b", 8030261248}, {"qwen2.5-0.5b", 494032768}, {"mistral-7b", 7241732096},
-      {"bert-base", 109514298},  // BertForMaskedLM: BertModel's 109482240 less the pooler, plus the MLM head
+      {"llama3.1-8b", 8030261248}, {"qwen2.5-0.5b", 494032768}, {"qwen2.5-7b", 7615616512},
+      {"mistral-7b", 7241732096},
+      // BertForMaskedLM: BertModel's 109482240 less the pooler, plus the MLM head
+      {"bert-base", 109514298},
   };
   for (const auto& [name, count] : published) {
     const ModelConfig c = preset_config(name);

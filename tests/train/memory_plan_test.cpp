@@ -7,8 +7,8 @@
 // - `packtrain train --dry-run` prints the plan and exits 0 without allocating it, and a run that cannot
 //   fit is refused before anything is allocated.
 #include "train/memory_plan.h"
-#include "train/step_in_backward.h"
 #include "train/memory_fit.h"
+#include "train/step_in_backward.h"
 
 #include "core/error.h"
 #include "core/file.h"

@@ -1088,7 +1088,8 @@ TEST_F(TrainingRun, OptimizerInBackwardRefusesClippingAccumulationSparsityAndZer
   c.dist.zero1 = false;
   c.max_grad_norm = -1;
   const std::string negative = train_error(c);
-  EXPECT_NE(negative.find("--clip must be 0 (no clipping) or positive (got -1)"), std::string::npos) << negative;
+  EXPECT_NE(negative.find("--clip must be 0 (no clipping) or positive (got -1)"), std::string::npos)
+      << negative;
 }
 
 // --offload-optimizer keeps the state in host memory and updates it block by block through two device
@@ -1098,7 +1099,8 @@ TEST_F(TrainingRun, OptimizerInBackwardRefusesClippingAccumulationSparsityAndZer
 TEST_F(TrainingRun, OffloadedOptimizerTrainsAsTheOneInPlaceAndResumesBitwise) {
   for (const bool in_backward : {false, true}) {
     for (const bool compact : {false, true}) {
-      const std::string mode = std::string(in_backward ? "in_backward" : "after") + (compact ? "_compact" : "");
+      const std::string mode =
+          std::string(in_backward ? "in_backward" : "after") + (compact ? "_compact" : "");
       auto in_place = run_config("in_place_" + mode, 5), offloaded = run_config("offloaded_" + mode, 5);
       for (TrainConfig* c : {&in_place, &offloaded}) {
         c->optimizer_in_backward = in_backward;
@@ -1109,7 +1111,8 @@ TEST_F(TrainingRun, OffloadedOptimizerTrainsAsTheOneInPlaceAndResumesBitwise) {
       const TrainResult a = train(in_place), b = train(offloaded);
       EXPECT_EQ(printed_train_numbers(in_place.out_dir), printed_train_numbers(offloaded.out_dir)) << mode;
       EXPECT_EQ(a.final_val_loss, b.final_val_loss) << mode;
-      EXPECT_TRUE(final_weights(in_place) == final_weights(offloaded)) << mode << ": the final weights differ";
+      EXPECT_TRUE(final_weights(in_place) == final_weights(offloaded))
+          << mode << ": the final weights differ";
       expect_same_optimizer_state(checkpoint_at(in_place, 5), checkpoint_at(offloaded, 5));
       EXPECT_EQ(plan_mismatches(b.memory_plan, b.memory_held), "") << mode;
       EXPECT_GT(b.memory_plan.offload_slots, 0) << mode;
@@ -1145,7 +1148,8 @@ TEST_F(TrainingRun, OffloadedOptimizerMatchesTheDeviceStateOnTheGpu) {
   };
   for (const bool in_backward : {false, true}) {
     for (const bool compact : {false, true}) {
-      const std::string mode = std::string(in_backward ? "in_backward" : "after") + (compact ? "_compact" : "");
+      const std::string mode =
+          std::string(in_backward ? "in_backward" : "after") + (compact ? "_compact" : "");
       auto on_device = run_config("device_" + mode, 8), offloaded = run_config("offloaded_" + mode, 8);
       for (TrainConfig* c : {&on_device, &offloaded}) {
         c->model = config.string();
@@ -1159,7 +1163,8 @@ TEST_F(TrainingRun, OffloadedOptimizerMatchesTheDeviceStateOnTheGpu) {
       const auto want = field(on_device.out_dir, "loss"), got = field(offloaded.out_dir, "loss");
       ASSERT_EQ(got.size(), 8u) << mode;
       ASSERT_EQ(want.size(), 8u) << mode;
-      for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4 * want[i]) << mode << " step " << i + 1;
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_NEAR(got[i], want[i], 1e-4 * want[i]) << mode << " step " << i + 1;
       EXPECT_NEAR(b.final_val_loss, a.final_val_loss, 1e-4 * a.final_val_loss) << mode;
       EXPECT_LT(b.final_val_loss, b.first_val_loss - 0.1) << mode;
       EXPECT_EQ(plan_mismatches(b.memory_plan, b.memory_held), "") << mode;
