@@ -34,6 +34,7 @@
 #               norm recomputation), 12 steps without saving: MFU and peak memory (#24)
 #   llama8b_in_backward  the same with fp32 masters, 8-bit moments and the optimizer in the backward
 #   llama8b_offload  the same with the masters and moments offloaded to pinned host memory
+#   qwen7b      qwen2.5-7b (vocab 152064, untied) as llama8b's default
 #   llama8b_hf  HF transformers on the same 8B shape (fp32 master weights and AdamW, as HF trains): what it
 #               needs, or its out-of-memory error (bench_train_gpu writes the batches, then its own fp32-state
 #               attempt fails as the plan says)
@@ -219,15 +220,17 @@ fi
 # The optimizer's memory modes (#24): each mode a run of the same steps on the same data.
 section optimizer_modes 560 "$python" "$bench/optimizer_modes.py" --packtrain "$build/packtrain" --data "$data" \
   --out "$out/optimizer_modes" --steps "${MODES_STEPS:-300}" ${MODES_RUNS:+--runs "$MODES_RUNS"}
-llama8b=("$build/packtrain" train --data "$data" --no-resume --no-save --model llama3.1-8b --device cuda
-  --strategy flatten --tokens 16384 --steps 12 --warmup 2 --eval-every 0)
+full_finetune=("$build/packtrain" train --data "$data" --no-resume --no-save --device cuda --strategy flatten
+  --tokens 16384 --steps 12 --warmup 2 --eval-every 0)
 # shellcheck disable=SC2086  # MODES_8B is a list of arguments
-section llama8b 300 "${llama8b[@]}" --out "$scratch/llama8b" \
+section llama8b 300 "${full_finetune[@]}" --model llama3.1-8b --out "$scratch/llama8b" \
   ${MODES_8B:---master-weights bf16 --optimizer-state 8bit --recompute=norms}
-section llama8b_in_backward 300 "${llama8b[@]}" --out "$scratch/llama8b_in_backward" \
+section llama8b_in_backward 300 "${full_finetune[@]}" --model llama3.1-8b --out "$scratch/llama8b_in_backward" \
   --optimizer-in-backward --clip 0 --optimizer-state 8bit --recompute=norms
-section llama8b_offload 300 "${llama8b[@]}" --out "$scratch/llama8b_offload" \
+section llama8b_offload 300 "${full_finetune[@]}" --model llama3.1-8b --out "$scratch/llama8b_offload" \
   --offload-optimizer --optimizer-in-backward --clip 0 --optimizer-state 8bit --recompute=norms
+section qwen7b 300 "${full_finetune[@]}" --model qwen2.5-7b --out "$scratch/qwen7b" \
+  --master-weights bf16 --optimizer-state 8bit --recompute=norms
 section llama8b_hf 360 bash -c "'$build/bench_train_gpu' --models llama3.1-8b --examples 16 --skip-1b --steps 1 \
   --dump-batches '$scratch/llama8b_batches.json'; '$python' '$bench/peers/train_hf.py' \
   --batches '$scratch/llama8b_batches.json' --preset llama3.1-8b --steps 2 --warmup 1 --budget 300 \
