@@ -290,7 +290,7 @@ TrainLog train(Communicator& c, bool zero1, int32_t grad_accum, Strategy strateg
 // The acceptance test of data parallelism: W ranks reproduce one process on the same global batch (W
 // times its grad_accum), up to floating-point summation order (bf16 rounding on the GPU).
 void expect_reproduces_one_process(bool zero1, Strategy strategy, const SparsityConfig& sparsity = {}) {
-  const int steps = sparsity.enabled ? 6 : 4;
+  const int steps = 6;
   auto local = make_local_communicator(comm().device());
   const TrainLog want = train(*local, false, 2 * W(), strategy, steps, sparsity);
   const TrainLog got = train(comm(), zero1, 2, strategy, steps, sparsity);
