@@ -7,6 +7,7 @@ on the same prepared dataset, same steps and tokens, one per mode:
   8bit moments       --optimizer-state 8bit (block-wise dynamic quantization)
   bf16 weights       --master-weights bf16 (no fp32 masters: stochastic rounding)
   bf16 weights 8bit  both: 8 bytes a parameter, what fits an 8B model on one 80 GB GPU
+  f32 no clip        --clip 0: the reference of the optimizer in the backward, which cannot clip
   in backward        --optimizer-in-backward --clip 0 (AdamW per layer during the backward: no buffer of
                      every gradient, no clipping)
   in backward compact  the three together: about 4.5 bytes a parameter
@@ -31,6 +32,7 @@ RUNS = [
     ("8bit moments", ["--optimizer-state", "8bit"]),
     ("bf16 weights", ["--master-weights", "bf16"]),
     ("bf16 weights 8bit", ["--master-weights", "bf16", "--optimizer-state", "8bit"]),
+    ("f32 no clip", ["--clip", "0"]),
     ("in backward", ["--optimizer-in-backward", "--clip", "0"]),
     ("in backward compact",
      ["--optimizer-in-backward", "--clip", "0", "--master-weights", "bf16", "--optimizer-state", "8bit"]),
