@@ -208,7 +208,6 @@ void DataParallelOptimizer::step(const ops::AdamWConfig& config, int64_t step) {
   if (!offload_) return ops::adamw_step(adamw_, config, step);
   // Block by block through the device slots, each block's fetch queued before the one before it is
   // updated.
-  offload_->fence();
   const std::vector<ParameterLayout::Block> blocks = layout_.blocks();
   offload_->prefetch(blocks[0].begin, blocks[0].end);
   for (size_t i = 0; i < blocks.size(); ++i) {
@@ -245,8 +244,6 @@ void DataParallelOptimizer::step_block(const ops::AdamWConfig& config, int64_t s
   if (!step_in_backward_) fail("step_block: this optimizer was not made to step in the backward");
   const std::vector<ops::AdamWTensor> block = block_entries(begin, end, grads);
   if (!offload_) return ops::adamw_step(block, config, step);
-  if (step != offload_step_) offload_->fence();  // the step's first block
-  offload_step_ = step;
   offload_->update(begin, end, block, config, step, slice(working_weights_, begin, end - begin));
 }
 

@@ -221,7 +221,6 @@ class DataParallelOptimizer {
   Tensor working_weights_;
   std::unique_ptr<StateOffload> offload_;
   bool working_stale_ = true;  // offloaded: the working copy is not yet the masters'
-  int64_t offload_step_ = 0;   // the optimizer step the offloaded blocks' last update belonged to
   std::vector<ops::AdamWTensor> adamw_;
   std::vector<Tensor> owned_grads_;
   GradientReducer reducer_;

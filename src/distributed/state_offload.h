@@ -4,7 +4,9 @@
 // masters cast into the model's working copy, and written back (ops/state_transfer.h); the next block's
 // fetch overlaps this one's update, and with the step in the backward a layer's fetch overlaps its backward.
 // The device keeps the working weights and two blocks' state instead of all of it; the bus carries the
-// state twice a step.
+// state twice a step. Each block is fetched once a step and the slots are taken in turn, so between a
+// block's write-back and its next fetch there is a fetch into its slot, which waits for that write-back:
+// a block always comes back with its last update.
 #pragma once
 
 #include "core/arena.h"
@@ -31,8 +33,6 @@ class StateOffload {
   static int64_t slot_bytes(const ParameterLayout& layout, ops::MomentFormat moments, DType masters);
   int64_t bytes() const { return arena_.bytes(); }
 
-  // A new optimizer step: the fetches from here on see every write-back queued before.
-  void fence() { transfer_.fence(); }
   // Queues the fetch of block [begin, end)'s state into the next slot, for update() to use.
   void prefetch(int64_t begin, int64_t end);
   // AdamW on the block [begin, end): `entries` are its parameters' over the host state (ops::AdamWTensor,

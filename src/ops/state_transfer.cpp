@@ -17,7 +17,6 @@ class HostTransfer : public StateTransfer::Impl {
   void fetch(int, std::span<const StateTransfer::Copy> copies) override { copy(copies); }
   void acquire(int) override {}
   void write_back(int, std::span<const StateTransfer::Copy> copies) override { copy(copies); }
-  void fence() override {}
   void drain() override {}
 
  private:
@@ -46,7 +45,6 @@ StateTransfer::~StateTransfer() = default;
 void StateTransfer::fetch(int slot, std::span<const Copy> copies) { impl_->fetch(slot, copies); }
 void StateTransfer::acquire(int slot) { impl_->acquire(slot); }
 void StateTransfer::write_back(int slot, std::span<const Copy> copies) { impl_->write_back(slot, copies); }
-void StateTransfer::fence() { impl_->fence(); }
 void StateTransfer::drain() { impl_->drain(); }
 
 }  // namespace pt::ops

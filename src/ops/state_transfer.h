@@ -26,16 +26,12 @@ class StateTransfer {
   StateTransfer(const StateTransfer&) = delete;
   StateTransfer& operator=(const StateTransfer&) = delete;
 
-  // Host-to-device copies into `slot`, queued after the slot's last write-back (which read the slot) and
-  // after every write-back queued before the last fence().
+  // Host-to-device copies into `slot`, queued after the slot's last write-back (which read the slot).
   void fetch(int slot, std::span<const Copy> copies);
   // Compute work queued after this waits for the slot's last fetch.
   void acquire(int slot);
   // Device-to-host copies out of `slot`, queued after the compute work queued so far.
   void write_back(int slot, std::span<const Copy> copies);
-  // Fetches queued after this wait for every write-back queued before it: a block fetched again sees its
-  // last update (call it once a step, before the step's first fetch).
-  void fence();
   // Waits for every queued copy: the host state is current and free to read or write.
   void drain();
 
@@ -45,7 +41,6 @@ class StateTransfer {
     virtual void fetch(int slot, std::span<const Copy> copies) = 0;
     virtual void acquire(int slot) = 0;
     virtual void write_back(int slot, std::span<const Copy> copies) = 0;
-    virtual void fence() = 0;
     virtual void drain() = 0;
   };
 

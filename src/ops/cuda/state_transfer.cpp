@@ -1,6 +1,5 @@
 // StateTransfer on cuda: a fetch stream and a write-back stream, both non-blocking, and per slot an event
-// after its fetch and one after its write-back; a fence makes the fetch stream wait for the write-back
-// stream's work so far.
+// after its fetch and one after its write-back.
 #include <cuda_runtime.h>
 
 #include "ops/cuda/check.h"
@@ -20,7 +19,6 @@ class DeviceTransfer : public StateTransfer::Impl {
     PT_CUDA_CHECK(cudaStreamCreateWithFlags(&write_backs_, cudaStreamNonBlocking));
     for (auto* events : {&fetched_, &written_})
       for (cudaEvent_t& e : *events) PT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    PT_CUDA_CHECK(cudaEventCreateWithFlags(&fence_, cudaEventDisableTiming));
     PT_CUDA_CHECK(cudaEventCreateWithFlags(&computed_, cudaEventDisableTiming));
   }
   ~DeviceTransfer() override {  // no throwing here: the context may already be tearing down
@@ -28,7 +26,6 @@ class DeviceTransfer : public StateTransfer::Impl {
     cudaStreamSynchronize(write_backs_);
     for (auto* events : {&fetched_, &written_})
       for (cudaEvent_t e : *events) cudaEventDestroy(e);
-    cudaEventDestroy(fence_);
     cudaEventDestroy(computed_);
     cudaStreamDestroy(fetches_);
     cudaStreamDestroy(write_backs_);
@@ -52,10 +49,6 @@ class DeviceTransfer : public StateTransfer::Impl {
       PT_CUDA_CHECK(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDeviceToHost, write_backs_));
     PT_CUDA_CHECK(cudaEventRecord(written_.at(static_cast<size_t>(slot)), write_backs_));
   }
-  void fence() override {
-    PT_CUDA_CHECK(cudaEventRecord(fence_, write_backs_));
-    PT_CUDA_CHECK(cudaStreamWaitEvent(fetches_, fence_, 0));
-  }
   void drain() override {
     PT_CUDA_CHECK(cudaStreamSynchronize(fetches_));
     PT_CUDA_CHECK(cudaStreamSynchronize(write_backs_));
@@ -64,9 +57,8 @@ class DeviceTransfer : public StateTransfer::Impl {
  private:
   cudaStream_t fetches_ = nullptr, write_backs_ = nullptr;
   std::vector<cudaEvent_t> fetched_, written_;  // per slot; a wait on a never-recorded event returns at once
-  // computed_: the compute stream before a write-back; reused, as a stream wait takes the event as it is
-  // when queued.
-  cudaEvent_t fence_ = nullptr, computed_ = nullptr;
+  // The compute stream before a write-back; reused, as a stream wait takes the event as it is when queued.
+  cudaEvent_t computed_ = nullptr;
 };
 
 }  // namespace
