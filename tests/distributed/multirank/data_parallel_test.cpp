@@ -214,7 +214,7 @@ SparsityConfig test_sparsity() {
 // A few steps of the trainer's data-parallel loop (data_parallel.h) on a synthetic long-tailed split,
 // 2:4 sparse with `sparsity`.
 TrainLog train(Communicator& c, bool zero1, int32_t grad_accum, Strategy strategy, int steps,
-               const SparsityConfig& sparsity = {}) {
+               const SparsityConfig& sparsity = {}, bool offload = false) {
   const ModelConfig config = tiny_config();
   std::vector<int64_t> lengths;
   std::mt19937 rng(3);
@@ -232,7 +232,8 @@ TrainLog train(Communicator& c, bool zero1, int32_t grad_accum, Strategy strateg
   // The model sees the first n elements; the padding only serves the collectives.
   const Tensor model_grads(grads.t().data, DType::f32, {n}, device);
   DataParallelOptimizer dp(c, layout, grads.t(),
-                           {.zero1 = zero1, .bucket_bytes = 16384, .compute_dtype = model.dtype()});
+                           {.zero1 = zero1, .bucket_bytes = 16384, .compute_dtype = model.dtype(),
+                            .offload = offload});
   dp.set_params(init_params(config, 7));
   const SparsitySchedule schedule(sparsity, steps);
   std::optional<FfnMasks> masks;
@@ -253,7 +254,7 @@ TrainLog train(Communicator& c, bool zero1, int32_t grad_accum, Strategy strateg
         log.masks.insert(log.masks.end(), m.values.begin(), m.values.end());
     }
     model.set_masks(masks && schedule.sparse_at(step - 1) ? &*masks : nullptr);
-    if (zero1)
+    if (dp.gathers_weights())
       model.use_working_weights(dp.gather_weights(model.sparse_active() ? &*masks : nullptr));
     else
       model.load_weights(dp.masters());
@@ -289,11 +290,12 @@ TrainLog train(Communicator& c, bool zero1, int32_t grad_accum, Strategy strateg
 
 // The acceptance test of data parallelism: W ranks reproduce one process on the same global batch (W
 // times its grad_accum), up to floating-point summation order (bf16 rounding on the GPU).
-void expect_reproduces_one_process(bool zero1, Strategy strategy, const SparsityConfig& sparsity = {}) {
+void expect_reproduces_one_process(bool zero1, Strategy strategy, const SparsityConfig& sparsity = {},
+                                   bool offload = false) {
   const int steps = 6;
   auto local = make_local_communicator(comm().device());
   const TrainLog want = train(*local, false, 2 * W(), strategy, steps, sparsity);
-  const TrainLog got = train(comm(), zero1, 2, strategy, steps, sparsity);
+  const TrainLog got = train(comm(), zero1, 2, strategy, steps, sparsity, offload);
   const double tol = on_gpu() ? 2e-3 : 2e-5;
   for (int s = 0; s < steps; ++s) {
     EXPECT_NEAR(got.losses[s], want.losses[s], tol * want.losses[s]) << "step " << s + 1;
@@ -322,6 +324,10 @@ void expect_reproduces_one_process(bool zero1, Strategy strategy, const Sparsity
 
 TEST(DataParallelTraining, ReplicatedReproducesOneProcessFlatten) {
   expect_reproduces_one_process(false, Strategy::kFlatten);
+}
+// Each rank's state offloaded to its host memory (--offload-optimizer), updated block by block.
+TEST(DataParallelTraining, ReplicatedOffloadedReproducesOneProcessFlatten) {
+  expect_reproduces_one_process(false, Strategy::kFlatten, {}, /*offload=*/true);
 }
 TEST(DataParallelTraining, ZeroOneReproducesOneProcessFlatten) {
   expect_reproduces_one_process(true, Strategy::kFlatten);
