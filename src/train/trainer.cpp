@@ -540,14 +540,19 @@ TrainResult train(const TrainConfig& tc) {
           tc.dist.zero1 ? "ZeRO-1 (masters and moments sharded)" : "replicated optimizer",
           dp.reducer().buckets().size(), tc.dist.bucket_mb, tc.dist.timeout_s);
     // Every rank's shard has the same size, so rank 0's figure is every rank's.
-    log_info("optimizer state: {:.2f} MiB of {} master weights and AdamW moments per rank, moments in {}{}",
-             mib(dp.state_bytes()),
-             tc.master_weights == DType::f32 ? "fp32" : "bf16 (stochastically rounded; no fp32)",
-             ops::moment_format_name(tc.optimizer_state),
-             tc.dist.zero1 ? fmt::format(" ({:.2f} MiB replicated)",
-                                         mib(total * dtype_size(tc.master_weights) +
-                                             2 * ops::moment_bytes(tc.optimizer_state, total)))
-                           : std::string());
+    log_info(
+        "optimizer state: {:.2f} MiB of {} master weights and AdamW moments per rank, moments in {}{}{}{}",
+        mib(dp.state_bytes()),
+        tc.master_weights == DType::f32 ? "fp32" : "bf16 (stochastically rounded; no fp32)",
+        ops::moment_format_name(tc.optimizer_state),
+        dp.offloaded() ? fmt::format(", offloaded to host memory through {:.2f} MiB of device slots",
+                                     mib(dp.offload_slot_bytes()))
+                       : std::string(),
+        tc.optimizer_in_backward ? ", stepped in the backward (layer by layer)" : "",
+        tc.dist.zero1
+            ? fmt::format(" ({:.2f} MiB replicated)", mib(total * dtype_size(tc.master_weights) +
+                                                          2 * ops::moment_bytes(tc.optimizer_state, total)))
+            : std::string());
     if (masks) {
       const WeightGrad dw = tc.sparsity.weight_grad_on(device);
       log_info(
@@ -720,7 +725,8 @@ TrainResult train(const TrainConfig& tc) {
     // 3. Sum the gradients over ranks, clip, then masked decay on the sparse linears' pruned weights. The
     // decay is a regulariser of the weights like AdamW's: it does not count in the gradient norm (which
     // stays comparable with dense runs), nor does clipping weaken it on the steps it scales down. (With
-    // ZeRO-1 only this rank's shard of the gradients is summed; the decay and AdamW read only that.)
+    // ZeRO-1 only this rank's shard of the gradients is summed; the decay and AdamW read only that.) The
+    // optimizer in the backward has updated every block during the pass instead.
     if (!blockwise) {
       dp.reduce_gradients();
       if (lead && overlap && state.step == first_step)
