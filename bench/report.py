@@ -10,11 +10,14 @@ Reads, each optional (a missing or failed section is reported as such, the other
   sparse_convergence.jsonl  bench/sparse_convergence.py: validation loss of dense, 2:4 and the ablations
   sparse_ffn.jsonl  bench_sparse_ffn --json: per GEMM ("part": "gemm") and per FFN block ("part": "block"),
                     dense_ms and "<mode>_speedup" per sparse mode; other records are shown field by field
+  optimizer_modes/optimizer_modes.jsonl  bench/optimizer_modes.py: each optimizer memory mode's run
+  logs/llama8b*.log, logs/qwen7b.log, logs/llama8b_hf.log  the 7-8B full fine-tunes and HF's attempt
   status.tsv, env.txt  bench/gpu.sh: each section's exit code and seconds; the machine and versions
 Usage: report.py OUT_DIR
 """
 import math
 import os
+import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -285,6 +288,51 @@ def sparse_training_section(rep, steps, convergence):
             rep.add("![validation loss, dense vs 2:4](sparse_convergence.png)", "")
 
 
+STEP_LINE = re.compile(r"step +(\d+)/\d+ \|.* ([0-9.]+) tok/s \|.* MFU ([0-9.]+)% \| mem ([0-9.]+) GiB")
+
+
+def full_finetune_row(name, log):
+    """The steady steps of a `packtrain train` log: median real tokens/s and MFU past step 2, peak GiB, and
+    the memory plan's total, or None when the log holds no step."""
+    text = open(log).read()
+    steps = [(int(m[1]), float(m[2]), float(m[3]), float(m[4])) for m in STEP_LINE.finditer(text)]
+    steady = [s for s in steps if s[0] > 2] or steps
+    if not steady:
+        return None
+    median = lambda xs: sorted(xs)[len(xs) // 2]
+    plan = re.search(r"^  total +([0-9.]+) GiB", text, re.M)
+    host = re.search(r"and ([0-9.]+) GiB of masters and moments in pinned host memory", text)
+    return (f"| {name} | {median([s[1] for s in steady]):,.0f} | {median([s[2] for s in steady]):.1f} | "
+            f"{max(s[3] for s in steps):.1f} | {plan[1] if plan else '-'} | {host[1] if host else '-'} |")
+
+
+def memory_section(rep, out_dir, modes):
+    """#24: each optimizer memory mode on the same steps, and the 7-8B full fine-tunes on one GPU."""
+    if modes:
+        rep.add("## Optimizer memory modes (llama3.2-1b, the same steps and tokens)", "",
+                "| mode | final val loss | vs f32 | real tok/s | vs f32 | MFU % | peak GiB | state MiB |",
+                "|---|---|---|---|---|---|---|---|")
+        for r in modes:
+            rep.add(f"| {r['run']} | {fmt_num(r.get('final_val_loss'), '.4f')} | {fmt_num(r.get('loss_vs_f32'), '.4f')} | "
+                    f"{r['median_real_tokens_per_s']:,.0f} | {fmt_num(r.get('speed_vs_f32'), '.2f')} | "
+                    f"{r['median_mfu_pct']:.1f} | {r['peak_memory_gib']:.2f} | {fmt_num(r.get('optimizer_state_mib'), '.1f')} |")
+        rep.add("")
+    rows = []
+    for name in ("llama8b", "llama8b_in_backward", "llama8b_offload", "qwen7b"):
+        log = os.path.join(out_dir, "logs", f"{name}.log")
+        row = full_finetune_row(name, log) if os.path.exists(log) else None
+        if row:
+            rows.append(row)
+    if rows:
+        rep.add("## Full fine-tuning of 7-8B models on one GPU (16k tokens a micro-batch, flatten)", "",
+                "| run | real tok/s | MFU % | peak GiB | planned GiB | pinned host GiB |", "|---|---|---|---|---|---|",
+                *rows, "")
+    hf = os.path.join(out_dir, "logs", "llama8b_hf.log")
+    if os.path.exists(hf):
+        tail = [line for line in open(hf).read().splitlines() if line.strip()][-4:]
+        rep.add("Hugging Face on the 8B shape (logs/llama8b_hf.log, its last lines):", "", "```", *tail, "```", "")
+
+
 def status_section(rep, out_dir):
     path = os.path.join(out_dir, "status.tsv")
     if not os.path.exists(path):
@@ -319,6 +367,7 @@ def main():
     packing_section(rep, load("packing.jsonl"))
     sparse_section(rep, load("sparse_ffn.jsonl"))
     sparse_training_section(rep, load("train_sparse.jsonl"), load("sparse_convergence.jsonl"))
+    memory_section(rep, out_dir, load(os.path.join("optimizer_modes", "optimizer_modes.jsonl")))
     status_section(rep, out_dir)
     path = os.path.join(out_dir, "REPORT.md")
     with open(path, "w") as f:
