@@ -191,4 +191,13 @@ std::string fit_refusal(const MemoryPlan& plan, int64_t available, int64_t min_t
   return out;
 }
 
+std::string host_refusal(const MemoryPlan& plan, int64_t available_host) {
+  if (plan.host_state == 0 || available_host <= 0 || plan.host_state <= available_host) return {};
+  return fmt::format(
+      "--offload-optimizer keeps {:.2f} GiB of master weights and AdamW moments in pinned host memory, but "
+      "{:.2f} GiB of host memory is available: make the state smaller (--optimizer-state 8bit, "
+      "--master-weights bf16) or keep it on the GPU",
+      static_cast<double>(plan.host_state) / kGiB, static_cast<double>(available_host) / kGiB);
+}
+
 }  // namespace pt

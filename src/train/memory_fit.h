@@ -40,4 +40,8 @@ std::vector<FitSuggestion> fitting_settings(const PlanSettings& settings, int64_
 std::string fit_refusal(const MemoryPlan& plan, int64_t available, int64_t min_tokens,
                         const std::vector<FitCandidate>& candidates = fit_candidates());
 
+// Offloaded optimizer state (--offload-optimizer) lives in pinned host memory, which the device plan does
+// not count: "" when plan.host_state fits available_host bytes (0: unknown), else why not and what to change.
+std::string host_refusal(const MemoryPlan& plan, int64_t available_host);
+
 }  // namespace pt

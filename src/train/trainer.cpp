@@ -374,7 +374,8 @@ int64_t available_memory(Device device) {
 // Before anything large is allocated: every rank's plan fits its device (collective). A rank that cannot
 // fit fails with the settings that would, the others naming how many ranks cannot.
 void check_memory(const MemoryPlan& plan, int64_t available, int64_t min_tokens, dist::Communicator& comm) {
-  const std::string refusal = available > 0 ? fit_refusal(plan, available, min_tokens) : std::string();
+  std::string refusal = available > 0 ? fit_refusal(plan, available, min_tokens) : std::string();
+  if (refusal.empty()) refusal = host_refusal(plan, available_host_memory_bytes());
   const double mine = refusal.empty() ? 0 : 1;
   const double refused = comm.sum_host(std::span<const double>(&mine, 1))[0];
   if (!refusal.empty()) fail("{}", refusal);
@@ -415,6 +416,9 @@ TrainResult dry_run(const TrainConfig& tc) {
     std::fflush(stdout);
   }
   if (const std::string refusal = available > 0 ? fit_refusal(result.memory_plan, available, longest) : "";
+      !refusal.empty())
+    fail("{}", refusal);
+  if (const std::string refusal = host_refusal(result.memory_plan, available_host_memory_bytes());
       !refusal.empty())
     fail("{}", refusal);
   return result;

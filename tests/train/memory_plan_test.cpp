@@ -236,6 +236,24 @@ TEST(MemoryFit, Llama8bWithoutFp32MastersFitsOneH100) {
   EXPECT_TRUE(suggested) << fit_refusal(plan_memory(llama8b_on_gpu()), kH100Free, 2048);
 }
 
+// Offloaded state is planned in pinned host memory: the device total drops by it, and a host too small
+// for it is refused naming the flags that shrink it.
+TEST(MemoryFit, OffloadedStateMovesToTheHostAndMustFitThere) {
+  PlanSettings s = llama8b_on_gpu();
+  const MemoryPlan on_device = plan_memory(s);
+  s.offload = true;
+  const MemoryPlan offloaded = plan_memory(s);
+  EXPECT_EQ(offloaded.host_state, on_device.masters + on_device.moments);
+  EXPECT_EQ(offloaded.masters + offloaded.moments, 0);
+  EXPECT_LT(offloaded.total(), on_device.total() - offloaded.host_state / 2);
+  EXPECT_EQ(host_refusal(offloaded, offloaded.host_state), "");
+  const std::string refusal = host_refusal(offloaded, 64 * kGiB);
+  EXPECT_NE(refusal.find("GiB of master weights and AdamW moments in pinned host memory"), std::string::npos)
+      << refusal;
+  EXPECT_NE(refusal.find("--optimizer-state 8bit"), std::string::npos) << refusal;
+  EXPECT_EQ(host_refusal(on_device, 1), "");
+}
+
 TEST(MemoryFit, ANewModeIsOneMoreCandidate) {
   std::vector<FitCandidate> candidates = fit_candidates();
   candidates.push_back(
