@@ -59,11 +59,23 @@ FitCandidate step_in_backward() {
           }};
 }
 
+// The masters and moments in pinned host memory (distributed/state_offload.h).
+FitCandidate offload() {
+  return {"offload", "--offload-optimizer",
+          "masters and AdamW moments in pinned host memory, streamed over the bus every step",
+          [](PlanSettings& s) {
+            if (s.offload || s.zero1 || s.sparsity.enabled || s.device != Device::cuda) return false;
+            s.offload = true;
+            return true;
+          }};
+}
+
 FitCandidate zero1_ranks(int ranks) {
   return {"ranks", fmt::format("--zero1 on {} ranks", ranks),
           fmt::format("{} GPUs; the working weights all-gathered every step", ranks),
           [ranks](PlanSettings& s) {
-            if (s.gradient_blocks || ranks < s.world_size || (ranks == s.world_size && s.zero1)) return false;
+            if (s.gradient_blocks || s.offload || ranks < s.world_size || (ranks == s.world_size && s.zero1))
+              return false;
             s.world_size = ranks;
             s.zero1 = true;
             return true;
@@ -92,7 +104,7 @@ std::optional<int64_t> largest_fitting_tokens(PlanSettings s, int64_t available,
 }  // namespace
 
 const std::vector<FitCandidate>& fit_candidates() {
-  // A new mode that saves memory (offloaded optimizer state) is one more entry here.
+  // A new mode that saves memory is one more entry here.
   static const std::vector<FitCandidate> candidates = {
       recompute(Recompute::norms_and_swiglu, "--recompute=norms",
                 "a few % more step time (norm and SwiGLU outputs recomputed)"),
@@ -101,6 +113,7 @@ const std::vector<FitCandidate>& fit_candidates() {
       moments(MomentFormat::q8, "AdamW moments 8-bit block-wise quantized (about 2 bytes a parameter)"),
       bf16_masters(),
       step_in_backward(),
+      offload(),
       zero1_ranks(2),
       zero1_ranks(4),
       zero1_ranks(8),

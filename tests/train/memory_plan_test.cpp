@@ -206,8 +206,15 @@ TEST(MemoryFit, Llama8bWithFp32StateTakes18BytesAParameterAndIsRefusedWithSettin
   blocks.recompute = Recompute::layers;
   EXPECT_LT(static_cast<double>(plan_memory(blocks).gradients) / n, 0.6);
   EXPECT_LE(plan_memory(blocks).total(), kH200Free);
-  // Where no setting fits one GPU, ZeRO-1 on more ranks comes first.
-  const std::vector<FitSuggestion> on_64 = fitting_settings(plan.settings, 64 * kGiB, 2048);
+  // On a 48 GiB GPU the fp32 state must leave it: offloaded, with the gradients a block at a time.
+  const std::vector<FitSuggestion> on_48 = fitting_settings(plan.settings, 48 * kGiB, 2048);
+  ASSERT_FALSE(on_48.empty());
+  EXPECT_EQ(on_48.front().flags, "--recompute=layers --optimizer-in-backward --clip 0 --offload-optimizer");
+  // Without those two modes, where no setting fits one GPU, ZeRO-1 on more ranks comes first.
+  std::vector<FitCandidate> on_the_gpu;
+  for (const FitCandidate& c : fit_candidates())
+    if (c.kind != "offload" && c.kind != "gradients") on_the_gpu.push_back(c);
+  const std::vector<FitSuggestion> on_64 = fitting_settings(plan.settings, 64 * kGiB, 2048, on_the_gpu);
   ASSERT_FALSE(on_64.empty());
   EXPECT_NE(on_64.front().flags.find("--zero1 on "), std::string::npos) << on_64.front().flags;
   PlanSettings layers = plan.settings;
