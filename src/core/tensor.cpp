@@ -79,6 +79,12 @@ Tensor Tensor::rows(int64_t begin, int64_t end) const {
                 {end - begin, shape[1]}, device);
 }
 
+Tensor Tensor::elements(int64_t offset, int64_t n) const {
+  if (offset < 0 || n < 0 || offset + n > numel())
+    fail("elements [{}, {}) of {}: needs 0 <= offset <= offset + n <= numel", offset, offset + n, str());
+  return Tensor(static_cast<char*>(data) + offset * dtype_size(dtype), dtype, {n}, device);
+}
+
 std::string Tensor::str() const {
   std::string dims;
   for (int i = 0; i < ndim; ++i) dims += fmt::format("{}{}", i ? "," : "", shape[static_cast<size_t>(i)]);

@@ -72,6 +72,8 @@ struct Tensor {
   Tensor reshape(std::initializer_list<int64_t> dims) const;
   // Rows [begin, end) of a 2-D row-major tensor, the same memory.
   Tensor rows(int64_t begin, int64_t end) const;
+  // Elements [offset, offset + n) of the tensor seen flat, as a 1-D tensor of the same memory.
+  Tensor elements(int64_t offset, int64_t n) const;
   std::string str() const;  // "f32[4,8]@cpu"
 
   // Typed access; the element type must match dtype exactly.

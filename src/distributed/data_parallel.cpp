@@ -94,11 +94,6 @@ Arena state_arena(Device device, bool offload) {
   return device == Device::cuda ? Arena(Device::cpu, Arena::Pinned{}) : Arena(Device::cpu);
 }
 
-Tensor slice(const Tensor& flat, int64_t offset, int64_t n) {
-  return Tensor(static_cast<char*>(flat.data) + offset * dtype_size(flat.dtype), flat.dtype, {n},
-                flat.device);
-}
-
 }  // namespace
 
 DataParallelOptimizer::DataParallelOptimizer(Communicator& comm, const ParameterLayout& layout,
@@ -200,7 +195,7 @@ void DataParallelOptimizer::require_fp32_masters(const char* what) const {
 void DataParallelOptimizer::masked_decay(const FfnMasks& masks, double lambda) {
   require_fp32_masters("the masked decay of 2:4 weights");
   const int64_t n = end_ - begin_;
-  masks.masked_decay_range(slice(masters_, 0, n), begin_, lambda, slice(grads_, begin_, n));
+  masks.masked_decay_range(masters_.elements(0, n), begin_, lambda, grads_.elements(begin_, n));
 }
 
 void DataParallelOptimizer::step(const ops::AdamWConfig& config, int64_t step) {
@@ -213,8 +208,8 @@ void DataParallelOptimizer::step(const ops::AdamWConfig& config, int64_t step) {
   for (size_t i = 0; i < blocks.size(); ++i) {
     const auto [begin, end] = blocks[i];
     if (i + 1 < blocks.size()) offload_->prefetch(blocks[i + 1].begin, blocks[i + 1].end);
-    offload_->update(begin, end, block_entries(begin, end, slice(grads_, begin, end - begin)), config, step,
-                     slice(working_weights_, begin, end - begin));
+    offload_->update(begin, end, block_entries(begin, end, grads_.elements(begin, end - begin)), config, step,
+                     working_weights_.elements(begin, end - begin));
   }
 }
 
@@ -229,7 +224,7 @@ std::vector<ops::AdamWTensor> DataParallelOptimizer::block_entries(int64_t begin
     if (t.offset + n <= begin || t.offset >= end) continue;
     if (t.offset < begin || t.offset + n > end)
       fail("step_block: [{}, {}) cuts the parameter at [{}, {})", begin, end, t.offset, t.offset + n);
-    t.grad = slice(grads, t.offset - begin, n);
+    t.grad = grads.elements(t.offset - begin, n);
     block.push_back(t);
   }
   return block;
@@ -244,7 +239,7 @@ void DataParallelOptimizer::step_block(const ops::AdamWConfig& config, int64_t s
   if (!step_in_backward_) fail("step_block: this optimizer was not made to step in the backward");
   const std::vector<ops::AdamWTensor> block = block_entries(begin, end, grads);
   if (!offload_) return ops::adamw_step(block, config, step);
-  offload_->update(begin, end, block, config, step, slice(working_weights_, begin, end - begin));
+  offload_->update(begin, end, block, config, step, working_weights_.elements(begin, end - begin));
 }
 
 Tensor DataParallelOptimizer::gather_weights(const FfnMasks* masks) {
@@ -256,7 +251,7 @@ Tensor DataParallelOptimizer::gather_weights(const FfnMasks* masks) {
   if (offload_) {  // kept current by each update once filled
     if (working_stale_)
       for (const auto& [begin, end] : layout_.blocks())
-        offload_->load_working(begin, end, slice(working_weights_, begin, end - begin));
+        offload_->load_working(begin, end, working_weights_.elements(begin, end - begin));
     working_stale_ = false;
     return working_weights_;
   }
@@ -265,13 +260,13 @@ Tensor DataParallelOptimizer::gather_weights(const FfnMasks* masks) {
     ops::cast(masters_, working_weights_);
     return working_weights_;
   }
-  const Tensor mine = slice(working_weights_, begin_, shards_.shard);
+  const Tensor mine = working_weights_.elements(begin_, shards_.shard);
   if (masks)
     masks->masked_cast_range(masters_, begin_, mine);
   else
     ops::cast(masters_, mine);
   comm_.all_gather(working_weights_);
-  return slice(working_weights_, 0, layout_.total());
+  return working_weights_.elements(0, layout_.total());
 }
 
 Tensor DataParallelOptimizer::gather_through_grads(const Tensor& mine) {
@@ -279,7 +274,7 @@ Tensor DataParallelOptimizer::gather_through_grads(const Tensor& mine) {
   const bool gpu = comm_.device() == Device::cuda;
   copy_bytes(grads_.ptr<float>() + begin_, gpu, mine.data, gpu, static_cast<size_t>(mine.bytes()));
   comm_.all_gather(grads_);
-  return slice(grads_, 0, layout_.total());
+  return grads_.elements(0, layout_.total());
 }
 
 Tensor DataParallelOptimizer::gather_masters() {

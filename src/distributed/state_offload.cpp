@@ -12,10 +12,6 @@ namespace {
 
 constexpr int kSlots = 2;
 
-Tensor at(const Tensor& t, int64_t offset, int64_t n) {
-  return Tensor(static_cast<char*>(t.data) + offset * dtype_size(t.dtype), t.dtype, {n}, t.device);
-}
-
 // The q8 absmax values of the flat range [begin, end) (whole tensors): [first, last).
 struct AbsmaxRange {
   int64_t first, last;
@@ -76,7 +72,7 @@ std::vector<ops::StateTransfer::Copy> StateOffload::copies(const Slot& slot, int
                                                            bool to_device, bool with_moments) const {
   std::vector<ops::StateTransfer::Copy> out;
   auto add = [&](const Tensor& host, const Tensor& device, int64_t first, int64_t n) {
-    const Tensor h = at(host, first, n), d = at(device, 0, n);
+    const Tensor h = host.elements(first, n), d = device.elements(0, n);
     out.push_back(to_device ? ops::StateTransfer::Copy{d.data, h.data, static_cast<size_t>(d.bytes())}
                             : ops::StateTransfer::Copy{h.data, d.data, static_cast<size_t>(d.bytes())});
   };
@@ -118,19 +114,19 @@ void StateOffload::update(int64_t begin, int64_t end, std::span<const ops::AdamW
   for (ops::AdamWTensor t : entries) {
     const int64_t n = t.param.numel(), off = t.offset - begin;
     PT_ASSERT(off >= 0 && off + n <= end - begin);
-    t.param = at(slot.state.masters, off, n);
-    t.m = at(slot.state.m, off, n);
-    t.v = at(slot.state.v, off, n);
+    t.param = slot.state.masters.elements(off, n);
+    t.m = slot.state.m.elements(off, n);
+    t.v = slot.state.v.elements(off, n);
     if (!t.m_absmax.empty()) {
       const int64_t a =
           (static_cast<const float*>(t.m_absmax.data) - host_.m_absmax.ptr<float>()) - first_absmax;
-      t.m_absmax = at(slot.state.m_absmax, a, t.m_absmax.numel());
-      t.v_absmax = at(slot.state.v_absmax, a, t.v_absmax.numel());
+      t.m_absmax = slot.state.m_absmax.elements(a, t.m_absmax.numel());
+      t.v_absmax = slot.state.v_absmax.elements(a, t.v_absmax.numel());
     }
     rebased.push_back(t);
   }
   ops::adamw_step(rebased, config, step);
-  ops::cast(at(slot.state.masters, 0, end - begin), working);
+  ops::cast(slot.state.masters.elements(0, end - begin), working);
   const auto c = copies(slot, begin, end, /*to_device=*/false, /*with_moments=*/true);
   transfer_.write_back(s, c);
   slot.begin = slot.end = -1;
@@ -139,7 +135,7 @@ void StateOffload::update(int64_t begin, int64_t end, std::span<const ops::AdamW
 void StateOffload::load_working(int64_t begin, int64_t end, const Tensor& working) {
   const int s = fetched(begin, end, /*with_moments=*/false);
   transfer_.acquire(s);
-  ops::cast(at(slots_[static_cast<size_t>(s)].state.masters, 0, end - begin), working);
+  ops::cast(slots_[static_cast<size_t>(s)].state.masters.elements(0, end - begin), working);
   transfer_.write_back(s, {});  // nothing to copy back: the slot is free once the cast has read it
 }
 

@@ -45,10 +45,6 @@ void for_each_piece(std::span<const ParamInfo> params, int64_t begin, int64_t en
   }
 }
 
-Tensor at(const Tensor& t, int64_t offset, int64_t n) {
-  return Tensor(static_cast<char*>(t.data) + offset * dtype_size(t.dtype), t.dtype, {n}, t.device);
-}
-
 }  // namespace
 
 int64_t range_quant_blocks(std::span<const ParamInfo> params, int64_t begin, int64_t end) {
@@ -77,13 +73,13 @@ std::vector<ops::AdamWTensor> adamw_range(std::span<const ParamInfo> params, int
   for_each_piece(params, begin, end, q8, [&](const ParamInfo& p, int64_t b, int64_t e) {
     if (!flat_grads.empty() && e > flat_grads.numel())
       fail("adamw_range: parameter {} ends at {}, past the flat gradients {}", p.name, e, flat_grads.str());
-    ops::AdamWTensor t{at(masters, b - begin, e - b),
-                       flat_grads.empty() ? Tensor() : at(flat_grads, b, e - b),
-                       at(moments.m, b - begin, e - b), at(moments.v, b - begin, e - b), p.weight_decay()};
+    ops::AdamWTensor t{
+        masters.elements(b - begin, e - b), flat_grads.empty() ? Tensor() : flat_grads.elements(b, e - b),
+        moments.m.elements(b - begin, e - b), moments.v.elements(b - begin, e - b), p.weight_decay()};
     if (q8) {
       const int64_t blocks = ops::quant_blocks(e - b);
-      t.m_absmax = at(moments.m_absmax, block, blocks);
-      t.v_absmax = at(moments.v_absmax, block, blocks);
+      t.m_absmax = moments.m_absmax.elements(block, blocks);
+      t.v_absmax = moments.v_absmax.elements(block, blocks);
       block += blocks;
     }
     t.offset = b;
