@@ -59,15 +59,24 @@ double clip_grad_norm(std::span<const Tensor> grads, double max_norm) {
   return norm;
 }
 
+namespace {
+
+// The norm tensor of a deferred op: f64 [1] on the gradients' device, which it returns.
+Device deferred_device(const char* op, std::span<const Tensor> grads, const Tensor& norm) {
+  const Device device = grads.empty() ? norm.device : common_device(op, grads);
+  if (norm.dtype != DType::f64 || norm.ndim != 1 || norm.shape[0] != 1 || norm.data == nullptr)
+    fail("{}: norm must be an f64 tensor of shape [1], got {}", op, norm.str());
+  if (norm.device != device)
+    fail("{}: norm is on {} but the gradients are on {}; allocate it there", op, device_name(norm.device),
+         device_name(device));
+  return device;
+}
+
+}  // namespace
+
 void clip_grad_norm_deferred(std::span<const Tensor> grads, double max_norm, const Tensor& norm) {
   if (!(max_norm > 0)) fail("clip_grad_norm_deferred: max_norm must be > 0, got {}", max_norm);
-  const Device device = grads.empty() ? norm.device : common_device("clip_grad_norm_deferred", grads);
-  if (norm.dtype != DType::f64 || norm.ndim != 1 || norm.shape[0] != 1 || norm.data == nullptr)
-    fail("clip_grad_norm_deferred: norm must be an f64 tensor of shape [1], got {}", norm.str());
-  if (norm.device != device)
-    fail("clip_grad_norm_deferred: norm is on {} but the gradients are on {}; allocate it there",
-         device_name(norm.device), device_name(device));
-  if (device == Device::cuda) {
+  if (deferred_device("clip_grad_norm_deferred", grads, norm) == Device::cuda) {
 #ifdef PACKTRAIN_CUDA
     return cuda::clip_grad_norm_deferred(grads, max_norm, norm);
 #else
@@ -75,6 +84,24 @@ void clip_grad_norm_deferred(std::span<const Tensor> grads, double max_norm, con
 #endif
   }
   norm.ptr<double>()[0] = clip_grad_norm(grads, max_norm);
+}
+
+void global_norm_deferred(std::span<const Tensor> grads, const Tensor& norm) {
+  if (deferred_device("global_norm_deferred", grads, norm) == Device::cuda) {
+#ifdef PACKTRAIN_CUDA
+    return cuda::global_norm_deferred(grads, norm);
+#else
+    fail("global_norm_deferred: no cuda implementation in this build; run it on cpu");
+#endif
+  }
+  norm.ptr<double>()[0] = global_norm(grads);
+}
+
+double clip_factor(double max_norm, double norm) {
+  if (!(max_norm >= 0)) fail("clip_factor: max_norm must be 0 (no clipping) or positive, got {}", max_norm);
+  if (max_norm == 0) return 1;
+  const double factor = max_norm / (norm + 1e-6);
+  return factor < 1 ? factor : 1;
 }
 
 }  // namespace pt::ops

@@ -74,5 +74,37 @@ TEST(GradNorm, DeferredClipRejectsABadNormOrMaximum) {
   EXPECT_EQ(a[0], 3.0f) << "rejected calls change nothing";
 }
 
+// The deferred norm alone: global_norm's value, the gradients untouched; the same refusals as the clip's.
+TEST(GradNorm, DeferredNormIsTheGlobalNormAndScalesNothing) {
+  std::vector<float> a = {3.0f, 0.0f}, b = {4.0f};
+  const std::vector<Tensor> grads = {view(a, {2}), view(b, {1})};
+  std::vector<double> norm = {-1.0}, norm2(2);
+  global_norm_deferred(grads, view(norm, {1}));
+  EXPECT_EQ(norm[0], global_norm(grads));
+  EXPECT_EQ(a, (std::vector<float>{3.0f, 0.0f}));
+  EXPECT_EQ(b, std::vector<float>{4.0f});
+  EXPECT_THROW(global_norm_deferred(grads, view(norm2, {2})), Error);
+  EXPECT_THROW(global_norm_deferred(grads, Tensor(norm.data(), DType::f64, {1}, Device::cuda)), Error);
+  global_norm_deferred({}, view(norm, {1}));
+  EXPECT_EQ(norm[0], 0.0) << "no gradients: norm 0";
+}
+
+// clip_factor is the factor clip_grad_norm scales by, to the bit: every clipped gradient is
+// float(double(g) * clip_factor(max_norm, norm)). 1 where nothing is clipped.
+TEST(GradNorm, ClipFactorIsTheFactorTheClipScalesBy) {
+  const std::vector<double> r = testing::random_values(101, 3, -2, 2);
+  std::vector<float> g(r.begin(), r.end());
+  const std::vector<float> original = g;
+  const std::vector<Tensor> grads = {view(g, {101})};
+  const double max_norm = 0.3, norm = clip_grad_norm(grads, max_norm), factor = clip_factor(max_norm, norm);
+  ASSERT_LT(factor, 1);
+  for (size_t i = 0; i < g.size(); ++i) ASSERT_EQ(g[i], float(double(original[i]) * factor)) << i;
+  EXPECT_EQ(clip_factor(norm * 2, norm), 1.0) << "below max_norm";
+  EXPECT_EQ(clip_factor(0, norm), 1.0) << "max_norm 0: no clipping";
+  EXPECT_EQ(clip_factor(INFINITY, norm), 1.0);
+  EXPECT_EQ(clip_factor(1.0, NAN), 1.0) << "a non-finite norm (a step the trainer skips)";
+  EXPECT_THROW(clip_factor(-1.0, norm), Error);
+}
+
 }  // namespace
 }  // namespace pt::ops

@@ -82,6 +82,8 @@ void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config,
 // Sum of squares of every element of every (f32) tensor, reduced in double in a fixed order.
 double sum_of_squares(std::span<const Tensor> tensors);
 void scale(std::span<const Tensor> tensors, double factor);
+// The global norm written to norm (f64 [1]) on the device: no wait.
+void global_norm_deferred(std::span<const Tensor> grads, const Tensor& norm);
 // clip_grad_norm with the norm written to norm (f64 [1]) and the factor applied on the device: no wait.
 void clip_grad_norm_deferred(std::span<const Tensor> grads, double max_norm, const Tensor& norm);
 void add(const Tensor& src, const Tensor& dst);   // dst += src; also a bf16 src into an f32 dst

@@ -178,13 +178,14 @@ __global__ void total_kernel(const double* __restrict__ partial, int n, double* 
   if (threadIdx.x == 0) *total = sum;
 }
 
-// The norm and clip factor as clip_grad_norm computes them on the host (IEEE sqrt and division).
-__global__ void clip_factor_kernel(const double* __restrict__ partial, int n, double max_norm, double* norm,
-                                   double* factor) {
+// The norm, and with factor the clip factor, as clip_grad_norm computes them on the host (IEEE sqrt and
+// division; ops::clip_factor repeats the division).
+__global__ void norm_kernel(const double* __restrict__ partial, int n, double max_norm, double* norm,
+                            double* factor) {
   const double sum = sum_partials(partial, n);
   if (threadIdx.x != 0) return;
   *norm = sqrt(sum);
-  *factor = max_norm / (*norm + 1e-6);
+  if (factor) *factor = max_norm / (*norm + 1e-6);
 }
 
 // Scales by factor, or by *device_factor when that is given (then a factor >= 1 leaves x as it is).
@@ -339,8 +340,13 @@ void scale(std::span<const Tensor> tensors, double factor) {
   queue_scale(tensors, factor, nullptr);
 }
 
-void clip_grad_norm_deferred(std::span<const Tensor> grads, double max_norm, const Tensor& norm) {
-  const int64_t blocks = chunk_blocks("clip_grad_norm_deferred", grads);
+namespace {
+
+// The norm of the gradients into norm, queued; with clip, every gradient then scaled by
+// min(1, max_norm / (norm + 1e-6)) on the device.
+void queue_norm(const char* op, std::span<const Tensor> grads, const Tensor& norm, bool clip,
+                double max_norm) {
+  const int64_t blocks = chunk_blocks(op, grads);
   const cudaStream_t stream = current_stream();
   if (blocks == 0) {  // no elements: the norm is 0 and nothing needs scaling
     PT_CUDA_CHECK(cudaMemsetAsync(norm.data, 0, sizeof(double), stream));
@@ -350,12 +356,22 @@ void clip_grad_norm_deferred(std::span<const Tensor> grads, double max_norm, con
   ScratchPlan plan;
   const size_t partial_at = plan.reserve<double>(blocks), factor_at = plan.reserve<double>(1);
   plan.allocate();
-  double *partial = plan.at<double>(partial_at), *factor = plan.at<double>(factor_at);
+  double *partial = plan.at<double>(partial_at), *factor = clip ? plan.at<double>(factor_at) : nullptr;
   queue_squares(grads, partial);
-  clip_factor_kernel<<<1, kTotalThreads, 0, stream>>>(partial, static_cast<int>(blocks), max_norm,
-                                                      data<double>(norm), factor);
+  norm_kernel<<<1, kTotalThreads, 0, stream>>>(partial, static_cast<int>(blocks), max_norm,
+                                               data<double>(norm), factor);
   PT_CUDA_CHECK_LAUNCH();
-  queue_scale(grads, 1.0, factor);
+  if (clip) queue_scale(grads, 1.0, factor);
+}
+
+}  // namespace
+
+void global_norm_deferred(std::span<const Tensor> grads, const Tensor& norm) {
+  queue_norm("global_norm_deferred", grads, norm, false, 0);
+}
+
+void clip_grad_norm_deferred(std::span<const Tensor> grads, double max_norm, const Tensor& norm) {
+  queue_norm("clip_grad_norm_deferred", grads, norm, true, max_norm);
 }
 
 }  // namespace pt::ops::cuda

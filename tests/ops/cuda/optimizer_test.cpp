@@ -234,6 +234,38 @@ TEST(CudaGradNorm, DeferredClipMatchesCpuAndClipGradNorm) {
   }
 }
 
+// The deferred norm alone: the bits of global_norm (the same reduction), no wait, the gradients as they
+// were; and clip_factor of that norm is the factor the deferred clip scales by, to the bit.
+TEST(CudaGradNorm, DeferredNormIsTheGlobalNormAndClipFactorTheDeviceFactor) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<int64_t> sizes = tensor_sizes();
+  Tensors g = make(sizes, 700, -1, 1), clipped = make(sizes, 700, -1, 1);
+  std::vector<Tensor> gpu, gpu_clipped;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    gpu.push_back(g.device[i].t);
+    gpu_clipped.push_back(clipped.device[i].t);
+  }
+  DeviceTensor norm = upload_f64({std::nan("")}, {1}), clip_norm = upload_f64({std::nan("")}, {1});
+  global_norm_deferred(gpu, norm.t);
+  const double got = download_f64(norm.t)[0];
+  EXPECT_EQ(got, global_norm(gpu));
+  const double max_norm = got / 3;
+  clip_grad_norm_deferred(gpu_clipped, max_norm, clip_norm.t);
+  EXPECT_EQ(download_f64(clip_norm.t)[0], got);
+  const double factor = clip_factor(max_norm, got);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    SCOPED_TRACE(fmt::format("tensor {}", i));
+    EXPECT_EQ(download_bytes(g.device[i].t), download_bytes(upload(g.host[i], DType::f32, {sizes[i]}).t))
+        << "the gradients are left as they were";
+    std::vector<double> scaled = g.host[i];
+    for (double& x : scaled) x = double(float(x * factor));
+    EXPECT_EQ(download_bytes(clipped.device[i].t), download_bytes(upload(scaled, DType::f32, {sizes[i]}).t));
+  }
+  DeviceTensor empty = poisoned(DType::f32, {0});
+  global_norm_deferred(std::vector<Tensor>{empty.t}, norm.t);
+  EXPECT_EQ(download_f64(norm.t)[0], 0.0);
+}
+
 TEST(CudaGradNorm, DeferredClipOfNoElementsWritesZero) {
   SKIP_WITHOUT_GPU();
   DeviceTensor norm = upload_f64({-1.0}, {1}), empty = poisoned(DType::f32, {0});
