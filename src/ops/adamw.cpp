@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 namespace pt::ops {
 
 std::string_view moment_format_name(MomentFormat format) {
@@ -88,6 +90,8 @@ void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config,
     fail("adamw_step: step counts from 1 (bias correction divides by 1 - beta^step), got {}", step);
   if (!(config.beta1 >= 0 && config.beta1 < 1 && config.beta2 >= 0 && config.beta2 < 1))
     fail("adamw_step: betas must lie in [0, 1), got ({}, {})", config.beta1, config.beta2);
+  if (!(std::isfinite(config.grad_scale) && config.grad_scale > 0))
+    fail("adamw_step: grad_scale must be finite and positive, got {}", config.grad_scale);
   if (tensors.empty()) return;
   ArgCheck a("adamw_step");
   const MomentFormat format = moment_format_of(tensors[0].m.dtype);
@@ -103,6 +107,14 @@ void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config,
       fail("adamw_step: grad of tensor {} is {}, but bf16 parameters take f32 gradients", i,
            dtype_name(t.grad.dtype));
     check_moments(t, i, format);
+    if (!t.working.empty()) {
+      if (param_dtype != DType::f32)
+        fail("adamw_step: working of tensor {} takes the bf16 cast of f32 parameters, but its param is {}", i,
+             dtype_name(param_dtype));
+      if (t.working.dtype != DType::bf16 || t.working.numel() != n || t.working.device != t.param.device)
+        fail("adamw_step: working of tensor {} must be bf16[{}] on {} as its param, got {}", i, n,
+             device_name(t.param.device), t.working.str());
+    }
     // Shapes are compared by element count: the optimizer sees every tensor as a flat vector.
     for (const auto& [name, x] :
          {std::pair{"param", &t.param}, {"grad", &t.grad}, {"m", &t.m}, {"v", &t.v}}) {

@@ -32,6 +32,9 @@ struct AdamWConfig {
   double eps = 1e-8;
   double weight_decay = 0.0;
   uint64_t seed = 0;  // bf16 parameters: the stochastic rounding's draws hash (seed, step, element)
+  // Each gradient is read as float(double(g) * grad_scale): the global-norm clip folded into the update
+  // (ops::clip_factor), giving the bits the gradients scaled in place beforehand would (ops/grad_norm.h).
+  double grad_scale = 1.0;
 };
 
 enum class MomentFormat : uint8_t { f32, bf16, q8 };
@@ -59,12 +62,15 @@ int64_t moment_bytes(MomentFormat format, int64_t numel);
 // their absmax tensors, f32[quant_blocks(numel)]; blocks start at element 0. The caller decides decay per
 // tensor (Llama recipes leave norms and embeddings undecayed). offset: where element 0 sits in the whole
 // flat parameter vector, which bf16 parameters' rounding draws hash (so any sharding rounds each weight
-// alike).
+// alike). working, optional beside f32 parameters: a bf16 tensor of the same element count on their device
+// that also gets each updated parameter rounded to nearest even (what ops::cast writes), in the same pass:
+// the copy a bf16 model computes with, without a cast of every master after the step.
 struct AdamWTensor {
   Tensor param, grad, m, v;
   bool decay = true;
   Tensor m_absmax{}, v_absmax{};
   int64_t offset = 0;
+  Tensor working{};
 };
 
 // Updates every tensor in place; all of them hold their moments in one format. step is the 1-based count

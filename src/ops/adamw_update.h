@@ -21,6 +21,7 @@ namespace pt::ops::adamw_math {
 struct Scalars {  // of one step, in f32
   float beta1, beta2, one_minus_beta1, one_minus_beta2, eps, decay, step_size, sqrt_bias2;
   uint32_t rounding_key;  // bf16 parameters: the step's part of the rounding draws
+  double grad_scale;      // AdamWConfig::grad_scale
 };
 
 // The step's scalars as the f32 path computes them: the bias corrections in double, rounded once.
@@ -35,7 +36,8 @@ inline Scalars scalars_of(const AdamWConfig& c, int64_t step) {
           float(1 - c.lr * c.weight_decay),
           float(c.lr / bias1),
           float(std::sqrt(bias2)),
-          static_cast<uint32_t>(mix64(c.seed ^ mix64(static_cast<uint64_t>(step))))};
+          static_cast<uint32_t>(mix64(c.seed ^ mix64(static_cast<uint64_t>(step)))),
+          c.grad_scale};
 }
 
 // Stochastic rounding of bf16 parameters (no masters). x rounds to one of its two bf16 neighbours: adding
@@ -89,9 +91,16 @@ PT_ADAMW_HD float sqrt(float a) {
 #endif
 }
 
-// m and v updated from the gradient; then p decayed (decay: 1 for an undecayed tensor) and stepped, in
-// the order of the f32 cpu backend.
+// The gradient g as stored, read scaled (AdamWConfig::grad_scale): the value a clip's scale in place
+// wrote (double product, rounded to f32 once).
+PT_ADAMW_HD float scaled(const Scalars& s, float g) {
+  return static_cast<float>(static_cast<double>(g) * s.grad_scale);
+}
+
+// m and v updated from the gradient g (as stored; scaled here); then p decayed (decay: 1 for an undecayed
+// tensor) and stepped, in the order of the f32 cpu backend.
 PT_ADAMW_HD void update(const Scalars& s, float decay, float g, float& p, float& m, float& v) {
+  g = scaled(s, g);
   m = add(mul(s.beta1, m), mul(s.one_minus_beta1, g));
   v = add(mul(s.beta2, v), mul(mul(s.one_minus_beta2, g), g));
   p = mul(p, decay);

@@ -3,13 +3,18 @@
 #include "core/float16.h"
 #include "gradcheck.h"
 #include "ops/adamw_update.h"
+#include "ops/elementwise.h"
+#include "ops/grad_norm.h"
 #include "ops/quantize8.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
+#include <deque>
 #include <iostream>
 #include <random>
 #include <set>
@@ -430,6 +435,164 @@ TEST(AdamW, Bf16ParamsTakeF32GradientsAndOneParameterDtypeACall) {
   bad = q.entry(p, g, true);
   bad.param = view(pd, {n}), bad.grad = view(gd, {n});
   EXPECT_EQ(error({bad}), "adamw_step: 8bit moments go with f32 or bf16 parameters, tensor 0 has f64 ones");
+}
+
+// The AdamW state of a few tensors in one mode, in byte buffers: random parameters (param_dtype), gradients
+// over four decades (f64 beside f64 parameters, else f32) and moment state (codes and absmax with q8), the
+// same for the same arguments; with `working`, a bf16 working copy of each tensor, poisoned.
+struct State {
+  std::deque<std::vector<uint8_t>> buffers;  // stable addresses
+  std::vector<AdamWTensor> entries;
+
+  State(MomentFormat format, DType param_dtype, const std::vector<int64_t>& sizes, bool working = false) {
+    std::mt19937 rng(13);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::uniform_int_distribution<int> code(0, 254);
+    const DType grad = param_dtype == DType::f64 ? DType::f64 : DType::f32;
+    const DType moment = format != MomentFormat::f32  ? moment_dtype(format)
+                         : param_dtype == DType::bf16 ? DType::f32
+                                                      : param_dtype;
+    const auto make = [&](DType dtype, int64_t n, auto value) {
+      auto& b = buffers.emplace_back(static_cast<size_t>(n * dtype_size(dtype)));
+      for (int64_t i = 0; i < n; ++i) {
+        const double x = value();
+        void* at = b.data() + i * dtype_size(dtype);
+        if (dtype == DType::f64) std::memcpy(at, &x, 8);
+        if (dtype == DType::f32) *static_cast<float*>(at) = float(x);
+        if (dtype == DType::bf16) *static_cast<uint16_t*>(at) = float_to_bf16(float(x));
+        if (dtype == DType::u8) *static_cast<uint8_t*>(at) = static_cast<uint8_t>(x);
+      }
+      return Tensor(b.data(), dtype, {n});
+    };
+    int64_t offset = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const int64_t n = sizes[i];
+      const bool q8 = format == MomentFormat::q8;
+      const float scale = std::pow(10.0f, -float(i % 4));
+      AdamWTensor t{make(param_dtype, n, [&] { return normal(rng); }),
+                    make(grad, n, [&] { return scale * normal(rng); }),
+                    make(moment, n, [&] { return q8 ? code(rng) : 0.01 * normal(rng); }),
+                    make(moment, n, [&] { return q8 ? code(rng) : 1e-4 * std::fabs(normal(rng)); }),
+                    i % 3 != 0};
+      if (q8) {
+        t.m_absmax = make(DType::f32, quant_blocks(n), [&] { return 0.1 * std::fabs(normal(rng)); });
+        t.v_absmax = make(DType::f32, quant_blocks(n), [&] { return 0.01 * std::fabs(normal(rng)); });
+      }
+      if (working) t.working = make(DType::bf16, n, [] { return NAN; });
+      t.offset = offset;
+      offset += n;
+      entries.push_back(t);
+    }
+  }
+  std::vector<Tensor> grads() const {
+    std::vector<Tensor> out;
+    for (const AdamWTensor& t : entries) out.push_back(t.grad);
+    return out;
+  }
+  // The bytes of every buffer but the gradients and working copies: what AdamW updates.
+  std::vector<std::vector<uint8_t>> updated() const {
+    std::vector<std::vector<uint8_t>> out;
+    for (const AdamWTensor& t : entries)
+      for (const Tensor* x : {&t.param, &t.m, &t.v, &t.m_absmax, &t.v_absmax})
+        if (!x->empty())
+          out.emplace_back(static_cast<uint8_t*>(x->data), static_cast<uint8_t*>(x->data) + x->bytes());
+    return out;
+  }
+};
+
+const std::vector<int64_t> kOddSizes = {1, 3, 4, 257, 2 * kQuantBlock + 13};
+
+// The clip folded into AdamW: grad_scale = clip_factor(max_norm, norm) on the unscaled gradients gives the
+// bits of clip_grad_norm scaling them in place and then the step, over three steps, in every mode.
+TEST(AdamW, GradScaleGivesTheBitsOfClippingTheGradientsFirst) {
+  for (const auto& [param_dtype, format] : {std::pair{DType::f64, MomentFormat::f32},
+                                            {DType::f32, MomentFormat::f32},
+                                            {DType::f32, MomentFormat::bf16},
+                                            {DType::f32, MomentFormat::q8},
+                                            {DType::bf16, MomentFormat::f32},
+                                            {DType::bf16, MomentFormat::bf16},
+                                            {DType::bf16, MomentFormat::q8}}) {
+    SCOPED_TRACE(
+        fmt::format("{} parameters, {} moments", dtype_name(param_dtype), moment_format_name(format)));
+    State clipped(format, param_dtype, kOddSizes), folded(format, param_dtype, kOddSizes),
+        unclipped(format, param_dtype, kOddSizes);
+    AdamWConfig c{.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1, .seed = 3};
+    const double max_norm = 0.2;
+    for (int64_t step = 1; step <= 3; ++step) {
+      for (size_t i = 0; i < kOddSizes.size(); ++i)  // the unscaled gradients again
+        std::memcpy(clipped.entries[i].grad.data, folded.entries[i].grad.data,
+                    static_cast<size_t>(folded.entries[i].grad.bytes()));
+      const double norm = clip_grad_norm(clipped.grads(), max_norm);
+      adamw_step(clipped.entries, c, step);
+      adamw_step(unclipped.entries, c, step);
+      AdamWConfig scaled = c;
+      scaled.grad_scale = clip_factor(max_norm, norm);
+      ASSERT_LT(scaled.grad_scale, 0.5);
+      adamw_step(folded.entries, scaled, step);
+    }
+    EXPECT_EQ(folded.updated(), clipped.updated());
+    EXPECT_NE(folded.updated(), unclipped.updated()) << "the scale changed nothing";
+  }
+}
+
+// f32 parameters with a working copy: after each step it holds the updated parameters as ops::cast rounds
+// them (every element written: it starts NaN each step), and the step is the one without it, in every
+// moment format, scaled or not.
+TEST(AdamW, WorkingCopyIsTheCastOfTheUpdatedParameters) {
+  for (const MomentFormat format : {MomentFormat::f32, MomentFormat::bf16, MomentFormat::q8})
+    for (const double grad_scale : {1.0, 0.37}) {
+      SCOPED_TRACE(fmt::format("{} moments, grad_scale {}", moment_format_name(format), grad_scale));
+      State with(format, DType::f32, kOddSizes, true), without(format, DType::f32, kOddSizes);
+      const AdamWConfig c{.lr = 1e-2,
+                          .beta1 = 0.9,
+                          .beta2 = 0.95,
+                          .eps = 1e-8,
+                          .weight_decay = 0.1,
+                          .grad_scale = grad_scale};
+      for (int64_t step = 1; step <= 3; ++step) {
+        for (const AdamWTensor& t : with.entries)
+          std::memset(t.working.data, 0xFF, size_t(t.working.bytes()));
+        adamw_step(with.entries, c, step);
+        adamw_step(without.entries, c, step);
+        for (const AdamWTensor& t : with.entries) {
+          std::vector<uint16_t> want(static_cast<size_t>(t.param.numel()));
+          cast(t.param, Tensor(want.data(), DType::bf16, {t.param.numel()}));
+          ASSERT_EQ(std::memcmp(want.data(), t.working.data, want.size() * 2), 0)
+              << "step " << step << ", tensor of " << t.param.numel();
+        }
+      }
+      EXPECT_EQ(with.updated(), without.updated());
+    }
+}
+
+// A working copy goes with f32 parameters only, bf16 and of their element count on their device; the
+// gradient scale is finite and positive. Each refused by name.
+TEST(AdamW, RefusesAWorkingCopyBesideOtherParametersOrOfAnotherShapeAndABadGradScale) {
+  const auto error = [](const std::vector<AdamWTensor>& list, const AdamWConfig& c = {}) -> std::string {
+    try {
+      adamw_step(list, c, 1);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const State bf16_params(MomentFormat::bf16, DType::bf16, {5}, true),
+      f64_params(MomentFormat::f32, DType::f64, {5}, true), ok(MomentFormat::f32, DType::f32, {5, 7}, true);
+  EXPECT_EQ(error(bf16_params.entries),
+            "adamw_step: working of tensor 0 takes the bf16 cast of f32 parameters, but its param is bf16");
+  EXPECT_EQ(error(f64_params.entries),
+            "adamw_step: working of tensor 0 takes the bf16 cast of f32 parameters, but its param is f64");
+  EXPECT_EQ(error(ok.entries), "");
+  std::vector<AdamWTensor> bad = ok.entries;
+  bad[1].working = Tensor(ok.entries[1].working.data, DType::bf16, {6});
+  EXPECT_EQ(error(bad),
+            "adamw_step: working of tensor 1 must be bf16[7] on cpu as its param, got bf16[6]@cpu");
+  bad[1].working = ok.entries[1].grad;
+  EXPECT_NE(error(bad).find("must be bf16[7]"), std::string::npos) << error(bad);
+  for (const double scale : {0.0, -1.0, double(NAN), double(INFINITY)})
+    EXPECT_NE(error(ok.entries, {.grad_scale = scale}).find("grad_scale must be finite and positive"),
+              std::string::npos)
+        << scale;
 }
 
 }  // namespace

@@ -8,9 +8,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 namespace pt::ops::cpu {
 namespace {
+
+// The updated f32 parameter into the bf16 working copy, when the entry has one (ops::cast's rounding).
+void write_working(bf16* working, int64_t i, float p) {
+  if (working) working[i].bits = float_to_bf16(p);
+}
+void write_working(bf16*, int64_t, bf16) {}  // bf16 parameters have none (ops::adamw_step refuses it)
+bf16* working_of(const AdamWTensor& t) { return t.working.empty() ? nullptr : t.working.ptr<bf16>(); }
 
 // Moments in the parameters' dtype (f32 or f64).
 void step_full(const AdamWTensor& t, const AdamWConfig& config, double bias1, double bias2) {
@@ -18,15 +26,18 @@ void step_full(const AdamWTensor& t, const AdamWConfig& config, double bias1, do
     using R = decltype(tag);
     R *p = t.param.ptr<R>(), *m = t.m.ptr<R>(), *v = t.v.ptr<R>();
     const R* g = t.grad.ptr<R>();
+    bf16* working = working_of(t);
     const R b1 = R(config.beta1), b2 = R(config.beta2), eps = R(config.eps);
     const R decay = t.decay ? R(1 - config.lr * config.weight_decay) : R(1);
     const R step_size = R(config.lr / bias1), sqrt_bias2 = R(std::sqrt(bias2));
     parallel_for(t.param.numel(), cpu_threads(), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
+        const R gi = R(double(g[i]) * config.grad_scale);  // as a clip's scale in place wrote it
         p[i] *= decay;  // decoupled: the decay never passes through the moments
-        m[i] = b1 * m[i] + (R(1) - b1) * g[i];
-        v[i] = b2 * v[i] + (R(1) - b2) * g[i] * g[i];
+        m[i] = b1 * m[i] + (R(1) - b1) * gi;
+        v[i] = b2 * v[i] + (R(1) - b2) * gi * gi;
         p[i] -= step_size * m[i] / (std::sqrt(v[i]) / sqrt_bias2 + eps);
+        if constexpr (std::is_same_v<R, float>) write_working(working, i, p[i]);
       }
     });
   });
@@ -55,11 +66,13 @@ void step_elementwise(const AdamWTensor& t, const adamw_math::Scalars& s) {
   P* p = t.param.ptr<P>();
   const float* g = t.grad.ptr<float>();
   M *m = t.m.ptr<M>(), *v = t.v.ptr<M>();
+  bf16* working = working_of(t);
   const float decay = t.decay ? s.decay : 1.0f;
   parallel_for(t.param.numel(), cpu_threads(), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       float mi = widen(m[i]), vi = widen(v[i]);
       update(s, decay, g[i], p[i], t.offset + i, mi, vi);
+      write_working(working, i, p[i]);
       narrow(m[i], mi);
       narrow(v[i], vi);
     }
@@ -75,6 +88,7 @@ void step_q8(const AdamWTensor& t, const adamw_math::Scalars& s) {
   const float* g = t.grad.ptr<float>();
   uint8_t *mc = t.m.ptr<uint8_t>(), *vc = t.v.ptr<uint8_t>();
   float *ma = t.m_absmax.ptr<float>(), *va = t.v_absmax.ptr<float>();
+  bf16* working = working_of(t);
   const float decay = t.decay ? s.decay : 1.0f;
   const int64_t n = t.param.numel();
   parallel_for(quant_blocks(n), cpu_threads(), [&](int64_t first, int64_t last) {
@@ -87,6 +101,7 @@ void step_q8(const AdamWTensor& t, const adamw_math::Scalars& s) {
         m[j] = decode(sm, mc[i], ma[b]);
         v[j] = decode(um, vc[i], va[b]);
         update(s, decay, g[i], p[i], t.offset + i, m[j], v[j]);
+        write_working(working, i, p[i]);
         m_max = std::max(m_max, std::fabs(m[j]));
         v_max = std::max(v_max, v[j]);
       }

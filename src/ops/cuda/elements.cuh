@@ -15,6 +15,16 @@ __device__ __forceinline__ float load(const __nv_bfloat16* p) { return __bfloat1
 __device__ __forceinline__ void store(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
 
+// pt::float_to_bf16 (core/float16.h) on the device: round to nearest even, NaN kept quiet with its sign
+// and payload's high bits. __float2bfloat16_rn rounds finite values the same but canonicalizes NaN. What
+// ops::cast writes, and AdamW into a working copy.
+__device__ __forceinline__ uint16_t float_to_bf16_bits(float f) {
+  uint32_t u = __float_as_uint(f);
+  if (f != f) return static_cast<uint16_t>((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
 // kSize consecutive elements moved as one aligned vector access (kSize * sizeof(T) of 4, 8 or 16 bytes).
 template <class T, int kSize>
 struct alignas(sizeof(T) * kSize) Pack {

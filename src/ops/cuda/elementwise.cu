@@ -29,15 +29,6 @@ __global__ void add_kernel(const S* src, T* dst, int64_t n) {
   for (int64_t i = body + first; i < n; i += stride) store(dst + i, load(dst + i) + load(src + i));
 }
 
-// pt::float_to_bf16 (core/float16.h) on the device: round to nearest even, NaN kept quiet with its sign
-// and payload's high bits. __float2bfloat16_rn rounds finite values the same but canonicalizes NaN.
-__device__ __forceinline__ uint16_t float_to_bf16_bits(float f) {
-  uint32_t u = __float_as_uint(f);
-  if (f != f) return static_cast<uint16_t>((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
 __device__ __forceinline__ float bf16_bits_to_float(uint16_t h) {
   return __uint_as_float(static_cast<uint32_t>(h) << 16);
 }

@@ -20,23 +20,42 @@ constexpr int kTotalThreads = 1024;
 
 struct AdamWScalars {
   float beta1, beta2, eps, decay, step_size, sqrt_bias2;
+  double grad_scale;
 };
 
-// The same float arithmetic as the cpu backend, element by element.
+// The same float arithmetic as the cpu backend, element by element; the gradient read scaled as
+// adamw_math::scaled does.
 __device__ __forceinline__ void adamw_update(const AdamWScalars& s, float decay, float& p, float grad,
                                              float& m, float& v) {
+  grad = static_cast<float>(static_cast<double>(grad) * s.grad_scale);
   m = s.beta1 * m + (1.0f - s.beta1) * grad;
   v = s.beta2 * v + (1.0f - s.beta2) * grad * grad;
   p = p * decay - s.step_size * m / (sqrtf(v) / s.sqrt_bias2 + s.eps);
 }
 
-// Memory-bound (7 f32 streams): float4 accesses where the block's range allows, else scalar.
-__global__ void adamw_kernel(const TensorTable<4> table, const AdamWScalars s) {
+// Whether tensor i's range [begin, end) moves in vectors of 4 elements: whole vectors, the f32 arrays
+// (param, grad, m, v) 16-byte aligned and the bf16 working copy, where there is one, 8-byte aligned.
+__device__ __forceinline__ bool vector4_range(const TensorTable<5, void>& table, int i, int64_t begin,
+                                              int64_t end) {
+  if ((end - begin) % 4 != 0) return false;
+  for (int p = 0; p < 4; ++p)
+    if (reinterpret_cast<uintptr_t>(static_cast<const float*>(table.ptr[p][i]) + begin) % 16 != 0)
+      return false;
+  const auto* w = static_cast<const uint16_t*>(table.ptr[4][i]);
+  return w == nullptr || reinterpret_cast<uintptr_t>(w + begin) % 8 == 0;
+}
+
+// Memory-bound (7 f32 streams, and a bf16 one with a working copy): vectors of 4 where the block's range
+// allows, else scalar. table: param, grad, m, v, and the bf16 working copy (nullptr: none).
+__global__ void adamw_kernel(const TensorTable<5, void> table, const AdamWScalars s) {
   int64_t begin, end;
   const int i = table_entry(table, begin, end);
-  float *p = table.ptr[0][i], *g = table.ptr[1][i], *m = table.ptr[2][i], *v = table.ptr[3][i];
+  auto *p = static_cast<float*>(table.ptr[0][i]), *m = static_cast<float*>(table.ptr[2][i]),
+       *v = static_cast<float*>(table.ptr[3][i]);
+  const auto* g = static_cast<const float*>(table.ptr[1][i]);
+  auto* w = static_cast<uint16_t*>(table.ptr[4][i]);
   const float decay = table.flag[i] ? s.decay : 1.0f;
-  if (float4_range(table, i, begin, end)) {
+  if (vector4_range(table, i, begin, end)) {
     for (int64_t j = begin + 4 * int64_t{threadIdx.x}; j < end; j += 4 * int64_t{blockDim.x}) {
       float4 pj = *reinterpret_cast<float4*>(p + j), mj = *reinterpret_cast<float4*>(m + j),
              vj = *reinterpret_cast<float4*>(v + j);
@@ -48,11 +67,16 @@ __global__ void adamw_kernel(const TensorTable<4> table, const AdamWScalars s) {
       *reinterpret_cast<float4*>(p + j) = pj;
       *reinterpret_cast<float4*>(m + j) = mj;
       *reinterpret_cast<float4*>(v + j) = vj;
+      if (w)
+        store_pack(w + j, Pack<uint16_t, 4>{{float_to_bf16_bits(pj.x), float_to_bf16_bits(pj.y),
+                                             float_to_bf16_bits(pj.z), float_to_bf16_bits(pj.w)}});
     }
     return;
   }
-  for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x)
+  for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
     adamw_update(s, decay, p[j], g[j], m[j], v[j]);
+    if (w) w[j] = float_to_bf16_bits(p[j]);
+  }
 }
 
 // One element's update (adamw_update.h) as the cpu backend makes it: f32 parameters (masters) in place,
@@ -69,19 +93,28 @@ __device__ __forceinline__ void update(const adamw_math::Scalars& s, float decay
       adamw_math::round_bf16_stochastic(x, adamw_math::rounding_bits(s.rounding_key, index)));
 }
 
-// Moments of M element by element (table: param, grad, m, v), bf16 ones rounded to nearest even: bf16
-// moments beside P = f32 or bf16 parameters, f32 moments beside bf16 ones.
+// The updated parameter into the working copy w (nullptr: none), rounded as ops::cast rounds: f32
+// parameters only (ops::adamw_step refuses a working copy beside bf16 ones).
+__device__ __forceinline__ void write_working(uint16_t* w, int64_t j, const float* p) {
+  if (w) w[j] = float_to_bf16_bits(*p);
+}
+__device__ __forceinline__ void write_working(uint16_t*, int64_t, const __nv_bfloat16*) {}
+
+// Moments of M element by element (table: param, grad, m, v, working copy), bf16 ones rounded to nearest
+// even: bf16 moments beside P = f32 or bf16 parameters, f32 moments beside bf16 ones.
 template <class P, class M>
-__global__ void adamw_elementwise_kernel(const TensorTable<4, void> table, const adamw_math::Scalars s) {
+__global__ void adamw_elementwise_kernel(const TensorTable<5, void> table, const adamw_math::Scalars s) {
   int64_t begin, end;
   const int i = table_entry(table, begin, end);
   auto* p = static_cast<P*>(table.ptr[0][i]);
   const float* g = static_cast<const float*>(table.ptr[1][i]);
   auto *m = static_cast<M*>(table.ptr[2][i]), *v = static_cast<M*>(table.ptr[3][i]);
+  auto* w = static_cast<uint16_t*>(table.ptr[4][i]);
   const float decay = table.flag[i] ? s.decay : 1.0f;
   for (int64_t j = begin + threadIdx.x; j < end; j += blockDim.x) {
     float mj = load(m + j), vj = load(v + j);
     update(s, decay, g[j], p + j, table.offset[i] + j, mj, vj);
+    write_working(w, j, p + j);
     store(m + j, mj);
     store(v + j, vj);
   }
@@ -103,14 +136,14 @@ void upload_code_maps() {
   done.at(static_cast<size_t>(device)) = true;
 }
 
-// q8 moments (table: param, grad, m codes, v codes, m absmax, v absmax). A chunk of kChunkElements starts on
-// a quantization block, so the CUDA block walks whole quantization blocks of its chunk, one element a
-// thread: decode, update (adamw_update.h), the block's new absmax by a shared-memory max, encode. The
-// arithmetic and the code search are those of the cpu backend, so codes and absmax agree bit for bit.
-// P: the parameters' type, float or __nv_bfloat16.
+// q8 moments (table: param, grad, m codes, v codes, m absmax, v absmax, working copy). A chunk of
+// kChunkElements starts on a quantization block, so the CUDA block walks whole quantization blocks of its
+// chunk, one element a thread: decode, update (adamw_update.h), the block's new absmax by a shared-memory
+// max, encode. The arithmetic and the code search are those of the cpu backend, so codes and absmax agree bit
+// for bit. P: the parameters' type, float or __nv_bfloat16.
 template <class P>
 __global__ void __launch_bounds__(kQuantBlock)
-    adamw_q8_kernel(const TensorTable<6, void> table, const adamw_math::Scalars s) {
+    adamw_q8_kernel(const TensorTable<7, void> table, const adamw_math::Scalars s) {
   __shared__ float signed_map[quant8::kSignedCodes], unsigned_map[quant8::kUnsignedCodes];
   for (int c = static_cast<int>(threadIdx.x); c < quant8::kUnsignedCodes; c += blockDim.x) {
     if (c < quant8::kSignedCodes) signed_map[c] = c_signed_map[c];
@@ -123,6 +156,7 @@ __global__ void __launch_bounds__(kQuantBlock)
   const float* g = static_cast<const float*>(table.ptr[1][i]);
   auto *mc = static_cast<uint8_t*>(table.ptr[2][i]), *vc = static_cast<uint8_t*>(table.ptr[3][i]);
   auto *ma = static_cast<float*>(table.ptr[4][i]), *va = static_cast<float*>(table.ptr[5][i]);
+  auto* w = static_cast<uint16_t*>(table.ptr[6][i]);
   const float decay = table.flag[i] ? s.decay : 1.0f;
   for (int64_t first = begin; first < end; first += kQuantBlock) {
     const int64_t b = first / kQuantBlock, j = first + threadIdx.x;
@@ -132,6 +166,7 @@ __global__ void __launch_bounds__(kQuantBlock)
       m = quant8::decode(signed_map, mc[j], ma[b]);
       v = quant8::decode(unsigned_map, vc[j], va[b]);
       update(s, decay, g[j], p + j, table.offset[i] + j, m, v);
+      write_working(w, j, p + j);
     }
     const float m_max = block_max_nonnegative(fabsf(m)), v_max = block_max_nonnegative(v);
     if (mine) {
@@ -260,24 +295,25 @@ void adamw_f32(std::span<const AdamWTensor> tensors, const AdamWConfig& config, 
                bias2 = 1 - std::pow(config.beta2, double(step));
   const AdamWScalars s{float(config.beta1),      float(config.beta2),
                        float(config.eps),        float(1 - config.lr * config.weight_decay),
-                       float(config.lr / bias1), float(std::sqrt(bias2))};
-  launch_over_tables<4>(
+                       float(config.lr / bias1), float(std::sqrt(bias2)),
+                       config.grad_scale};
+  launch_over_tables<5, void>(
       tensors.size(),
-      [&](size_t i, TensorTable<4>& table, int slot) {
+      [&](size_t i, TensorTable<5, void>& table, int slot) {
         const AdamWTensor& t = tensors[i];
         table.numel[slot] = t.param.numel();
         table.flag[slot] = t.decay;
         int p = 0;
-        for (const Tensor* x : {&t.param, &t.grad, &t.m, &t.v}) table.ptr[p++][slot] = data<float>(*x);
+        for (const Tensor* x : {&t.param, &t.grad, &t.m, &t.v, &t.working}) table.ptr[p++][slot] = x->data;
       },
-      [&](const TensorTable<4>& table, int) {
+      [&](const TensorTable<5, void>& table, int) {
         adamw_kernel<<<grid_of(table), kChunkThreads, 0, current_stream()>>>(table, s);
         PT_CUDA_CHECK_LAUNCH();
       });
 }
 
 // The kernels of adamw_update.h (all but f32 moments beside f32 parameters): the pointers in the order they
-// read them (ops::adamw_step checked dtypes).
+// read them (ops::adamw_step checked dtypes), the working copy's (nullptr: none) last.
 template <int kPointers, class Kernel>
 void adamw_coded(std::span<const AdamWTensor> tensors, const adamw_math::Scalars& s, Kernel kernel) {
   launch_over_tables<kPointers, void>(
@@ -288,7 +324,8 @@ void adamw_coded(std::span<const AdamWTensor> tensors, const adamw_math::Scalars
         table.flag[slot] = t.decay;
         table.offset[slot] = t.offset;
         const Tensor* all[] = {&t.param, &t.grad, &t.m, &t.v, &t.m_absmax, &t.v_absmax};
-        for (int p = 0; p < kPointers; ++p) table.ptr[p][slot] = all[p]->data;
+        for (int p = 0; p + 1 < kPointers; ++p) table.ptr[p][slot] = all[p]->data;
+        table.ptr[kPointers - 1][slot] = t.working.data;
       },
       [&](const TensorTable<kPointers, void>& table, int) {
         kernel<<<grid_of(table), kChunkThreads, 0, current_stream()>>>(table, s);
@@ -305,14 +342,14 @@ void adamw_step(std::span<const AdamWTensor> tensors, const AdamWConfig& config,
   switch (moment_format_of(tensors[0].m.dtype)) {
     case MomentFormat::f32:
       if (!bf16_params) return adamw_f32(tensors, config, step);
-      return adamw_coded<4>(tensors, s, adamw_elementwise_kernel<__nv_bfloat16, float>);
+      return adamw_coded<5>(tensors, s, adamw_elementwise_kernel<__nv_bfloat16, float>);
     case MomentFormat::bf16:
-      return adamw_coded<4>(tensors, s,
+      return adamw_coded<5>(tensors, s,
                             bf16_params ? adamw_elementwise_kernel<__nv_bfloat16, __nv_bfloat16>
                                         : adamw_elementwise_kernel<float, __nv_bfloat16>);
     case MomentFormat::q8:
       upload_code_maps();
-      return adamw_coded<6>(tensors, s,
+      return adamw_coded<7>(tensors, s,
                             bf16_params ? adamw_q8_kernel<__nv_bfloat16> : adamw_q8_kernel<float>);
   }
 }

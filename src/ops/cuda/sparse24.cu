@@ -49,15 +49,6 @@ __global__ void flips_kernel(const uint8_t* __restrict__ a, const uint8_t* __res
   if (threadIdx.x == 0) atomicAdd(total, count);
 }
 
-// pt::float_to_bf16 (core/float16.h) on the device, as ops::cast does it: round to nearest even, NaN
-// kept quiet with its sign and payload's high bits.
-__device__ __forceinline__ uint16_t float_to_bf16_bits(float f) {
-  uint32_t u = __float_as_uint(f);
-  if (f != f) return static_cast<uint16_t>((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
 // Raw element copies: an equal dtype moves bits unchanged, f32 -> bf16 rounds. Pruned entries are +0.
 __device__ __forceinline__ float convert(float x, float) { return x; }
 __device__ __forceinline__ uint16_t convert(uint16_t x, uint16_t) { return x; }

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <random>
+#include <tuple>
 
 namespace pt::ops {
 namespace {
@@ -100,24 +101,37 @@ std::vector<unsigned char> bytes_of(const std::vector<T>& v) {
   return out;
 }
 
+// A poisoned bf16 working copy of n elements (0xFF bytes: NaN), starting `shift` elements into its buffer
+// (1: misaligned for vector stores).
+Mirrored poisoned_working(int64_t n, int64_t shift) {
+  Mirrored w(std::vector<unsigned char>(static_cast<size_t>(2 * (n + shift)), 0xFF), DType::bf16, n + shift);
+  w.cpu = Tensor(static_cast<char*>(w.cpu.data) + 2 * shift, DType::bf16, {n});
+  w.gpu = Tensor(static_cast<char*>(w.gpu.data) + 2 * shift, DType::bf16, {n}, Device::cuda);
+  return w;
+}
+
 // The kernels over adamw_update.h against the cpu op, bit for bit (the same f32 operations, rounding draws
 // and code search): f32 parameters with bf16 and 8-bit moments, bf16 parameters with moments in every
-// format. Over the sizes above (most not a multiple of the 256-element block, two tables), at flat offsets
-// across 2^32, from random parameters, gradients and moment state, for three steps.
+// format; gradients read unscaled and scaled (grad_scale), and beside f32 parameters a working copy, poisoned
+// before, that both write. Over the sizes above (most not a multiple of the 256-element block, two tables),
+// at flat offsets across 2^32, from random parameters, gradients and moment state, for three steps.
 TEST(CudaAdamW, CodedMomentsAndBf16ParamsMatchCpuBitForBit) {
   SKIP_WITHOUT_GPU();
   const std::vector<int64_t> sizes = tensor_sizes();
-  for (const auto& [param_dtype, format] : {std::pair{DType::f32, MomentFormat::bf16},
-                                            {DType::f32, MomentFormat::q8},
-                                            {DType::bf16, MomentFormat::f32},
-                                            {DType::bf16, MomentFormat::bf16},
-                                            {DType::bf16, MomentFormat::q8}}) {
-    SCOPED_TRACE(
-        fmt::format("{} parameters, {} moments", dtype_name(param_dtype), moment_format_name(format)));
+  for (const auto& [param_dtype, format, grad_scale] : {std::tuple{DType::f32, MomentFormat::bf16, 1.0},
+                                                        {DType::f32, MomentFormat::bf16, 0.37},
+                                                        {DType::f32, MomentFormat::q8, 1.0},
+                                                        {DType::f32, MomentFormat::q8, 0.37},
+                                                        {DType::bf16, MomentFormat::f32, 0.37},
+                                                        {DType::bf16, MomentFormat::bf16, 1.0},
+                                                        {DType::bf16, MomentFormat::q8, 0.37}}) {
+    SCOPED_TRACE(fmt::format("{} parameters, {} moments, grad_scale {}", dtype_name(param_dtype),
+                             moment_format_name(format), grad_scale));
     std::mt19937 rng(17);
     std::normal_distribution<float> normal(0.0f, 1.0f);
     std::uniform_int_distribution<int> code(0, 254);
-    std::vector<std::vector<Mirrored>> buffers;  // per tensor: param, grad, m, v (, m_absmax, v_absmax)
+    // per tensor: param, grad, m, v (, m_absmax, v_absmax) (, working)
+    std::vector<std::vector<Mirrored>> buffers;
     std::vector<AdamWTensor> cpu, gpu;
     int64_t offset = (int64_t{1} << 32) - 3 * 65536;
     for (size_t i = 0; i < sizes.size(); ++i) {
@@ -133,7 +147,7 @@ TEST(CudaAdamW, CodedMomentsAndBf16ParamsMatchCpuBitForBit) {
         return bytes_of(bits);
       };
       auto& b = buffers.emplace_back();
-      b.reserve(6);
+      b.reserve(7);
       if (param_dtype == DType::bf16)
         b.emplace_back(bf16s(1.0f, false), DType::bf16, n);
       else
@@ -162,23 +176,84 @@ TEST(CudaAdamW, CodedMomentsAndBf16ParamsMatchCpuBitForBit) {
         cpu.back().m_absmax = b[4].cpu, cpu.back().v_absmax = b[5].cpu;
         gpu.back().m_absmax = b[4].gpu, gpu.back().v_absmax = b[5].gpu;
       }
+      if (param_dtype == DType::f32) {
+        b.push_back(poisoned_working(n, static_cast<int64_t>(i % 2)));
+        cpu.back().working = b.back().cpu, gpu.back().working = b.back().gpu;
+      }
       cpu.back().offset = gpu.back().offset = offset;
       offset += n;
     }
-    const AdamWConfig config{3e-3, 0.9, 0.95, 1e-8, 0.1, 42};
+    const AdamWConfig config{3e-3, 0.9, 0.95, 1e-8, 0.1, 42, grad_scale};
     for (int64_t step : {1, 2, 1000}) {
       adamw_step(cpu, config, step);
       adamw_step(gpu, config, step);
     }
-    const char* names[] = {"param", "grad", "m", "v", "m_absmax", "v_absmax"};
+    const std::vector<const char*> names =
+        format == MomentFormat::q8 ? std::vector{"param", "grad", "m", "v", "m_absmax", "v_absmax"}
+                                   : std::vector{"param", "grad", "m", "v"};
     for (size_t i = 0; i < sizes.size(); ++i)
       for (size_t k = 0; k < buffers[i].size(); ++k) {
         const Mirrored& b = buffers[i][k];
         std::vector<unsigned char> want = b.host;
         want.resize(want.size() + Mirrored::kGuard, 0xFF);
-        ASSERT_EQ(b.device_bytes(), want)
-            << names[k] << " of tensor " << i << " (" << sizes[i] << " elements)";
+        ASSERT_EQ(b.device_bytes(), want) << (k < names.size() ? names[k] : "working") << " of tensor " << i
+                                          << " (" << sizes[i] << " elements)";
       }
+  }
+}
+
+// The f32 kernel (f32 moments beside f32 parameters, its own float arithmetic, vectors of 4 where aligned)
+// with the gradients scaled and a working copy: the state as the cpu op's, scaled alike (a third of the
+// steps' movement comes from a scale of 0.37), and the working copy exactly the cast of the GPU's updated
+// parameters, every element written (it starts NaN), aligned for 8-byte stores or not, nothing past it.
+TEST(CudaAdamW, F32KernelScalesGradientsAndWritesTheWorkingCopy) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<int64_t> sizes = tensor_sizes();
+  Tensors p = make(sizes, 100, -1, 1), g = make(sizes, 200, -1, 1), m = make(sizes, 300, -0.1, 0.1),
+          v = make(sizes, 400, 0, 0.01);
+  std::vector<std::vector<float>> hp, hg, hm, hv;
+  std::vector<Mirrored> working;
+  working.reserve(sizes.size());
+  std::vector<AdamWTensor> cpu, gpu;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    hp.emplace_back(p.host[i].begin(), p.host[i].end());
+    hg.emplace_back(g.host[i].begin(), g.host[i].end());
+    hm.emplace_back(m.host[i].begin(), m.host[i].end());
+    hv.emplace_back(v.host[i].begin(), v.host[i].end());
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const int64_t n = sizes[i];
+    const bool decay = i % 3 != 0;
+    working.push_back(poisoned_working(n, static_cast<int64_t>(i % 2)));
+    cpu.push_back({view(hp[i], {n}), view(hg[i], {n}), view(hm[i], {n}), view(hv[i], {n}), decay});
+    gpu.push_back({p.device[i].t, g.device[i].t, m.device[i].t, v.device[i].t, decay});
+    gpu.back().working = working.back().gpu;
+  }
+  AdamWConfig config{3e-3, 0.9, 0.95, 1e-8, 0.1};
+  config.grad_scale = 0.37;
+  for (int64_t step : {1, 2, 1000}) {
+    adamw_step(cpu, config, step);
+    adamw_step(gpu, config, step);
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    SCOPED_TRACE(fmt::format("tensor {} of {} elements", i, sizes[i]));
+    const auto as_double = [](const std::vector<float>& f) {
+      return std::vector<double>(f.begin(), f.end());
+    };
+    EXPECT_CLOSE(p.device[i].t, as_double(hp[i]), tolerance(DType::f32));
+    EXPECT_CLOSE(m.device[i].t, as_double(hm[i]), tolerance(DType::f32));
+    EXPECT_CLOSE(v.device[i].t, as_double(hv[i]), tolerance(DType::f32));
+    const std::vector<unsigned char> params = download_bytes(p.device[i].t);
+    std::vector<float> updated(static_cast<size_t>(sizes[i]));
+    std::memcpy(updated.data(), params.data(), params.size());
+    std::vector<unsigned char> want(static_cast<size_t>(2 * (i % 2)), 0xFF);  // the shift before it
+    for (const float x : updated) {
+      const uint16_t bits = float_to_bf16(x);
+      want.push_back(static_cast<unsigned char>(bits & 0xFF));
+      want.push_back(static_cast<unsigned char>(bits >> 8));
+    }
+    want.resize(want.size() + Mirrored::kGuard, 0xFF);
+    ASSERT_EQ(working[i].device_bytes(), want);
   }
 }
 
