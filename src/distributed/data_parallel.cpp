@@ -127,13 +127,14 @@ DataParallelOptimizer::DataParallelOptimizer(Communicator& comm, const Parameter
   state_.allocate();  // zero: a moment of zero codes and zero absmax decodes to 0 in every format
   masters_ = state_.view(slots.masters), m_ = state_.view(slots.m), v_ = state_.view(slots.v);
   if (slots.m_absmax >= 0) m_absmax_ = state_.view(slots.m_absmax), v_absmax_ = state_.view(slots.v_absmax);
-  // The model's copy to read: ZeRO-1 gathers one; bf16 masters are read in place by a bf16 model.
-  const bool widened = !zero1_ && options.masters != options.compute_dtype && options.masters != DType::f32;
   if (options.offload && zero1_)
     fail(
         "data-parallel optimizer: --offload-optimizer keeps every parameter's state on each rank's host; "
         "drop --zero1");
-  if (zero1_ || widened || options.offload) {
+  // The model's copy to read, unless it reads the masters in place (replicated, in their dtype): ZeRO-1
+  // gathers one, offloaded masters are cast into one, and the model's bf16 copy of f32 masters (or f32 copy
+  // of bf16 ones) lives here.
+  if (zero1_ || options.offload || options.masters != options.compute_dtype) {
     if (options.compute_dtype != DType::f32 && options.compute_dtype != DType::bf16)
       fail("data-parallel optimizer: the model reads weights in f32 or bf16, not {}",
            dtype_name(options.compute_dtype));
@@ -143,6 +144,10 @@ DataParallelOptimizer::DataParallelOptimizer(Communicator& comm, const Parameter
     working_weights_ = working_.view(hw);
   }
   adamw_ = adamw_range(layout.params(), begin_, end_, masters_, grads_, {m_, v_, m_absmax_, v_absmax_});
+  // AdamW writes the bf16 copy of f32 masters as it updates them (the offload casts each block itself).
+  fused_working_ = !options.offload && options.masters == DType::f32 && options.compute_dtype == DType::bf16;
+  if (fused_working_)
+    for (ops::AdamWTensor& t : adamw_) t.working = working_weights_.elements(t.offset, t.param.numel());
   for (const auto& a : adamw_) owned_grads_.push_back(a.grad);
   if (options.offload)
     offload_ = std::make_unique<StateOffload>(layout, StateTensors{masters_, m_, v_, m_absmax_, v_absmax_},
@@ -158,30 +163,50 @@ void DataParallelOptimizer::set_params(std::span<const float> params) {
     fail("parameters of {} elements for a model of {}; they belong to another model", params.size(),
          layout_.total());
   drain_offload();
-  working_stale_ = true;
+  working_current_ = false;
   if (zero1_)
     from_host(masters_, slice_shard(params, shards_, comm_.rank()));
   else
     from_host(masters_, params);
 }
 
+double DataParallelOptimizer::sharded_norm() {
+  const double local = sum_of_squares(owned_grads_, comm_.device());
+  return std::sqrt(comm_.sum_host(std::span<const double>(&local, 1))[0]);
+}
+
 double DataParallelOptimizer::clip_grad_norm(double max_norm) {
   if (!zero1_) return ops::clip_grad_norm(owned_grads_, max_norm);  // every rank holds every summed gradient
   if (!(max_norm > 0)) fail("clip_grad_norm: max_norm must be > 0, got {}", max_norm);
-  const double local = sum_of_squares(owned_grads_, comm_.device());
-  const double norm = std::sqrt(comm_.sum_host(std::span<const double>(&local, 1))[0]);
-  const double factor = max_norm / (norm + 1e-6);
-  if (factor < 1) scale(owned_grads_, comm_.device(), factor);
+  const double norm = sharded_norm();
+  if (const double factor = ops::clip_factor(max_norm, norm); factor < 1)
+    scale(owned_grads_, comm_.device(), factor);
   return norm;
 }
 
+void DataParallelOptimizer::check_norm(const char* op, const Tensor& norm) const {
+  if (norm.dtype != DType::f64 || norm.numel() != 1 || norm.device != comm_.device())
+    fail("{}: the norm goes to an f64[1] tensor on {}, got {}", op, device_name(comm_.device()), norm.str());
+}
+
+namespace {
+
+void write_norm(const Tensor& norm, double value) {
+  copy_bytes(norm.data, norm.device == Device::cuda, &value, false, sizeof value);
+}
+
+}  // namespace
+
 void DataParallelOptimizer::clip_grad_norm_deferred(double max_norm, const Tensor& norm) {
   if (!zero1_) return ops::clip_grad_norm_deferred(owned_grads_, max_norm, norm);  // checks norm too
-  if (norm.dtype != DType::f64 || norm.numel() != 1 || norm.device != comm_.device())
-    fail("clip_grad_norm_deferred: the norm goes to an f64[1] tensor on {}, got {}",
-         device_name(comm_.device()), norm.str());
-  const double host = clip_grad_norm(max_norm);
-  copy_bytes(norm.data, norm.device == Device::cuda, &host, false, sizeof host);
+  check_norm("clip_grad_norm_deferred", norm);
+  write_norm(norm, clip_grad_norm(max_norm));
+}
+
+void DataParallelOptimizer::grad_norm_deferred(const Tensor& norm) {
+  if (!zero1_) return ops::global_norm_deferred(owned_grads_, norm);  // checks norm too
+  check_norm("grad_norm_deferred", norm);
+  write_norm(norm, sharded_norm());
 }
 
 void DataParallelOptimizer::require_fp32_masters(const char* what) const {
@@ -198,9 +223,21 @@ void DataParallelOptimizer::masked_decay(const FfnMasks& masks, double lambda) {
   masks.masked_decay_range(masters_.elements(0, n), begin_, lambda, grads_.elements(begin_, n));
 }
 
+void DataParallelOptimizer::adamw(std::span<const ops::AdamWTensor> entries, const ops::AdamWConfig& config,
+                                  int64_t step) {
+  // Where AdamW writes the working copy it stays the cast of the masters. A masked one (the passes' while
+  // masks are set) the next gather casts again, masked or not, so AdamW leaves it.
+  if (fused_working_ && !working_masked_) return ops::adamw_step(entries, config, step);
+  working_current_ = false;
+  if (!fused_working_) return ops::adamw_step(entries, config, step);
+  std::vector<ops::AdamWTensor> plain(entries.begin(), entries.end());
+  for (ops::AdamWTensor& t : plain) t.working = {};
+  ops::adamw_step(plain, config, step);
+}
+
 void DataParallelOptimizer::step(const ops::AdamWConfig& config, int64_t step) {
   if (step_in_backward_) fail("step: this optimizer steps in the backward, block by block (step_block)");
-  if (!offload_) return ops::adamw_step(adamw_, config, step);
+  if (!offload_) return adamw(adamw_, config, step);
   // Block by block through the device slots, each block's fetch queued before the one before it is
   // updated.
   const std::vector<ParameterLayout::Block> blocks = layout_.blocks();
@@ -238,34 +275,34 @@ void DataParallelOptimizer::step_block(const ops::AdamWConfig& config, int64_t s
                                        int64_t end, const Tensor& grads) {
   if (!step_in_backward_) fail("step_block: this optimizer was not made to step in the backward");
   const std::vector<ops::AdamWTensor> block = block_entries(begin, end, grads);
-  if (!offload_) return ops::adamw_step(block, config, step);
+  if (!offload_) return adamw(block, config, step);
   offload_->update(begin, end, block, config, step, working_weights_.elements(begin, end - begin));
 }
 
 Tensor DataParallelOptimizer::gather_weights(const FfnMasks* masks) {
   if (!gathers_weights())
     fail(
-        "gather_weights: the replicated optimizer with fp32 masters gathers no weights; the model loads "
-        "them");
+        "gather_weights: the replicated optimizer with fp32 masters for an f32 model gathers no weights; the "
+        "model loads them");
   if (masks) require_fp32_masters("2:4 masked weights");
-  if (offload_) {  // kept current by each update once filled
-    if (working_stale_)
+  if (working_weights_.empty()) return masters_;  // bf16 masters read in place by a bf16 model
+  // Offloaded: kept current by each update once filled.
+  if (offload_) {
+    if (!working_current_)
       for (const auto& [begin, end] : layout_.blocks())
         offload_->load_working(begin, end, working_weights_.elements(begin, end - begin));
-    working_stale_ = false;
+    working_current_ = true;
     return working_weights_;
   }
-  if (!zero1_) {  // bf16 masters: read in place, or widened for an f32 model
-    if (working_weights_.empty()) return masters_;
-    ops::cast(masters_, working_weights_);
-    return working_weights_;
-  }
-  const Tensor mine = working_weights_.elements(begin_, shards_.shard);
+  // This rank's part, unless AdamW has kept it the cast of the masters: cast, masked while masks are set.
+  const Tensor mine = working_weights_.elements(begin_, zero1_ ? shards_.shard : layout_.total());
   if (masks)
     masks->masked_cast_range(masters_, begin_, mine);
-  else
+  else if (!working_current_)
     ops::cast(masters_, mine);
-  comm_.all_gather(working_weights_);
+  working_current_ = !masks;
+  working_masked_ = masks != nullptr;
+  if (zero1_) comm_.all_gather(working_weights_);
   return working_weights_.elements(0, layout_.total());
 }
 

@@ -1,18 +1,20 @@
-// Data-parallel optimizer step for the trainer: gradient reduction in buckets, the global gradient-norm
-// clip, AdamW on the parameters this rank owns, and (ZeRO-1) the all-gather of the weights the model computes
-// with.
+// Data-parallel optimizer step for the trainer: gradient reduction in buckets, the global gradient norm
+// (and clip), AdamW on the parameters this rank owns, and (ZeRO-1) the all-gather of the weights the model
+// computes with.
 //
 // Modes. Replicated (default): gradients are all-reduced and every rank runs the full AdamW on full fp32
-// masters with full moments; the replicas stay identical because every rank gets the same sums, and the
-// model takes its weights from the masters (DecoderModel::load_weights). ZeRO-1: gradients are
+// masters with full moments; the replicas stay identical because every rank gets the same sums. A model
+// computing in f32 reads the masters (DecoderModel::load_weights); a bf16 one (a GPU's) reads a bf16
+// working copy kept here (DecoderModel::use_working_weights), which AdamW writes as it updates each master
+// (ops::AdamWTensor::working): no cast of every master after the step. ZeRO-1: gradients are
 // reduce-scattered, and each rank keeps the fp32 masters and the AdamW moments of its shard only (zero.h):
 // 12 bytes a parameter of optimizer state (8 with bf16 moments, about 6 with 8-bit ones:
-// DataParallelOptions::moments) become 12 / world_size. After AdamW a rank casts its shard of
-// the masters to the model's compute dtype (masking the 2:4 sparse FFN weights while masks are set, as
-// load_weights would) into a padded working copy, which is all-gathered (bf16 on a GPU: half the bytes of
-// an fp32 all-gather) and read in place by the model (DecoderModel::use_working_weights). What needs the full
-// masters (checkpoints, the exported model, 2:4 mask computation) gathers them through the gradient buffer
-// when the gradients are not needed.
+// DataParallelOptions::moments) become 12 / world_size. A rank's shard of a padded working copy in the
+// model's compute dtype holds its masters' cast (written by AdamW for a bf16 model, else cast after it;
+// while masks are set, cast with the 2:4 sparse FFN weights masked, as load_weights would), and is
+// all-gathered (bf16 on a GPU: half the bytes of an fp32 all-gather) and read in place by the model. What
+// needs the full masters (checkpoints, the exported model, 2:4 mask computation) gathers them through the
+// gradient buffer when the gradients are not needed.
 //
 // Without fp32 masters (DataParallelOptions::masters bf16, --master-weights bf16) the parameters this rank
 // owns are bf16 and AdamW rounds each update stochastically (ops/adamw.h): on a GPU the model reads them
@@ -38,15 +40,17 @@
 //     const double targets = comm->sum_host({local_targets})[0];
 //     const double grad_scale = 1.0 / std::max(1.0, targets);   // global mean: the reduction only sums
 //     masks due: masks.recompute(dp.gather_masters())  // before the gradients are zeroed (ZeRO-1 uses them)
-//     weights: replicated model.load_weights(dp.masters()); ZeRO-1
-//       model.use_working_weights(dp.gather_weights(sparse ? &masks : nullptr)), after set_masks
+//     weights: dp.gathers_weights() ? model.use_working_weights(dp.gather_weights(sparse ? &masks : nullptr))
+//       (after set_masks) : model.load_weights(dp.masters())
 //     zero the grads (all flat_size elements)
 //     loss_sum = sum over s.micro of model.forward_backward(b, grads_view, grad_scale).loss_sum
 //       (overlap, for more than one rank: during the last micro-batch, model.set_backward_progress calls
 //        dp.ready_from(offset) as each layer's backward finishes)
 //     dp.reduce_gradients();
-//     const double grad_norm = dp.clip_grad_norm(max_grad_norm);   (or _deferred, read after the step)
-//     sparse: dp.masked_decay(masks, lambda)
+//     dp.grad_norm_deferred(norm);                     // the norm, read before the step
+//     adamw.grad_scale = ops::clip_factor(max_grad_norm, norm);   // the clip, applied as AdamW reads
+//     (2:4 with masked decay: dp.clip_grad_norm_deferred(max_grad_norm, norm), then dp.masked_decay(masks,
+//      lambda): the decay is added after the clip, unscaled)
 //     dp.step(adamw, state.step);                      // AdamW on the owned masters
 //     const double loss = comm->sum_host({loss_sum})[0] * grad_scale;   // the same on every rank
 //     log (every rank calls, rank 0 writes): dist::gather_step_stats(*comm, s.real_tokens(), step_s,
@@ -76,7 +80,7 @@ namespace pt::dist {
 struct DataParallelOptions {
   bool zero1 = false;
   int64_t bucket_bytes = int64_t{25} << 20;  // gradient bucket size, as torch DDP
-  DType compute_dtype = DType::f32;          // ZeRO-1: of the gathered working weights (the model's dtype)
+  DType compute_dtype = DType::f32;          // the model's: of the working weights it reads from here
   ops::MomentFormat moments = ops::MomentFormat::f32;  // how the AdamW moments are stored (ops/adamw.h)
   DType masters = DType::f32;  // f32 masters, or bf16: none, the weights themselves (see above)
   // The optimizer step fused into the backward (train/step_in_backward.h): one rank, no flat gradient
@@ -114,9 +118,9 @@ class DataParallelOptimizer {
   // (layout.total() elements, what load_weights takes when f32); ZeRO-1, its shard (shards().shard
   // elements, zero past owned_end()). f32, or bf16 without fp32 masters.
   const Tensor& masters() const { return masters_; }
-  // Whether the model takes its weights from gather_weights (ZeRO-1, or bf16 masters) rather than from
-  // load_weights(masters()).
-  bool gathers_weights() const { return zero1_ || offload_ || masters_.dtype != DType::f32; }
+  // Whether the model takes its weights from gather_weights (a working copy kept here, or bf16 masters in
+  // place) rather than from load_weights(masters()): all but replicated fp32 masters for an f32 model.
+  bool gathers_weights() const { return !working_weights_.empty() || masters_.dtype != DType::f32; }
   ops::MomentFormat moment_format() const { return format_; }
   // This rank's optimizer state: the masters and the two AdamW moments (with 8-bit moments, their codes and
   // block absmax values), on its device or, offloaded, in host memory.
@@ -127,8 +131,8 @@ class DataParallelOptimizer {
   // The state_bytes() of rank `rank` of such an optimizer, before allocating anything (the memory plan).
   static int64_t state_bytes(const ParameterLayout& layout, int world_size, int rank, bool zero1,
                              ops::MomentFormat moments, DType masters);
-  // The working copy of the weights the model reads from here: ZeRO-1's gathered one, or the f32 copy of
-  // bf16 masters for an f32 model (0 when there is none).
+  // The working copy of the weights the model reads from here: ZeRO-1's gathered one, the offloaded or
+  // replicated masters' copy in the model's dtype (0 when there is none).
   int64_t working_bytes() const { return working_.bytes(); }
 
   // Sets the parameters from a full host buffer of layout.total() elements, the same on every rank (each
@@ -146,6 +150,10 @@ class DataParallelOptimizer {
   // without ZeRO-1 the host does not wait here (ops::clip_grad_norm_deferred); with it, it does (the sum
   // over ranks' shards is a host collective).
   void clip_grad_norm_deferred(double max_norm, const Tensor& norm);
+  // The norm alone, as clip_grad_norm_deferred leaves it, the gradients unscaled: for the clip folded into
+  // AdamW (ops::AdamWConfig::grad_scale = ops::clip_factor(max_norm, norm)), which reads every gradient as
+  // the scaled ones, so the same step without a pass rewriting them.
+  void grad_norm_deferred(const Tensor& norm);
   // grads += lambda (1 - mask) W on the owned range of the sparse linears (FfnMasks::masked_decay): the
   // gradients outside it are not summed here and AdamW does not read them.
   void masked_decay(const FfnMasks& masks, double lambda);
@@ -159,12 +167,13 @@ class DataParallelOptimizer {
   // (a no-op otherwise).
   void prefetch_block(int64_t begin, int64_t end);
 
-  // When gathers_weights() (collective with ZeRO-1): the weights of the following passes. ZeRO-1: this
-  // rank's masters are cast to the compute dtype with `masks` applied where they cover sparse linears
-  // (nullptr: none), then the working copy is all-gathered. Replicated bf16 masters: themselves, or their
-  // f32 copy for an f32 model. Flat, layout.total() elements in layout order, valid until the next call:
-  // what DecoderModel::use_working_weights reads, and the values load_weights makes of the full masters
-  // with the same masks set.
+  // When gathers_weights() (collective with ZeRO-1): the weights of the following passes. The working
+  // copy of this rank's masters in the compute dtype, with `masks` applied where they cover sparse linears
+  // (nullptr: none): as AdamW wrote it, or cast now (after set_params or load_state, with masks, or where
+  // AdamW does not write it); with ZeRO-1 then all-gathered. bf16 masters of a bf16 model: themselves.
+  // Flat, layout.total() elements in layout order, valid until the next call: what
+  // DecoderModel::use_working_weights reads, and the values load_weights makes of the full masters with
+  // the same masks set.
   Tensor gather_weights(const FfnMasks* masks);
   // The full fp32 masters on the device (layout.total() elements). Replicated, the masters themselves;
   // ZeRO-1 all-gathers them into the gradient buffer (collective), whose gradients are lost: call it
@@ -192,6 +201,12 @@ class DataParallelOptimizer {
   std::vector<std::byte> gather_bytes(const Tensor& mine, CountOf count);
   // Fails naming `what` unless the masters are f32 (what 2:4 training needs).
   void require_fp32_masters(const char* what) const;
+  // ZeRO-1: the global norm of the summed gradients from every rank's shard (a host collective).
+  double sharded_norm();
+  // Fails naming op unless norm is an f64[1] tensor on this rank's device.
+  void check_norm(const char* op, const Tensor& norm) const;
+  // AdamW on entries of the owned range, keeping track of whether the working copy is the masters' cast.
+  void adamw(std::span<const ops::AdamWTensor> entries, const ops::AdamWConfig& config, int64_t step);
   // The AdamW entries of the parameters in [begin, end) with their gradients in grads (element 0 at flat
   // offset begin).
   std::vector<ops::AdamWTensor> block_entries(int64_t begin, int64_t end, const Tensor& grads) const;
@@ -216,11 +231,13 @@ class DataParallelOptimizer {
   int64_t begin_ = 0, end_ = 0;
   Arena state_;  // the owned range's masters and moments
   Tensor masters_, m_, v_, m_absmax_, v_absmax_;
-  Arena working_;  // ZeRO-1: the working copy of every weight, flat_size elements; bf16 masters of an
-                   // f32 model: their f32 copy
+  Arena working_;  // the working copy of every weight the model reads (flat_size elements), where it
+                   // does not read the masters in place
   Tensor working_weights_;
+  bool fused_working_ = false;    // AdamW writes it (bf16, beside f32 masters not offloaded)
+  bool working_current_ = false;  // this rank's part is the cast of its masters, unmasked
+  bool working_masked_ = false;   // the last gather masked it
   std::unique_ptr<StateOffload> offload_;
-  bool working_stale_ = true;  // offloaded: the working copy is not yet the masters'
   std::vector<ops::AdamWTensor> adamw_;
   std::vector<Tensor> owned_grads_;
   GradientReducer reducer_;

@@ -16,8 +16,10 @@
 #include "model/init.h"
 #include "model/sparsity.h"
 #include "ops/elementwise.h"
+#include "ops/grad_norm.h"
 #include "ops/sparse24.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -405,6 +407,96 @@ TEST(ZeroOneState, StateBytesFollowTheMomentFormat) {
     EXPECT_GE(bytes(format), want) << ops::moment_format_name(format);
     EXPECT_LE(bytes(format), want + 5 * 256) << ops::moment_format_name(format);
   }
+}
+
+// --- The bf16 working copy of f32 masters (a GPU model's weights): AdamW writes it as it updates them.
+
+// This rank's part of a gathered working copy, and the cast of its masters (masked where masks are given)
+// that it must equal.
+std::vector<uint16_t> own_part(const DataParallelOptimizer& dp, const Tensor& gathered) {
+  const auto* at = static_cast<const uint16_t*>(gathered.data) + dp.owned_begin();
+  return {at, at + (dp.owned_end() - dp.owned_begin())};
+}
+std::vector<uint16_t> cast_of_masters(const DataParallelOptimizer& dp, const FfnMasks* masks) {
+  const int64_t n = dp.owned_end() - dp.owned_begin();
+  std::vector<uint16_t> out(static_cast<size_t>(n));
+  const Tensor masters(dp.masters().data, DType::f32, {n}), to(out.data(), DType::bf16, {n});
+  if (masks)
+    masks->masked_cast_range(masters, dp.owned_begin(), to);
+  else
+    ops::cast(masters, to);
+  return out;
+}
+
+// Bit for bit: a stub world's gathered state holds other ranks' garbage, possibly NaN.
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+bool same_bits(const ops::HostMoment& a, const ops::HostMoment& b) {
+  return same_bits(a.values, b.values) && same_bits(a.codes, b.codes) && same_bits(a.absmax, b.absmax);
+}
+
+// Replicated and ZeRO-1 (a middle and the last rank's shard), in every moment format, over steps with
+// and without 2:4 masks, a step skipped and new parameters: every gather gives the cast of the masters
+// (masked while masks are set); where AdamW wrote the copy the gather casts nothing (a copy spoiled after
+// it is read back as it is, until the next step rewrites every element). And the norm alone with the clip
+// folded into AdamW (grad_scale) gives the bits of the clip in place: masters, moments and working copy.
+TEST(WorkingCopy, AdamWKeepsItTheCastOfTheMastersAndTheFoldedClipIsTheClip) {
+  const ModelConfig config = small_config();
+  const ParameterLayout layout(config);
+  const int64_t n = layout.total();
+  std::vector<float> init = random_values(n, 3), init2 = random_values(n, 4);
+  for (float& x : init) x *= 0.05f;
+  FfnMasks masks(config, sparse_ffn(), Device::cpu);
+  masks.recompute(Tensor::of(init.data(), {n}));
+  for (const auto format : {ops::MomentFormat::f32, ops::MomentFormat::bf16, ops::MomentFormat::q8})
+    for (const auto& [world, rank] : {std::pair{1, -1}, {1, 0}, {3, 1}, {3, 2}}) {  // rank -1: replicated
+      const bool zero1 = rank >= 0;
+      SCOPED_TRACE(fmt::format("{} moments, {}", ops::moment_format_name(format),
+                               zero1 ? fmt::format("ZeRO-1 rank {} of {}", rank, world) : "replicated"));
+      const int64_t flat = DataParallelOptimizer::flat_size(n, world, zero1);
+      std::vector<float> clip_grads(size_t(flat), 0.0f), fold_grads(clip_grads);
+      StubWorld clip_world(std::max(rank, 0), world), fold_world(std::max(rank, 0), world);
+      const DataParallelOptions options{.zero1 = zero1, .compute_dtype = DType::bf16, .moments = format};
+      DataParallelOptimizer clipped(clip_world, layout, Tensor::of(clip_grads.data(), {flat}), options),
+          folded(fold_world, layout, Tensor::of(fold_grads.data(), {flat}), options);
+      EXPECT_TRUE(folded.gathers_weights());
+      for (DataParallelOptimizer* dp : {&clipped, &folded}) dp->set_params(init);
+      std::vector<double> clip_norm(1), fold_norm(1);
+      for (int step = 1; step <= 7; ++step) {
+        SCOPED_TRACE(fmt::format("step {}", step));
+        if (step == 6)  // new parameters: the working copy no longer theirs
+          for (DataParallelOptimizer* dp : {&clipped, &folded}) dp->set_params(init2);
+        const FfnMasks* active = step == 3 || step == 4 ? &masks : nullptr;
+        const Tensor want = clipped.gather_weights(active), got = folded.gather_weights(active);
+        ASSERT_EQ(own_part(folded, got), cast_of_masters(folded, active));
+        ASSERT_EQ(own_part(folded, got), own_part(clipped, want));
+        if (step == 2 && !active) {  // read back as AdamW wrote it
+          std::vector<uint16_t> spoiled(own_part(folded, got).size(), 0xFFFF);
+          std::memcpy(static_cast<uint16_t*>(got.data) + folded.owned_begin(), spoiled.data(),
+                      spoiled.size() * 2);
+          EXPECT_EQ(own_part(folded, folded.gather_weights(nullptr)), spoiled);
+        }
+        for (int64_t i = 0; i < n; ++i)
+          clip_grads[size_t(i)] = fold_grads[size_t(i)] = std::cos(0.37f * float(i) + float(step));
+        clipped.reduce_gradients(), folded.reduce_gradients();
+        clipped.clip_grad_norm_deferred(0.5, Tensor::of(clip_norm.data(), {1}));
+        folded.grad_norm_deferred(Tensor::of(fold_norm.data(), {1}));
+        ASSERT_EQ(fold_norm[0], clip_norm[0]);
+        if (step == 5) continue;  // skipped (a non-finite step): masters and working copy as they were
+        ops::AdamWConfig c{1e-2, 0.9, 0.95, 1e-8, 0.1};
+        clipped.step(c, step);
+        c.grad_scale = ops::clip_factor(0.5, fold_norm[0]);
+        ASSERT_LT(c.grad_scale, 1) << "the run clips";
+        folded.step(c, step);
+      }
+      const FullState want = clipped.gather_state(), got = folded.gather_state();
+      EXPECT_TRUE(same_bits(got.params, want.params));
+      EXPECT_TRUE(same_bits(got.m, want.m));
+      EXPECT_TRUE(same_bits(got.v, want.v));
+      EXPECT_EQ(own_part(folded, folded.gather_weights(nullptr)), cast_of_masters(folded, nullptr));
+    }
 }
 
 // --- A model reading a caller's working copy (as ZeRO-1 gathers it: the masked cast of the masters) runs
