@@ -170,8 +170,9 @@ MemoryPlan plan_memory(const PlanSettings& s) {
   } else {
     p.gradients = slot(flat * dtype_size(s.grad_dtype));
   }
-  // A model computing in the master dtype reads the masters in place; ZeRO-1 gathers a copy to read, and
-  // offloaded masters are cast into one.
+  // A model computing in the master dtype reads the masters in place; otherwise the optimizer keeps the
+  // copy it reads (bf16 ones of f32 masters written by AdamW), as ZeRO-1 (a gathered one) and the offload
+  // always do.
   if (s.zero1)
     p.working_weights = slot(flat * dtype_size(compute));
   else if (s.masters != compute || s.offload)

@@ -18,6 +18,7 @@
 #include "model/flops.h"
 #include "model/init.h"
 #include "model/presets.h"
+#include "ops/grad_norm.h"
 #include "train/evaluate.h"
 #include "train/memory_fit.h"
 #include "train/memory_plan.h"
@@ -580,9 +581,9 @@ TrainResult train(const TrainConfig& tc) {
                                                      : cpu_peak_flops_estimate();
   TrainResult result;
   result.memory_plan = plan;
-  // The weights the model computes with: loaded from the replicated fp32 masters, or (ZeRO-1, collective)
-  // the working copy gathered from every rank's masters with the model's masks, or the bf16 masters
-  // themselves. Stale after every optimizer step and mask change.
+  // The weights the model computes with: the replicated fp32 masters of an f32 model, or the optimizer's
+  // working copy (kept by AdamW; with ZeRO-1 gathered from every rank's, a collective) with the model's
+  // masks, or the bf16 masters themselves. Stale after every optimizer step and mask change.
   bool weights_current = false;
   auto refresh_weights = [&] {
     if (weights_current) return;
@@ -726,21 +727,27 @@ TrainResult train(const TrainConfig& tc) {
       if (i + 1 < batches.micro.size()) staged = model.stage(batches.micro[i + 1]);
     }
     model.set_backward_progress({});
-    // 3. Sum the gradients over ranks, clip, then masked decay on the sparse linears' pruned weights. The
-    // decay is a regulariser of the weights like AdamW's: it does not count in the gradient norm (which
-    // stays comparable with dense runs), nor does clipping weaken it on the steps it scales down. (With
-    // ZeRO-1 only this rank's shard of the gradients is summed; the decay and AdamW read only that.) The
-    // optimizer in the backward has updated every block during the pass instead.
+    // 3. Sum the gradients over ranks and take their norm; the clip scales them as AdamW reads them
+    // (grad_scale, below), so no pass rewrites them. The masked decay on the sparse linears' pruned weights
+    // is added to the clipped gradients instead: a regulariser of the weights like AdamW's, it does not
+    // count in the gradient norm (which stays comparable with dense runs), nor does clipping weaken it on
+    // the steps it scales down. (With ZeRO-1 only this rank's shard of the gradients is summed; the decay
+    // and AdamW read only that.) The optimizer in the backward has updated every block during the pass
+    // instead.
+    const double decay_lambda = model.sparse_active() ? schedule.decay_at(state.step) : 0;
     if (!blockwise) {
       dp.reduce_gradients();
       if (lead && overlap && state.step == first_step)
         log_info("gradient reduction: {} of {} buckets started during the backward pass",
                  dp.reducer().started_early(), dp.reducer().buckets().size());
-      // --clip 0: the norm without clipping (a scale by 1).
-      dp.clip_grad_norm_deferred(
-          tc.max_grad_norm > 0 ? tc.max_grad_norm : std::numeric_limits<double>::infinity(), grad_norm_dev);
-      if (const double lambda = schedule.decay_at(state.step); model.sparse_active() && lambda > 0)
-        dp.masked_decay(*masks, lambda);
+      if (decay_lambda > 0) {
+        // --clip 0: the norm without clipping (a scale by 1).
+        dp.clip_grad_norm_deferred(
+            tc.max_grad_norm > 0 ? tc.max_grad_norm : std::numeric_limits<double>::infinity(), grad_norm_dev);
+        dp.masked_decay(*masks, decay_lambda);
+      } else {
+        dp.grad_norm_deferred(grad_norm_dev);
+      }
     }
     // While the device finishes the passes: the next step's batches, and its first micro-batch's copy queued.
     staged_ahead.reset();
@@ -765,6 +772,9 @@ TrainResult train(const TrainConfig& tc) {
                 : fmt::format("the gradients from flat offset {} down are not finite", b.bad_block_begin),
             b.bad_block_begin < 0 ? "whole model" : "blocks above them");
     } else if (outcome.finite()) {
+      // The clip, unless clip_grad_norm_deferred made it: the factor that would have scaled the gradients,
+      // from the same norm, so the same bits.
+      if (decay_lambda == 0) adamw.grad_scale = ops::clip_factor(tc.max_grad_norm, outcome.grad_norm);
       dp.step(adamw, state.step);
       weights_current = false;
     }

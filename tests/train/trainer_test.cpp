@@ -385,6 +385,22 @@ TEST_F(TrainingRun, ZeroOneOnOneLocalProcessIsBitwiseEqualToTheReplicatedOptimiz
   EXPECT_EQ(printed_train_numbers(plain.out_dir), printed_train_numbers(zero1.out_dir));
 }
 
+// The clip, folded into AdamW (grad_scale), still clips: a run with a small --clip logs the norm before
+// clipping, so its first step logs the loss and norm an unclipped run's does, and every later loss differs.
+TEST_F(TrainingRun, ASmallClipScalesTheStepsAndLogsTheNormBeforeIt) {
+  auto clipped = run_config("clipped", 4), unclipped = run_config("unclipped", 4);
+  clipped.max_grad_norm = 0.05;
+  unclipped.max_grad_norm = 0;
+  train(clipped);
+  train(unclipped);
+  const auto a = printed_train_numbers(clipped.out_dir), b = printed_train_numbers(unclipped.out_dir);
+  ASSERT_EQ(a.size(), 8u);
+  EXPECT_EQ(a[0], b[0]) << "the first step's loss";
+  EXPECT_EQ(a[1], b[1]) << "the norm before clipping";
+  EXPECT_GT(std::stod(a[1].substr(std::string("grad_norm=").size())), 0.05) << "the run clips";
+  for (size_t i = 2; i < a.size(); i += 2) EXPECT_NE(a[i], b[i]);
+}
+
 // The data-parallel path on one GPU through NCCL (a world of one: every collective is NCCL's, with the
 // ranks' data split, ZeRO-1 sharding and gathered checkpoints of size one), against itself: a run stopped
 // and resumed continues as the uninterrupted one, ZeRO-1 trains as the replicated optimizer (to bf16
