@@ -1,7 +1,8 @@
 // Throughput of the CUDA backend's ops on shapes of a ~110M-parameter Llama (hidden 768, 12 heads of 64,
-// FFN 2048, vocab 32000) at T tokens per micro-batch: GB/s for memory-bound ops (bytes each op must move
+// FFN 2048, vocab 32000; --hidden and --ffn change the first two, e.g. 2048 and 8192 for llama3.2-1b's
+// layers) at T tokens per micro-batch: GB/s for memory-bound ops (bytes each op must move
 // at least once), TFLOP/s for GEMMs. Activations bf16, master weights, gradients and optimizer state f32.
-// Usage: bench_cuda_ops [--tokens 8192] [--iters 20]
+// Usage: bench_cuda_ops [--tokens 8192] [--iters 20] [--hidden 768] [--ffn 2048]
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -69,6 +70,9 @@ int main(int argc, char** argv) {
   int64_t T = 8192;
   app.add_option("--tokens", T, "tokens per micro-batch (T)")->check(CLI::Range(64, 1 << 20));
   app.add_option("--iters", iters, "timed calls per op")->check(CLI::Range(1, 10000));
+  int64_t C = 768, F = 2048;
+  app.add_option("--hidden", C, "hidden size (heads of 64)")->check(CLI::Range(64, 16384));
+  app.add_option("--ffn", F, "FFN size")->check(CLI::Range(64, 65536));
   CLI11_PARSE(app, argc, argv);
   if (cuda_device_count() == 0) {
     fmt::print("no CUDA device{}: nothing to benchmark\n", built_with_cuda() ? "" : " (CPU-only build)");
@@ -76,7 +80,7 @@ int main(int argc, char** argv) {
   }
   fmt::print("device: {}, T = {}, {} timed calls per op\n", cuda_device_name(0), T, iters);
 
-  const int64_t C = 768, F = 2048, V = 32000, H = 12, D = 64;
+  const int64_t V = 32000, D = 64, H = C / D;
   const DType bf = DType::bf16, f32 = DType::f32;
   const double act = double(T * C) * 2;  // bytes of one bf16 [T,C] activation
   Pool pool;
@@ -84,34 +88,37 @@ int main(int argc, char** argv) {
   const Tensor ids = pool.ints(random_ids(T, V)), table = pool.make(bf, {V, C});
   const Tensor x = pool.make(bf, {T, C}), y = pool.make(bf, {T, C}), dx = pool.make(bf, {T, C});
   const Tensor dtable = pool.make(f32, {V, C});
-  report("embedding fwd", "bf16 [T,768]", time_ms([&] { embedding_forward(ids, table, x); }), 2 * act,
-         "GB/s");
-  report("embedding bwd", "bf16 -> f32 [32000,768]",
+  report("embedding fwd", fmt::format("bf16 [T,{}]", C), time_ms([&] { embedding_forward(ids, table, x); }),
+         2 * act, "GB/s");
+  report("embedding bwd", fmt::format("bf16 -> f32 [{},{}]", V, C),
          time_ms([&] { embedding_backward(ids, x, dtable, Write::accumulate); }),
          act + 2.0 * double(T * C * 4), "GB/s");
 
   const Tensor w = pool.make(f32, {C}), dw = pool.make(f32, {C}), rstd = pool.make(f32, {T});
-  report("rmsnorm fwd", "bf16 [T,768]", time_ms([&] { rmsnorm_forward(x, w, 1e-5, y, rstd); }), 2 * act,
-         "GB/s");
-  report("rmsnorm bwd", "bf16 [T,768]",
+  report("rmsnorm fwd", fmt::format("bf16 [T,{}]", C), time_ms([&] { rmsnorm_forward(x, w, 1e-5, y, rstd); }),
+         2 * act, "GB/s");
+  report("rmsnorm bwd", fmt::format("bf16 [T,{}]", C),
          time_ms([&] { rmsnorm_backward(y, x, w, rstd, dx, dw, Write::accumulate); }), 3 * act, "GB/s");
 
-  report("add (residual)", "bf16 [T,768] += [T,768]", time_ms([&] { add(y, dx); }), 3 * act, "GB/s");
+  report("add (residual)", fmt::format("bf16 [T,{0}] += [T,{0}]", C), time_ms([&] { add(y, dx); }), 3 * act,
+         "GB/s");
 
   const Tensor q = pool.make(bf, {T, H, D}), k = pool.make(bf, {T, H, D}),
                pos = pool.ints(random_ids(T, 2048));
   const RopeFrequencies freq = RopeFrequencies::plain(D, 1e4);
-  report("rope fwd (in place)", "bf16 [T,12,64]", time_ms([&] { rope_forward(q, pos, freq, q); }), 2 * act,
-         "GB/s");
-  report("rope fwd q+k", "bf16 2x [T,12,64], one launch",
+  report("rope fwd (in place)", fmt::format("bf16 [T,{},{}]", H, D),
+         time_ms([&] { rope_forward(q, pos, freq, q); }), 2 * act, "GB/s");
+  report("rope fwd q+k", fmt::format("bf16 2x [T,{},{}], one launch", H, D),
          time_ms([&] { rope_forward_qk(q, k, pos, freq, q, k); }), 4 * act, "GB/s");
-  report("rope bwd q+k", "bf16 2x [T,12,64], one launch",
+  report("rope bwd q+k", fmt::format("bf16 2x [T,{},{}], one launch", H, D),
          time_ms([&] { rope_backward_qk(q, k, pos, freq, q, k); }), 4 * act, "GB/s");
 
   const Tensor h = pool.make(bf, {T, 2 * F}), a = pool.make(bf, {T, F}), dh = pool.make(bf, {T, 2 * F});
   const double act_f = double(T * F) * 2;
-  report("swiglu fwd", "bf16 [T,2x2048]", time_ms([&] { swiglu_forward(h, a); }), 3 * act_f, "GB/s");
-  report("swiglu bwd", "bf16 [T,2x2048]", time_ms([&] { swiglu_backward(a, h, dh); }), 5 * act_f, "GB/s");
+  report("swiglu fwd", fmt::format("bf16 [T,2x{}]", F), time_ms([&] { swiglu_forward(h, a); }), 3 * act_f,
+         "GB/s");
+  report("swiglu bwd", fmt::format("bf16 [T,2x{}]", F), time_ms([&] { swiglu_backward(a, h, dh); }),
+         5 * act_f, "GB/s");
 
   bench_linear(pool, "linear qkv", T, 3 * C, C, bf);
   bench_linear(pool, "linear o", T, C, C, bf);

@@ -27,9 +27,9 @@
 #   sparse_convergence  `packtrain train` dense, 2:4 and its ablations: validation loss (bench/sparse_convergence.py)
 #                       on data/pretrain/corpus.jsonl when scripts/setup_pretrain_corpus.sh made it
 #   optimizer_modes  llama3.2-1b per optimizer memory mode (f32, bf16 and 8-bit moments, bf16 weights without
-#               masters, both, the optimizer in the backward), MODES_STEPS (default 300) steps each and
-#               MODES_RUNS of them (a comma list; default all): validation loss against f32, tokens/s,
-#               memory (bench/optimizer_modes.py) on the packing section's data
+#               masters, both, the optimizer in the backward), MODES_STEPS (default 300) steps of MODES_TOKENS
+#               (default 16384) tokens each and MODES_RUNS of them (a comma list; default all): validation
+#               loss against f32, tokens/s, memory (bench/optimizer_modes.py) on the packing section's data
 #   llama8b     llama3.1-8b at 16k tokens a micro-batch, MODES_8B (default: no fp32 masters, 8-bit moments,
 #               norm recomputation), 12 steps without saving: MFU and peak memory (#24)
 #   llama8b_in_backward  the same with fp32 masters, 8-bit moments and the optimizer in the backward
@@ -219,7 +219,8 @@ fi
 
 # The optimizer's memory modes (#24): each mode a run of the same steps on the same data.
 section optimizer_modes 560 "$python" "$bench/optimizer_modes.py" --packtrain "$build/packtrain" --data "$data" \
-  --out "$out/optimizer_modes" --steps "${MODES_STEPS:-300}" ${MODES_RUNS:+--runs "$MODES_RUNS"}
+  --out "$out/optimizer_modes" --steps "${MODES_STEPS:-300}" --tokens "${MODES_TOKENS:-16384}" \
+  ${MODES_RUNS:+--runs "$MODES_RUNS"}
 full_finetune=("$build/packtrain" train --data "$data" --no-resume --no-save --device cuda --strategy flatten
   --tokens 16384 --steps 12 --warmup 2 --eval-every 0)
 # shellcheck disable=SC2086  # MODES_8B is a list of arguments
