@@ -18,6 +18,10 @@ constexpr int kForwardWarps = 8;  // forward: one warp per token row
 constexpr int kMaxBackwardWarps = 8;
 constexpr int kRowsPerWarp = 4;  // backward: rows each warp handles, so a block's partial covers warps * 4
 constexpr int kReduceRows = 16;  // dweight reduce: threads splitting the partials of one column
+// backward_rows_kernel: blocks of 4 warps, 8 rows a warp, rows of up to kMaxRegisterVectors vectors a lane.
+constexpr int kRegisterRowsThreads = 128;
+constexpr int kRegisterRowsPerWarp = 8;
+constexpr int kMaxRegisterVectors = 8;
 
 // Rows are walked in vectors of kVec columns, lane l taking columns [l kVec, (l + 1) kVec) of every 32 kVec;
 // the second pass rereads the row, which the first has just brought into L1.
@@ -100,6 +104,66 @@ __global__ void backward_kernel(const T* __restrict__ dy, const T* __restrict__ 
   }
 }
 
+// The backward for rows of at most 32 kPerLane vectors (C <= 2048 in bf16): as the kernel above, but each
+// warp holds its row of dy and x in registers between the two passes (lane l: vectors l, l + 32, ...), so
+// it reads them from memory once with every load of the row in flight together, while the kernel above
+// rereads them after its shared-memory rows have taken most of the L1. Smaller blocks (kRegisterRowsThreads)
+// fill the SMs in fewer, fuller waves.
+template <class T, class W, int kVec, int kPerLane>
+__global__ void __launch_bounds__(kRegisterRowsThreads)
+    backward_rows_kernel(const T* __restrict__ dy, const T* __restrict__ x, const W* __restrict__ w,
+                         const float* __restrict__ rstd, T* __restrict__ dx, float* __restrict__ partial,
+                         int64_t T_, int64_t C) {
+  extern __shared__ float warp_dw[];
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int vectors = static_cast<int>(C / kVec);
+  float* dw = warp_dw + warp * C;
+  for (int v = lane; v < vectors; v += 32)
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) dw[k * vectors + v] = 0;
+  const int64_t t0 = int64_t{blockIdx.x} * warps * kRegisterRowsPerWarp;
+  const int64_t t1 = min(t0 + int64_t{warps} * kRegisterRowsPerWarp, T_);
+  for (int64_t t = t0 + warp; t < t1; t += warps) {
+    Pack<T, kVec> g[kPerLane], xv[kPerLane];
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i)
+      if (const int v = lane + 32 * i; v < vectors) {
+        g[i] = load_pack<kVec>(dy + t * C + v * kVec);
+        xv[i] = load_pack<kVec>(x + t * C + v * kVec);
+      }
+    float dot = 0;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i)
+      if (const int v = lane + 32 * i; v < vectors) {
+        float wv[kVec];
+        load_floats<kVec>(w + v * kVec, wv);
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) dot += load(&g[i].v[k]) * wv[k] * load(&xv[i].v[k]);
+      }
+    const float r = rstd[t], coef = r * r * warp_sum(dot) / float(C);
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i)
+      if (const int v = lane + 32 * i; v < vectors) {
+        float wv[kVec], out[kVec];
+        load_floats<kVec>(w + v * kVec, wv);
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) {
+          const float gk = load(&g[i].v[k]), xk = load(&xv[i].v[k]);
+          out[k] = r * (wv[k] * gk - xk * coef);
+          dw[k * vectors + v] += gk * xk * r;
+        }
+        store_floats<kVec>(dx + t * C + v * kVec, out);
+      }
+  }
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    const int64_t at = c % kVec * vectors + c / kVec;
+    float sum = 0;
+    for (int j = 0; j < warps; ++j) sum += warp_dw[j * C + at];
+    partial[int64_t{blockIdx.x} * C + c] = sum;
+  }
+}
+
 // dweight[c] (=|+=) the sum of partial[p][c] over p: thread row j of the block sums partials j, j + 16,
 // ... in order, then the 16 sums are added in order.
 template <class W>
@@ -152,22 +216,43 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
   const int64_t T = x.shape[0], C = x.shape[1];
   require_f32("rmsnorm_backward", "rstd", rstd.dtype);
   if (C == 0) return;
-  // As many warps (each with a shared fp32 row of C) as fit in the default shared memory, at least one.
-  const int64_t row_bytes = C * int64_t{sizeof(float)};
-  const int warps = static_cast<int>(std::clamp<int64_t>(kDefaultShared / row_bytes, 1, kMaxBackwardWarps));
-  const auto shared = static_cast<size_t>(warps * row_bytes);
-  const int64_t rows_per_block = int64_t{warps} * kRowsPerWarp;
-  const int64_t partials = (T + rows_per_block - 1) / rows_per_block;
-  ScratchPlan plan;
-  const size_t partial_at = plan.reserve<float>(partials * C);
-  plan.allocate();
-  float* partial = plan.at<float>(partial_at);
   const cudaStream_t stream = current_stream();
+  ScratchPlan plan;
+  float* partial = nullptr;
+  int64_t partials = 0;
+  // Each kernel writes one partial row of dweight a block; both kernels' blocks cover rows in order.
+  auto reserve_partials = [&](int64_t rows_per_block) {
+    partials = (T + rows_per_block - 1) / rows_per_block;
+    const size_t at = plan.reserve<float>(partials * C);
+    plan.allocate();
+    partial = plan.at<float>(at);
+  };
   dispatch_pair("rmsnorm_backward", x, weight, [&](auto t, auto w) {
     using E = decltype(t);
     using W = decltype(w);
     constexpr int kVec = kPack16<E>;
     const bool vector = C % kVec == 0 && aligned16({dy.data, x.data, weight.data, dx.data});
+    const int64_t lane_vectors = (C / kVec + 31) / 32;
+    if (vector && lane_vectors <= kMaxRegisterVectors) {
+      constexpr int kWarps = kRegisterRowsThreads / 32;
+      reserve_partials(int64_t{kWarps} * kRegisterRowsPerWarp);
+      if (T == 0) return;
+      auto kernel = lane_vectors <= 1   ? backward_rows_kernel<E, W, kVec, 1>
+                    : lane_vectors <= 2 ? backward_rows_kernel<E, W, kVec, 2>
+                    : lane_vectors <= 4 ? backward_rows_kernel<E, W, kVec, 4>
+                                        : backward_rows_kernel<E, W, kVec, kMaxRegisterVectors>;
+      const auto shared = static_cast<size_t>(kWarps * C * int64_t{sizeof(float)});
+      allow_shared_memory(kernel, shared, "rmsnorm_backward", C, sizeof(float));
+      kernel<<<static_cast<unsigned>(partials), kRegisterRowsThreads, shared, stream>>>(
+          data<E>(dy), data<E>(x), data<W>(weight), data<float>(rstd), data<E>(dx), partial, T, C);
+      PT_CUDA_CHECK_LAUNCH();
+      return;
+    }
+    // As many warps (each with a shared fp32 row of C) as fit in the default shared memory, at least one.
+    const int64_t row_bytes = C * int64_t{sizeof(float)};
+    const int warps = static_cast<int>(std::clamp<int64_t>(kDefaultShared / row_bytes, 1, kMaxBackwardWarps));
+    const auto shared = static_cast<size_t>(warps * row_bytes);
+    reserve_partials(int64_t{warps} * kRowsPerWarp);
     auto kernel = vector ? backward_kernel<E, W, kVec> : backward_kernel<E, W, 1>;
     allow_shared_memory(kernel, shared, "rmsnorm_backward", C, sizeof(float));
     if (T == 0) return;  // dweight still gets its (empty) sum below

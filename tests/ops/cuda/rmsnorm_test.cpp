@@ -66,14 +66,16 @@ TEST(CudaRmsNorm, Bf16WithBf16WeightMatchesCpu) {
 }
 
 // Rows that are not whole 16-byte vectors (C % 8 != 0 for bf16, % 4 for f32) or start off alignment take
-// the scalar path; wide rows take fewer warps per block (C = 16384 needs more than the default 48 KiB of
-// shared memory for one warp's dweight row); T not a multiple of a block's 32 rows leaves a part block.
+// the scalar path. Rows of up to 8 vectors a lane stay in registers (in bf16: 1 a lane at C = 64 and 256, 2
+// at 512, 4 at 1000, 8 at 2048); wider ones take the shared-memory kernel, with fewer warps per block as C
+// grows (C = 16384 needs more than the default 48 KiB of shared memory for one warp's dweight row). T not a
+// multiple of a block's rows leaves a part block.
 TEST(CudaRmsNorm, VectorAndScalarPathsAndOddShapesMatchCpu) {
   SKIP_WITHOUT_GPU();
   for (Dtypes types :
        {Dtypes{DType::f32, DType::f32}, Dtypes{DType::bf16, DType::f32}, Dtypes{DType::bf16, DType::bf16}}) {
-    for (auto [T, C] :
-         std::vector<std::pair<int64_t, int64_t>>{{1, 3}, {1, 7}, {33, 12}, {70, 1000}, {4, 4096}})
+    for (auto [T, C] : std::vector<std::pair<int64_t, int64_t>>{
+             {1, 3}, {1, 7}, {33, 12}, {65, 256}, {129, 512}, {70, 1000}, {4, 4096}})
       check_rmsnorm(types, T, C, Write::accumulate);
     check_rmsnorm(types, 3, 16384, Write::overwrite);
     for (auto [T, C] : std::vector<std::pair<int64_t, int64_t>>{{1, 768}, {37, 768}, {5, 77}})
