@@ -10,8 +10,8 @@ cd "$(dirname "$0")/.."
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/pkg/bin" "$stage/pkg/lib" "$stage/pkg/data" .gpu_bundle
-for b in packtrain packtrain_tests bench_train_gpu bench_attention bench_sparse_ffn bench_cublaslt_algos \
-  libpacktrain_cupti_profile.so; do
+for b in packtrain packtrain_tests bench_train_gpu bench_attention bench_cuda_ops bench_sparse_ffn \
+  bench_cublaslt_algos libpacktrain_cupti_profile.so; do
   [ -x "build/$b" ] && strip -o "$stage/pkg/bin/$b" "build/$b"
 done
 for b in "$stage"/pkg/bin/*; do ldd "$b"; done | awk '/=>/ {print $3}' | sort -u | while read -r lib; do
