@@ -37,6 +37,7 @@
 #include "model/presets.h"
 #include "model/sparsity.h"
 #include "ops/adamw.h"
+#include "ops/elementwise.h"
 #include "ops/grad_norm.h"
 
 namespace {
@@ -46,6 +47,7 @@ using nlohmann::json;
 
 constexpr int32_t kVocab = 32000;
 constexpr double kPeakFlops = 989e12;  // H200 dense bf16 tensor cores
+constexpr double kMaxGradNorm = 1.0;   // packtrain train's --clip default
 
 // SFT-like examples: lengths from sft_like_lengths (at most max_len), random ids below `vocab` (at most
 // kVocab), a masked prompt.
@@ -85,22 +87,25 @@ std::vector<Batch> batches_of(const DatasetSplit& split, Strategy strategy, int3
 // f32 master weights, gradients and AdamW moments in one device arena, one AdamW entry per tensor.
 struct DeviceOptimizer {
   Arena arena{Device::cuda};
-  Tensor params, grads;
+  Tensor params, grads, working;  // f32 masters and gradients; the bf16 copy the model reads
   std::vector<ops::AdamWTensor> tensors;
 
   explicit DeviceOptimizer(const ParameterLayout& layout, const std::vector<float>& init) {
     const int64_t n = layout.total();
     const int p = arena.reserve(DType::f32, {n}), g = arena.reserve(DType::f32, {n});
     const int m = arena.reserve(DType::f32, {n}), v = arena.reserve(DType::f32, {n});
+    const int w = arena.reserve(DType::bf16, {n});
     arena.allocate();
-    params = arena.view(p), grads = arena.view(g);
+    params = arena.view(p), grads = arena.view(g), working = arena.view(w);
     copy_bytes(params.data, true, init.data(), false, init.size() * sizeof(float));
-    auto at = [&](int slot, const ParamInfo& info) {
-      return Tensor(static_cast<float*>(arena.view(slot).data) + info.offset, DType::f32, {info.numel},
-                    Device::cuda);
-    };
-    for (const auto& info : layout.params())
-      tensors.push_back({at(p, info), at(g, info), at(m, info), at(v, info), info.weight_decay()});
+    ops::cast(params, working);
+    for (const auto& info : layout.params()) {
+      ops::AdamWTensor t{params.elements(info.offset, info.numel), grads.elements(info.offset, info.numel),
+                         arena.view(m).elements(info.offset, info.numel),
+                         arena.view(v).elements(info.offset, info.numel), info.weight_decay()};
+      t.working = working.elements(info.offset, info.numel);  // AdamW writes the copy as it steps
+      tensors.push_back(t);
+    }
   }
 };
 
@@ -182,25 +187,40 @@ Result bench(const ModelConfig& config, const std::vector<float>& init, const st
   stats.allocate();
 
   // The trainer's step: the batch was staged during the previous step (or now), the next one is staged
-  // while this one runs, and the host waits once, for the loss at the end. forward_backward adds to the
-  // gradients, so they start at zero. Returns the batch's mean loss.
+  // while this one runs, and the host waits once, for the loss and the gradient norm, before it queues
+  // AdamW with the clip folded in; AdamW writes the bf16 copy the next pass reads. With 2:4 masks the
+  // gradients are clipped in place, the masked decay added, and the model casts the masked copy itself.
+  // forward_backward adds to the gradients, so they start at zero. Returns the batch's mean loss.
   std::optional<DecoderModel::StagedBatch> ahead;
-  std::vector<double> queue_s;  // host time to queue each step: below the step time, the GPU never waits
+  std::vector<double> queue_s;  // host time to queue each step's passes: below the step time, the GPU
+                                // waits only while the host reads the norm and queues AdamW
   auto step = [&](size_t i, int64_t n, bool stage_next) {
     const auto start = std::chrono::steady_clock::now();
     const Batch& b = batches[i % batches.size()];
     const DecoderModel::StagedBatch staged = ahead ? *ahead : model.stage(b);
     zero_bytes(opt.grads.data, true, static_cast<size_t>(opt.grads.bytes()));
-    model.load_weights(opt.params);
+    if (masks)
+      model.load_weights(opt.params);
+    else
+      model.use_working_weights(opt.working);
     model.set_mvue_seed({1, n, 0});
     model.forward_backward(staged, opt.grads, 1.0 / static_cast<double>(targets[i % batches.size()]));
-    ops::clip_grad_norm_deferred(grad_list, 1.0, stats.view(norm_slot));
-    if (masks) masks->masked_decay(opt.params, sparsity.masked_decay, opt.grads);
-    ops::adamw_step(opt.tensors, adamw, n);
+    if (masks) {
+      ops::clip_grad_norm_deferred(grad_list, kMaxGradNorm, stats.view(norm_slot));
+      masks->masked_decay(opt.params, sparsity.masked_decay, opt.grads);
+    } else {
+      ops::global_norm_deferred(grad_list, stats.view(norm_slot));
+    }
     ahead.reset();
     if (stage_next) ahead = model.stage(batches[(i + 1) % batches.size()]);
     queue_s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    return model.take_loss().loss_sum / static_cast<double>(targets[i % batches.size()]);
+    const double loss = model.take_loss().loss_sum / static_cast<double>(targets[i % batches.size()]);
+    double norm = 0;
+    copy_bytes(&norm, false, stats.view(norm_slot).data, true, sizeof norm);
+    ops::AdamWConfig step_config = adamw;
+    if (!masks) step_config.grad_scale = ops::clip_factor(kMaxGradNorm, norm);
+    ops::adamw_step(opt.tensors, step_config, n);
+    return loss;
   };
   const double first_loss = step(0, 1, false);  // warm-up: cuBLASLt plans, scratch buffers
   // The sparse GEMMs' autotuner decides once per token-count bucket: let it see every batch untimed.
@@ -224,8 +244,9 @@ Result bench(const ModelConfig& config, const std::vector<float>& init, const st
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  const double bytes = static_cast<double>(model.activation_bytes() + opt.arena.bytes() +
-                                           model.layout().total() * dtype_size(DType::bf16));
+  // The optimizer's arena holds the bf16 copy the dense model reads; a sparse model casts its own.
+  const double bytes =
+      static_cast<double>(model.activation_bytes() + opt.arena.bytes() + model.memory().working_copy);
   Result r{real / s, flops / s / kPeakFlops, bytes / (1 << 30)};
   const std::string label = std::string(strategy_name(strategy)) + (sparse ? "+2:4" : "");
   fmt::print(
