@@ -12,7 +12,7 @@ namespace pt::ops::cuda {
 namespace {
 
 constexpr int kMaxThreads = 256;
-constexpr int kItemsPerBlock = 512;  // vector pairs a block rotates: 2 per thread
+constexpr int kItemsPerBlock = 512;  // vector pairs a block rotates: ~2 per thread
 constexpr int kMaxTokensPerBlock = 64;
 constexpr int kMaxSharedBytes = 48 << 10;
 constexpr int kMaxHalf = 256;  // head dims up to 512
@@ -32,15 +32,13 @@ struct Frequencies {
   double scale;
 };
 
-// Each block takes `tokens` consecutive tokens and its threads rotate pairs (i..i+kVec, i+D/2..i+D/2+kVec)
-// of every head of those tokens with kVec-wide accesses, kItems pairs a thread per round. A round's loads
-// are issued first; only then does the first round compute the scaled cos and sin of every (token,
-// i < D/2) angle in double, as the cpu does, into shared memory, so the angles' latency overlaps the loads
-// instead of preceding them. A thread reads a pair before writing it, so out may be in.
+// Each block takes `tokens` consecutive tokens. It first copies inv_freq to shared memory and computes
+// the scaled cos and sin of every (token, i < D/2) angle in double, as the cpu does, into shared memory;
+// then its threads rotate pairs (i..i+kVec, i+D/2..i+D/2+kVec) of every head of those tokens with
+// kVec-wide accesses. A thread reads a pair before writing it, so out may be in.
 template <class T, int kVec>
 __global__ void rotate_kernel(Rotation<T> r, Frequencies f, const int32_t* __restrict__ pos, float sign,
                               int64_t T_, int D, int tokens) {
-  constexpr int kItems = 2;
   extern __shared__ double shared[];
   const int half = D / 2;
   double* inv_freq = shared;
@@ -48,47 +46,33 @@ __global__ void rotate_kernel(Rotation<T> r, Frequencies f, const int32_t* __res
   float* sin_t = cos_t + tokens * half;
   const int64_t t0 = int64_t{blockIdx.x} * tokens;
   tokens = static_cast<int>(min(int64_t{tokens}, T_ - t0));
+  for (int i = threadIdx.x; i < half; i += blockDim.x) inv_freq[i] = f.inv_freq[i];
+  __syncthreads();
+  for (int j = threadIdx.x; j < tokens * half; j += blockDim.x) {
+    const int token = j / half, i = j - token * half;
+    double s, c;
+    sincos(double(pos[t0 + token]) * inv_freq[i], &s, &c);
+    cos_t[j] = float(c * f.scale);
+    sin_t[j] = sign * float(s * f.scale);
+  }
+  __syncthreads();
   const int vectors = half / kVec, per_token = (r.heads[0] + r.heads[1]) * vectors;
-  const int total = tokens * per_token, stride = kItems * static_cast<int>(blockDim.x);
-  for (int round = 0; round < total; round += stride) {
-    float lo[kItems][kVec], hi[kItems][kVec];
-    int64_t row[kItems];
-    int which[kItems], token[kItems], i[kItems];
+  for (int j = threadIdx.x; j < tokens * per_token; j += blockDim.x) {
+    const int token = j / per_token, rest = j - token * per_token, head = rest / vectors;
+    const int i = (rest - head * vectors) * kVec, which = head < r.heads[0] ? 0 : 1;
+    const int n = head - which * r.heads[0];
+    const int64_t row = ((t0 + token) * r.heads[which] + n) * D + i;
+    float lo[kVec], hi[kVec], out_lo[kVec], out_hi[kVec];
+    load_floats<kVec>(r.in[which] + row, lo);
+    load_floats<kVec>(r.in[which] + row + half, hi);
+    const float *c = cos_t + token * half + i, *s = sin_t + token * half + i;
 #pragma unroll
-    for (int u = 0; u < kItems; ++u) {
-      const int j = round + u * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
-      token[u] = j / per_token;
-      if (j >= total) continue;
-      const int rest = j - token[u] * per_token, head = rest / vectors;
-      i[u] = (rest - head * vectors) * kVec, which[u] = head < r.heads[0] ? 0 : 1;
-      row[u] = ((t0 + token[u]) * r.heads[which[u]] + head - which[u] * r.heads[0]) * D + i[u];
-      load_floats<kVec>(r.in[which[u]] + row[u], lo[u]);
-      load_floats<kVec>(r.in[which[u]] + row[u] + half, hi[u]);
+    for (int k = 0; k < kVec; ++k) {
+      out_lo[k] = lo[k] * c[k] - hi[k] * s[k];
+      out_hi[k] = hi[k] * c[k] + lo[k] * s[k];
     }
-    if (round == 0) {  // the same for every thread of the block
-      for (int k = threadIdx.x; k < half; k += blockDim.x) inv_freq[k] = f.inv_freq[k];
-      __syncthreads();
-      for (int k = threadIdx.x; k < tokens * half; k += blockDim.x) {
-        double s, c;
-        sincos(double(pos[t0 + k / half]) * inv_freq[k % half], &s, &c);
-        cos_t[k] = float(c * f.scale);
-        sin_t[k] = sign * float(s * f.scale);
-      }
-      __syncthreads();
-    }
-#pragma unroll
-    for (int u = 0; u < kItems; ++u) {
-      if (round + u * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x) >= total) continue;
-      const float *c = cos_t + token[u] * half + i[u], *s = sin_t + token[u] * half + i[u];
-      float out_lo[kVec], out_hi[kVec];
-#pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        out_lo[k] = lo[u][k] * c[k] - hi[u][k] * s[k];
-        out_hi[k] = hi[u][k] * c[k] + lo[u][k] * s[k];
-      }
-      store_floats<kVec>(r.out[which[u]] + row[u], out_lo);
-      store_floats<kVec>(r.out[which[u]] + row[u] + half, out_hi);
-    }
+    store_floats<kVec>(r.out[which] + row, out_lo);
+    store_floats<kVec>(r.out[which] + row + half, out_hi);
   }
 }
 
