@@ -51,12 +51,38 @@ __global__ void forward_kernel(const T* __restrict__ x, const W* __restrict__ w,
   }
 }
 
+// The backward kernels' shared dweight rows, one a warp: a row keeps column v kVec + k at k (C / kVec) + v,
+// so a warp's lanes touch consecutive words (no bank conflicts). The calling warp's row starts at zero.
+template <int kVec>
+__device__ inline float* zeroed_warp_row(float* warp_dw, int64_t C) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t vectors = C / kVec;
+  float* dw = warp_dw + warp * C;
+  for (int64_t v = lane; v < vectors; v += 32)
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) dw[k * vectors + v] = 0;
+  return dw;
+}
+
+// After every warp has summed its rows: partial[block] = the warps' rows added in warp order.
+template <int kVec>
+__device__ inline void write_block_partial(const float* warp_dw, int64_t C, float* partial) {
+  __syncthreads();
+  const int warps = blockDim.x / 32;
+  const int64_t vectors = C / kVec;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    const int64_t at = c % kVec * vectors + c / kVec;
+    float sum = 0;
+    for (int j = 0; j < warps; ++j) sum += warp_dw[j * C + at];
+    partial[int64_t{blockIdx.x} * C + c] = sum;
+  }
+}
+
 // With r = rstd and y = x r w: dx = r (w dy - x r^2 mean(w dy x)), and dweight = sum over tokens of
 // dy x r. Block b takes rows [b R, (b + 1) R) with R = warps * kRowsPerWarp, warp j its rows j, j + warps,
 // ...; each warp sums dy x r of its rows in row order into its own shared row (every lane owns its
 // columns, so no races), and the block adds the warps' rows in warp order into partial[b]: dweight
-// comes out of the same pass over dy and x as dx, in a fixed order. A shared row keeps column v kVec + k
-// at k (C / kVec) + v, so a warp's lanes touch consecutive words (no bank conflicts).
+// comes out of the same pass over dy and x as dx, in a fixed order.
 template <class T, class W, int kVec>
 __global__ void backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const W* __restrict__ w,
                                 const float* __restrict__ rstd, T* __restrict__ dx,
@@ -64,10 +90,7 @@ __global__ void backward_kernel(const T* __restrict__ dy, const T* __restrict__ 
   extern __shared__ float warp_dw[];
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t vectors = C / kVec;
-  float* dw = warp_dw + warp * C;
-  for (int64_t v = lane; v < vectors; v += 32)
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) dw[k * vectors + v] = 0;
+  float* dw = zeroed_warp_row<kVec>(warp_dw, C);
   const int64_t t0 = int64_t{blockIdx.x} * warps * kRowsPerWarp;
   const int64_t t1 = min(t0 + int64_t{warps} * kRowsPerWarp, T_);
   for (int64_t t = t0 + warp; t < t1; t += warps) {
@@ -95,13 +118,7 @@ __global__ void backward_kernel(const T* __restrict__ dy, const T* __restrict__ 
       store_floats<kVec>(dx + t * C + v * kVec, out);
     }
   }
-  __syncthreads();
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-    const int64_t at = c % kVec * vectors + c / kVec;
-    float sum = 0;
-    for (int j = 0; j < warps; ++j) sum += warp_dw[j * C + at];
-    partial[int64_t{blockIdx.x} * C + c] = sum;
-  }
+  write_block_partial<kVec>(warp_dw, C, partial);
 }
 
 // The backward for rows of at most 32 kPerLane vectors (C <= 2048 in bf16): as the kernel above, but each
@@ -117,10 +134,7 @@ __global__ void __launch_bounds__(kRegisterRowsThreads)
   extern __shared__ float warp_dw[];
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int vectors = static_cast<int>(C / kVec);
-  float* dw = warp_dw + warp * C;
-  for (int v = lane; v < vectors; v += 32)
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) dw[k * vectors + v] = 0;
+  float* dw = zeroed_warp_row<kVec>(warp_dw, C);
   const int64_t t0 = int64_t{blockIdx.x} * warps * kRegisterRowsPerWarp;
   const int64_t t1 = min(t0 + int64_t{warps} * kRegisterRowsPerWarp, T_);
   for (int64_t t = t0 + warp; t < t1; t += warps) {
@@ -155,13 +169,7 @@ __global__ void __launch_bounds__(kRegisterRowsThreads)
         store_floats<kVec>(dx + t * C + v * kVec, out);
       }
   }
-  __syncthreads();
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-    const int64_t at = c % kVec * vectors + c / kVec;
-    float sum = 0;
-    for (int j = 0; j < warps; ++j) sum += warp_dw[j * C + at];
-    partial[int64_t{blockIdx.x} * C + c] = sum;
-  }
+  write_block_partial<kVec>(warp_dw, C, partial);
 }
 
 // dweight[c] (=|+=) the sum of partial[p][c] over p: thread row j of the block sums partials j, j + 16,

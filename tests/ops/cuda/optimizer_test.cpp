@@ -35,42 +35,6 @@ Tensors make(const std::vector<int64_t>& sizes, uint64_t seed, double lo, double
   return t;
 }
 
-TEST(CudaAdamW, MatchesCpuOverManyTensors) {
-  SKIP_WITHOUT_GPU();
-  const std::vector<int64_t> sizes = tensor_sizes();
-  Tensors p = make(sizes, 100, -1, 1), g = make(sizes, 200, -1, 1), m = make(sizes, 300, -0.1, 0.1),
-          v = make(sizes, 400, 0, 0.01);
-  // The cpu reference runs in f32 too: the update's float arithmetic is what is compared.
-  std::vector<std::vector<float>> hp, hg, hm, hv;
-  std::vector<AdamWTensor> cpu, gpu;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    hp.emplace_back(p.host[i].begin(), p.host[i].end());
-    hg.emplace_back(g.host[i].begin(), g.host[i].end());
-    hm.emplace_back(m.host[i].begin(), m.host[i].end());
-    hv.emplace_back(v.host[i].begin(), v.host[i].end());
-  }
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    const int64_t n = sizes[i];
-    const bool decay = i % 3 != 0;
-    cpu.push_back({view(hp[i], {n}), view(hg[i], {n}), view(hm[i], {n}), view(hv[i], {n}), decay});
-    gpu.push_back({p.device[i].t, g.device[i].t, m.device[i].t, v.device[i].t, decay});
-  }
-  const AdamWConfig config{3e-3, 0.9, 0.95, 1e-8, 0.1};
-  for (int64_t step : {1, 2, 1000}) {
-    adamw_step(cpu, config, step);
-    adamw_step(gpu, config, step);
-  }
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    SCOPED_TRACE(fmt::format("tensor {} of {} elements", i, sizes[i]));
-    const auto as_double = [](const std::vector<float>& f) {
-      return std::vector<double>(f.begin(), f.end());
-    };
-    EXPECT_CLOSE(p.device[i].t, as_double(hp[i]), tolerance(DType::f32));
-    EXPECT_CLOSE(m.device[i].t, as_double(hm[i]), tolerance(DType::f32));
-    EXPECT_CLOSE(v.device[i].t, as_double(hv[i]), tolerance(DType::f32));
-  }
-}
-
 // One buffer of an AdamW tensor on both sides: host bytes, and a device copy followed by a guard of
 // poisoned bytes (0xFF) that the kernels must leave alone (partial blocks end exactly at the tensor's end).
 struct Mirrored {
@@ -203,57 +167,65 @@ TEST(CudaAdamW, CodedMomentsAndBf16ParamsMatchCpuBitForBit) {
 }
 
 // The f32 kernel (f32 moments beside f32 parameters, its own float arithmetic, vectors of 4 where aligned)
-// with the gradients scaled and a working copy: the state as the cpu op's, scaled alike (a third of the
-// steps' movement comes from a scale of 0.37), and the working copy exactly the cast of the GPU's updated
-// parameters, every element written (it starts NaN), aligned for 8-byte stores or not, nothing past it.
-TEST(CudaAdamW, F32KernelScalesGradientsAndWritesTheWorkingCopy) {
+// against the cpu op, as the step after the backward runs it (gradients unscaled, no working copy) and as
+// the trainer's folded step does (gradients scaled by 0.37, a third of the steps' movement, and a working
+// copy): the state as the cpu op's, and the working copy exactly the cast of the GPU's updated parameters,
+// every element written (it starts NaN), aligned for 8-byte stores or not, nothing past it.
+TEST(CudaAdamW, F32KernelMatchesCpuWithScaledGradientsAndAWorkingCopy) {
   SKIP_WITHOUT_GPU();
   const std::vector<int64_t> sizes = tensor_sizes();
-  Tensors p = make(sizes, 100, -1, 1), g = make(sizes, 200, -1, 1), m = make(sizes, 300, -0.1, 0.1),
-          v = make(sizes, 400, 0, 0.01);
-  std::vector<std::vector<float>> hp, hg, hm, hv;
-  std::vector<Mirrored> working;
-  working.reserve(sizes.size());
-  std::vector<AdamWTensor> cpu, gpu;
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    hp.emplace_back(p.host[i].begin(), p.host[i].end());
-    hg.emplace_back(g.host[i].begin(), g.host[i].end());
-    hm.emplace_back(m.host[i].begin(), m.host[i].end());
-    hv.emplace_back(v.host[i].begin(), v.host[i].end());
-  }
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    const int64_t n = sizes[i];
-    const bool decay = i % 3 != 0;
-    working.push_back(poisoned_working(n, static_cast<int64_t>(i % 2)));
-    cpu.push_back({view(hp[i], {n}), view(hg[i], {n}), view(hm[i], {n}), view(hv[i], {n}), decay});
-    gpu.push_back({p.device[i].t, g.device[i].t, m.device[i].t, v.device[i].t, decay});
-    gpu.back().working = working.back().gpu;
-  }
-  AdamWConfig config{3e-3, 0.9, 0.95, 1e-8, 0.1};
-  config.grad_scale = 0.37;
-  for (int64_t step : {1, 2, 1000}) {
-    adamw_step(cpu, config, step);
-    adamw_step(gpu, config, step);
-  }
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    SCOPED_TRACE(fmt::format("tensor {} of {} elements", i, sizes[i]));
-    const auto as_double = [](const std::vector<float>& f) {
-      return std::vector<double>(f.begin(), f.end());
-    };
-    EXPECT_CLOSE(p.device[i].t, as_double(hp[i]), tolerance(DType::f32));
-    EXPECT_CLOSE(m.device[i].t, as_double(hm[i]), tolerance(DType::f32));
-    EXPECT_CLOSE(v.device[i].t, as_double(hv[i]), tolerance(DType::f32));
-    const std::vector<unsigned char> params = download_bytes(p.device[i].t);
-    std::vector<float> updated(static_cast<size_t>(sizes[i]));
-    std::memcpy(updated.data(), params.data(), params.size());
-    std::vector<unsigned char> want(static_cast<size_t>(2 * (i % 2)), 0xFF);  // the shift before it
-    for (const float x : updated) {
-      const uint16_t bits = float_to_bf16(x);
-      want.push_back(static_cast<unsigned char>(bits & 0xFF));
-      want.push_back(static_cast<unsigned char>(bits >> 8));
+  for (const auto& [grad_scale, with_working] : {std::pair{1.0, false}, {0.37, true}}) {
+    SCOPED_TRACE(fmt::format("grad_scale {}, {} working copy", grad_scale, with_working ? "a" : "no"));
+    Tensors p = make(sizes, 100, -1, 1), g = make(sizes, 200, -1, 1), m = make(sizes, 300, -0.1, 0.1),
+            v = make(sizes, 400, 0, 0.01);
+    // The cpu reference runs in f32 too: the update's float arithmetic is what is compared.
+    std::vector<std::vector<float>> hp, hg, hm, hv;
+    std::vector<Mirrored> working;
+    working.reserve(sizes.size());
+    std::vector<AdamWTensor> cpu, gpu;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      hp.emplace_back(p.host[i].begin(), p.host[i].end());
+      hg.emplace_back(g.host[i].begin(), g.host[i].end());
+      hm.emplace_back(m.host[i].begin(), m.host[i].end());
+      hv.emplace_back(v.host[i].begin(), v.host[i].end());
     }
-    want.resize(want.size() + Mirrored::kGuard, 0xFF);
-    ASSERT_EQ(working[i].device_bytes(), want);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const int64_t n = sizes[i];
+      const bool decay = i % 3 != 0;
+      cpu.push_back({view(hp[i], {n}), view(hg[i], {n}), view(hm[i], {n}), view(hv[i], {n}), decay});
+      gpu.push_back({p.device[i].t, g.device[i].t, m.device[i].t, v.device[i].t, decay});
+      if (with_working) {
+        working.push_back(poisoned_working(n, static_cast<int64_t>(i % 2)));
+        gpu.back().working = working.back().gpu;
+      }
+    }
+    AdamWConfig config{3e-3, 0.9, 0.95, 1e-8, 0.1};
+    config.grad_scale = grad_scale;
+    for (int64_t step : {1, 2, 1000}) {
+      adamw_step(cpu, config, step);
+      adamw_step(gpu, config, step);
+    }
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      SCOPED_TRACE(fmt::format("tensor {} of {} elements", i, sizes[i]));
+      const auto as_double = [](const std::vector<float>& f) {
+        return std::vector<double>(f.begin(), f.end());
+      };
+      EXPECT_CLOSE(p.device[i].t, as_double(hp[i]), tolerance(DType::f32));
+      EXPECT_CLOSE(m.device[i].t, as_double(hm[i]), tolerance(DType::f32));
+      EXPECT_CLOSE(v.device[i].t, as_double(hv[i]), tolerance(DType::f32));
+      if (!with_working) continue;
+      const std::vector<unsigned char> params = download_bytes(p.device[i].t);
+      std::vector<float> updated(static_cast<size_t>(sizes[i]));
+      std::memcpy(updated.data(), params.data(), params.size());
+      std::vector<unsigned char> want(static_cast<size_t>(2 * (i % 2)), 0xFF);  // the shift before it
+      for (const float x : updated) {
+        const uint16_t bits = float_to_bf16(x);
+        want.push_back(static_cast<unsigned char>(bits & 0xFF));
+        want.push_back(static_cast<unsigned char>(bits >> 8));
+      }
+      want.resize(want.size() + Mirrored::kGuard, 0xFF);
+      ASSERT_EQ(working[i].device_bytes(), want);
+    }
   }
 }
 
