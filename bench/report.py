@@ -318,7 +318,7 @@ def memory_section(rep, out_dir, modes):
                     f"{r['median_mfu_pct']:.1f} | {r['peak_memory_gib']:.2f} | {fmt_num(r.get('optimizer_state_mib'), '.1f')} |")
         rep.add("")
     rows = []
-    for name in ("llama8b", "llama8b_in_backward", "llama8b_offload", "qwen7b"):
+    for name in ("llama8b", "llama8b_in_backward", "llama8b_offload", "llama8b_fast", "qwen7b"):
         log = os.path.join(out_dir, "logs", f"{name}.log")
         row = full_finetune_row(name, log) if os.path.exists(log) else None
         if row:
