@@ -431,7 +431,7 @@ std::vector<uint16_t> cast_of_masters(const DataParallelOptimizer& dp, const Ffn
 // Bit for bit: a stub world's gathered state holds other ranks' garbage, possibly NaN.
 template <class T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
 }
 bool same_bits(const ops::HostMoment& a, const ops::HostMoment& b) {
   return same_bits(a.values, b.values) && same_bits(a.codes, b.codes) && same_bits(a.absmax, b.absmax);
