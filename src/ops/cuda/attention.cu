@@ -123,7 +123,9 @@ AttentionKernel parse_attention_kernel(const char* text) {
   if (s.empty() || s == "auto") return AttentionKernel::automatic;
   if (s == "mma") return AttentionKernel::mma;
   if (s == "wgmma") return AttentionKernel::wgmma;
-  throw Error("PACKTRAIN_ATTENTION_KERNEL must be auto, mma or wgmma, got '" + s + "'");
+  if (s == "wgmma-ws") return AttentionKernel::wgmma_ws;
+  if (s == "wgmma-pp") return AttentionKernel::wgmma_pp;
+  throw Error("PACKTRAIN_ATTENTION_KERNEL must be auto, mma, wgmma, wgmma-ws or wgmma-pp, got '" + s + "'");
 }
 
 AttentionKernel& chosen_kernel() {
@@ -141,12 +143,16 @@ const char* attention_kernel_name(AttentionKernel kernel) {
       return "mma";
     case AttentionKernel::wgmma:
       return "wgmma";
+    case AttentionKernel::wgmma_ws:
+      return "wgmma-ws";
+    case AttentionKernel::wgmma_pp:
+      return "wgmma-pp";
   }
   return "?";
 }
 
 bool attention_kernel_available(AttentionKernel kernel) {
-  return kernel != AttentionKernel::wgmma || attn::forward_sm90_available();
+  return kernel == AttentionKernel::automatic || kernel == AttentionKernel::mma || attn::forward_sm90_available();
 }
 
 namespace {
@@ -174,12 +180,17 @@ AttentionKernel attention_kernel() {
 }
 
 void attention_forward(const AttentionParams& p) {
-  const bool wgmma = attention_kernel() == AttentionKernel::wgmma;
+  const AttentionKernel kernel = attention_kernel();
+  const bool wgmma = kernel != AttentionKernel::mma;
   Call c = prepare("attention_forward", p, wgmma ? attn::kSm90Rows : attn::kTile);
   const size_t order_bytes = wgmma ? sizeof(int) * static_cast<size_t>(c.args.schedule.capacity) : 0;
   run(c, order_bytes, [&](char* extra) {
     int* order = reinterpret_cast<int*>(extra);
-    if (wgmma)
+    if (kernel == AttentionKernel::wgmma_ws || kernel == AttentionKernel::wgmma_pp) {
+      const bool pingpong = kernel == AttentionKernel::wgmma_pp;
+      c.head_dim == 64 ? attn::launch_forward_ws<64>(c.args, pingpong, order, nullptr)
+                       : attn::launch_forward_ws<128>(c.args, pingpong, order, nullptr);
+    } else if (wgmma)
       c.head_dim == 64 ? attn::launch_forward_sm90<64>(c.args, order, nullptr)
                        : attn::launch_forward_sm90<128>(c.args, order, nullptr);
     else
@@ -189,7 +200,7 @@ void attention_forward(const AttentionParams& p) {
 }
 
 void attention_backward(const AttentionParams& p, const AttentionGrads& g) {
-  const bool wgmma = attention_kernel() == AttentionKernel::wgmma;
+  const bool wgmma = attention_kernel() != AttentionKernel::mma;
   Call c = prepare("attention_backward", p);
   attn::Args& a = c.args;
   a.dout = static_cast<const __nv_bfloat16*>(g.dout.data);

@@ -15,6 +15,7 @@
 // first query attends; without one key_begin is 0. Bidirectional (!kCausal), the steps run over all of the
 // segment's real keys, and only the last one masks (keys past them).
 #include <cmath>
+#include <type_traits>
 
 #include "ops/cuda/attention_kernels.h"
 #include "ops/cuda/attention_order.cuh"
@@ -44,29 +45,44 @@ using namespace sm90;
 constexpr float kLog2e = 1.4426950408889634f;
 
 // A tile of pads only (row0 >= real): out rows zero and lse 0, as the mma.sync kernel writes them.
-template <int D>
+template <int D, int kBlockThreads>
 __device__ void write_pad_tile(const Args& a, int64_t start, int row0, int rows, int head) {
   constexpr int kChunks = D / 8;
-  for (int c = static_cast<int>(threadIdx.x); c < rows * kChunks; c += kThreads) {
+  for (int c = static_cast<int>(threadIdx.x); c < rows * kChunks; c += kBlockThreads) {
     const int64_t token = start + row0 + c / kChunks;
     *reinterpret_cast<uint4*>(a.out + (token * a.H + head) * D + (c % kChunks) * 8) = make_uint4(0, 0, 0, 0);
   }
-  for (int r = static_cast<int>(threadIdx.x); r < rows; r += kThreads)
+  for (int r = static_cast<int>(threadIdx.x); r < rows; r += kBlockThreads)
     a.lse[static_cast<int64_t>(head) * a.T + start + row0 + r] = 0.0f;
 }
 
-// Step j's online softmax in place: masks the scores (causal, segment end, window), updates the running max
-// and sum per row, and leaves in s the probabilities and in rescale the factor by which o, which holds the
-// steps before j, must be multiplied before P V of step j accumulates into it. s[4 i + e] is row
-// thread_row0 + 8 (e / 2), key key0 + 8 i + 2 t + e % 2.
+// Whether step j's scores, keys key0 .. key0 + kBlockN - 1 against the warpgroup's rows wg_row0 ..
+// wg_row0 + 63, meet the diagonal, the segment's end, or the window's lower edge (key <= row - window for the
+// last row and key key0): only then does a key of the step need masking.
 template <bool kWindowed, bool kCausal>
-__device__ inline void online_softmax(float (&s)[64], int key0, int real, int window, int wg_row0,
-                                      int thread_row0, int t, float scale_log2, float (&row_max)[2],
-                                      float (&row_sum)[2], float (&rescale)[2]) {
-  // The diagonal, the segment's end, or the window's lower edge: key <= row - window for the warpgroup's
-  // last row wg_row0 + 63 and key key0.
-  if ((kCausal && key0 + kBlockN - 1 > wg_row0) || key0 + kBlockN > real ||
-      (kWindowed && key0 + window < wg_row0 + 64)) {
+__device__ inline bool step_needs_mask(int key0, int real, int window, int wg_row0) {
+  return (kCausal && key0 + kBlockN - 1 > wg_row0) || key0 + kBlockN > real ||
+         (kWindowed && key0 + window < wg_row0 + 64);
+}
+
+// 2^x by the multi-function unit alone: exp2f's denormal path costs three more instructions per score, and
+// probabilities below 2^-126 may as well be 0.
+__device__ inline float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Step j's online softmax in place: masks the scores when kMask (causal, segment end, window), updates the
+// running max and sum per row, and leaves in s the probabilities and in rescale the factor by which o,
+// which holds the steps before j, must be multiplied before P V of step j accumulates into it. s[4 i + e]
+// is row thread_row0 + 8 (e / 2), key key0 + 8 i + 2 t + e % 2. Without kMask the code has no branch, so
+// that ptxas keeps a wgmma in flight across it.
+template <bool kWindowed, bool kCausal, bool kMask>
+__device__ inline void online_softmax(float (&s)[64], int key0, int real, int window, int thread_row0, int t,
+                                      float scale_log2, float (&row_max)[2], float (&row_sum)[2],
+                                      float (&rescale)[2]) {
+  if constexpr (kMask) {
 #pragma unroll
     for (int i = 0; i < kBlockN / 8; ++i)
 #pragma unroll
@@ -87,18 +103,31 @@ __device__ inline void online_softmax(float (&s)[64], int key0, int real, int wi
     // sees key 0 in step 0; with one, a row whose window starts past step j's keys stays at -inf until a
     // later step, at the latest the last, which holds the row's own key.
     const float base = m == -INFINITY ? 0.0f : m * scale_log2;
-    rescale[h] = exp2f(row_max[h] * scale_log2 - base);
+    rescale[h] = exp2_ftz(row_max[h] * scale_log2 - base);
     row_max[h] = m;
     float sum = 0.0f;
 #pragma unroll
     for (int i = 0; i < kBlockN / 8; ++i)
 #pragma unroll
       for (int e = 2 * h; e < 2 * h + 2; ++e) {
-        s[4 * i + e] = exp2f(fmaf(s[4 * i + e], scale_log2, -base));
+        s[4 * i + e] = exp2_ftz(fmaf(s[4 * i + e], scale_log2, -base));
         sum += s[4 * i + e];
       }
     row_sum[h] = row_sum[h] * rescale[h] + sum;
   }
+}
+
+// online_softmax with the mask decided at run time.
+template <bool kWindowed, bool kCausal>
+__device__ inline void online_softmax_any(float (&s)[64], int key0, int real, int window, int wg_row0,
+                                          int thread_row0, int t, float scale_log2, float (&row_max)[2],
+                                          float (&row_sum)[2], float (&rescale)[2]) {
+  if (step_needs_mask<kWindowed, kCausal>(key0, real, window, wg_row0))
+    online_softmax<kWindowed, kCausal, true>(s, key0, real, window, thread_row0, t, scale_log2, row_max, row_sum,
+                                             rescale);
+  else
+    online_softmax<kWindowed, kCausal, false>(s, key0, real, window, thread_row0, t, scale_log2, row_max,
+                                              row_sum, rescale);
 }
 
 template <int D>
@@ -107,6 +136,31 @@ __device__ inline void rescale_rows(float (&o)[D / 2], const float (&rescale)[2]
   for (int n = 0; n < D / 8; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[4 * n + e] *= rescale[e / 2];
+}
+
+// The end of a warpgroup's rows: O = o / row_sum (pad rows zero) and lse. O leaves through the warpgroup's
+// own 64 rows of the Q tile sq, which only its own S products (all complete) read. wg: the consumer
+// warpgroup (0 or 1); tid: the thread's index within the consumer warpgroups.
+template <int D>
+__device__ inline void finish_rows(const Args& a, float (&o)[D / 2], const float (&row_max)[2], float (&row_sum)[2],
+                                   uint32_t sq, int wg, int thread_row0, int64_t start, int wg_row0, int real,
+                                   int len, int head, int tid) {
+  const int t = tid % 4;
+  float inv[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    row_sum[h] = quad_sum(row_sum[h]);
+    const int row = thread_row0 + 8 * h;
+    const bool keep = row < real;
+    inv[h] = keep && row_sum[h] > 0.0f ? 1.0f / row_sum[h] : 0.0f;
+    // Natural-log units: row_sum = sum exp2((s - max) scale log2e) = sum exp((s - max) scale).
+    if (t == 0 && row < len)  // past the segment: another segment's tokens
+      a.lse[static_cast<int64_t>(head) * a.T + start + row] =
+          keep ? row_max[h] * a.scale + logf(row_sum[h]) : 0.0f;
+  }
+  stage_accumulator<D>(sq, kSm90Rows, 64 * wg, o, inv, tid);
+  warpgroup_barrier(wg);
+  copy_rows_out<D>(sq, kSm90Rows, 64 * wg, a.out, start + wg_row0, min(len - wg_row0, 64), a.H, head, tid);
 }
 #endif  // PT_SM90A
 
@@ -123,7 +177,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
   const int real = seg.y, len = seg.z, row0 = seg.w;
   const int head = static_cast<int>(blockIdx.y), kv_head = head / (a.H / a.Hkv);
   if (row0 >= real) {
-    write_pad_tile<D>(a, start, row0, min(kSm90Rows, len - row0), head);
+    write_pad_tile<D, kThreads>(a, start, row0, min(kSm90Rows, len - row0), head);
     return;
   }
 
@@ -186,7 +240,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
   issue_s(s, 0);
   wgmma_wait<0>();
   pin(s);
-  online_softmax<kWindowed, kCausal>(s, key_begin, real, a.window, wg_row0, thread_row0, t, scale_log2,
+  online_softmax_any<kWindowed, kCausal>(s, key_begin, real, a.window, wg_row0, thread_row0, t, scale_log2,
                                      row_max, row_sum, rescale);
   to_a_fragments(s, p);
 
@@ -207,7 +261,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
     issue_pv(o, p, j - 1);
     wgmma_wait<1>();  // S(j) is done; P V of step j - 1 runs on during the softmax
     pin(s);
-    online_softmax<kWindowed, kCausal>(s, key_begin + j * kBlockN, real, a.window, wg_row0, thread_row0, t,
+    online_softmax_any<kWindowed, kCausal>(s, key_begin + j * kBlockN, real, a.window, wg_row0, thread_row0, t,
                                        scale_log2, row_max, row_sum, rescale);
     // p is rewritten next. ptxas schedules this wait right after the masking, above the max and the
     // exponentials: only the masking overlaps P V; the rest of the gain is S(j) and P V(j - 1) issued
@@ -226,25 +280,214 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
   wgmma_wait<0>();
   pin(o);
 
-  // O = o / row_sum, pad rows zero. It leaves through the warpgroup's own Q rows, which only its own S
-  // products (all complete) read.
-  float inv[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    row_sum[h] = quad_sum(row_sum[h]);
-    const int row = thread_row0 + 8 * h;
-    const bool keep = row < real;
-    inv[h] = keep && row_sum[h] > 0.0f ? 1.0f / row_sum[h] : 0.0f;
-    // Natural-log units: row_sum = sum exp2((s - max) scale log2e) = sum exp((s - max) scale).
-    if (t == 0 && row < len)  // past the segment: another segment's tokens
-      a.lse[static_cast<int64_t>(head) * a.T + start + row] =
-          keep ? row_max[h] * a.scale + logf(row_sum[h]) : 0.0f;
-  }
-  stage_accumulator<D>(sq, kSm90Rows, 64 * wg, o, inv, static_cast<int>(threadIdx.x));
-  warpgroup_barrier(wg);
-  copy_rows_out<D>(sq, kSm90Rows, 64 * wg, a.out, start + wg_row0, min(len - wg_row0, 64), a.H, head,
-                   static_cast<int>(threadIdx.x));
+  finish_rows<D>(a, o, row_max, row_sum, sq, wg, thread_row0, start, wg_row0, real, len, head,
+                 static_cast<int>(threadIdx.x));
 #endif  // PT_SM90A: other targets hold an empty kernel that forward_sm90_available() never selects
+}
+
+
+#if PT_SM90A
+// The producer's copy of rows [row0, row0 + kRows) of one head into a swizzled tile (load_tile's layout and
+// zero rows at or past `limit`), by one warpgroup (tid 0..127) in as few registers as it can: each thread
+// keeps one 16-byte chunk column, and its rows, kPass apart, share their swizzle (kPass is a multiple of
+// 8), so each pass only steps both addresses.
+template <int D, int kRows>
+__device__ inline void producer_load(uint32_t tile, const __nv_bfloat16* src, int64_t start, int row0, int limit,
+                                     int heads, int head, int tid) {
+  constexpr int kChunks = D / 8, kPass = 128 / kChunks;
+  static_assert(kPass % 8 == 0 && kRows % kPass == 0);
+  const int chunk = tid % kChunks, r = tid / kChunks;
+  uint32_t dst = tile + swizzled_offset(r, chunk, kRows);
+  const __nv_bfloat16* first = src + (start * heads + head) * D + chunk * 8;  // row 0: always valid
+  const __nv_bfloat16* at = first + static_cast<int64_t>(row0 + r) * heads * D;
+  const int64_t step = static_cast<int64_t>(kPass) * heads * D;
+#pragma unroll 4
+  for (int row = row0 + r; row < row0 + kRows; row += kPass, dst += kPass * 128, at += step) {
+    const bool real = row < limit;
+    cp_async_16(dst, real ? at : first, real ? 16 : 0);
+  }
+}
+#endif  // PT_SM90A
+
+// The warp-specialized forward (kernel lab: "wgmma-ws"). Same tiles, masks and softmax as
+// forward_kernel_sm90, but three warpgroups: a producer (warpgroup 0, 24 registers a thread) copies Q and
+// then K(j), V(j) into a ring of kStages stages with cp.async, each copy completing a "full" mbarrier; two
+// consumer warpgroups (240 registers) run the MMAs and the softmax on query rows 64 (wg - 1) on and release
+// each K or V stage on an "empty" mbarrier as soon as their MMAs have read it. No CTA-wide barrier inside
+// the loop: the consumers drift apart, and neither issues a load.
+constexpr int kStages = 2;
+constexpr int kWsThreads = 384;
+
+// The Q tile, kStages stages of {K tile, V tile}, 1 + 4 kStages mbarriers, plus slack to align the base.
+template <int D>
+constexpr int ws_smem_bytes() {
+  return 1024 + tile_bytes<D>(kSm90Rows) + kStages * 2 * tile_bytes<D>(kBlockN) + (1 + 4 * kStages) * 8;
+}
+
+// kPingpong: the consumers take turns to issue their MMAs (named barriers 3 and 4, FA3's inter-warpgroup
+// overlap), so that one's softmax runs while the other's MMAs hold the tensor cores.
+template <int D, bool kWindowed, bool kCausal, bool kPingpong>
+__global__ void __launch_bounds__(kWsThreads, 1) forward_kernel_ws(const Args a, const int* order) {
+  static_assert(kCausal || !kWindowed, "a sliding window is causal");
+#if PT_SM90A
+  if (static_cast<int>(blockIdx.x) >= *a.schedule.count) return;
+  const int4 seg = a.schedule.items[order[blockIdx.x]];  // {start, real, len, row0}
+  const int64_t start = seg.x;
+  const int real = seg.y, len = seg.z, row0 = seg.w;
+  const int head = static_cast<int>(blockIdx.y), kv_head = head / (a.H / a.Hkv);
+  if (row0 >= real) {
+    write_pad_tile<D, kWsThreads>(a, start, row0, min(kSm90Rows, len - row0), head);
+    return;
+  }
+
+  extern __shared__ unsigned char smem_raw[];
+  constexpr uint32_t kQBytes = tile_bytes<D>(kSm90Rows), kKVBytes = tile_bytes<D>(kBlockN);
+  const uint32_t sq = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  const auto sk = [&](int stage) { return sq + kQBytes + static_cast<uint32_t>(stage) * 2 * kKVBytes; };
+  const auto sv = [&](int stage) { return sk(stage) + kKVBytes; };
+  // Barriers: Q full, then per stage K full, V full, K empty, V empty.
+  const uint32_t bars = sk(kStages);
+  const uint32_t q_full = bars;
+  const auto k_full = [&](int stage) { return bars + 8 * (1 + stage); };
+  const auto v_full = [&](int stage) { return bars + 8 * (1 + kStages + stage); };
+  const auto k_empty = [&](int stage) { return bars + 8 * (1 + 2 * kStages + stage); };
+  const auto v_empty = [&](int stage) { return bars + 8 * (1 + 3 * kStages + stage); };
+
+  const int key_end = kCausal ? min(real, row0 + kSm90Rows) : real;
+  const int key_begin = kWindowed ? window_key_begin(row0, a.window, kBlockN) : 0;
+  const int steps = (key_end - key_begin + kBlockN - 1) / kBlockN;
+
+  if (threadIdx.x == 0) {
+    mbarrier_init(q_full, 128);
+    for (int stage = 0; stage < kStages; ++stage) {
+      mbarrier_init(k_full(stage), 128);  // every producer thread's copies
+      mbarrier_init(v_full(stage), 128);
+      mbarrier_init(k_empty(stage), 2);  // one arrival per consumer warpgroup
+      mbarrier_init(v_empty(stage), 2);
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+
+  const int wg = static_cast<int>(threadIdx.x) / 128;
+  if (wg == 0) {  // the producer: Q, then K(j) and V(j) into stage j % kStages once the consumers freed it
+    setmaxnreg_dec<24>();
+    const int tid = static_cast<int>(threadIdx.x);
+    producer_load<D, kSm90Rows>(sq, a.q, start, row0, real, a.H, head, tid);
+    cp_async_mbarrier_arrive(q_full);
+    for (int j = 0; j < steps; ++j) {
+      const int stage = j % kStages, key0 = key_begin + j * kBlockN;
+      const uint32_t parity = (j / kStages + 1) & 1;  // the previous use's release
+      if (j >= kStages) mbarrier_wait(k_empty(stage), parity);
+      producer_load<D, kBlockN>(sk(stage), a.k, start, key0, real, a.Hkv, kv_head, tid);
+      cp_async_mbarrier_arrive(k_full(stage));
+      if (j >= kStages) mbarrier_wait(v_empty(stage), parity);
+      producer_load<D, kBlockN>(sv(stage), a.v, start, key0, real, a.Hkv, kv_head, tid);
+      cp_async_mbarrier_arrive(v_full(stage));
+    }
+    cp_async_wait_all();  // no copy outlives its thread
+    return;
+  }
+  setmaxnreg_inc<240>();
+
+  const int c = wg - 1, tid = static_cast<int>(threadIdx.x) - 128;  // consumer warpgroup, its thread index
+  const int warp = tid / 32 % 4, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int wg_row0 = row0 + 64 * c;
+  const int thread_row0 = wg_row0 + 16 * warp + g;
+  const float scale_log2 = a.scale * kLog2e;
+  // cp.async writes through the generic proxy and wgmma reads through the async one: after seeing a full
+  // barrier complete, each consumer thread fences before its MMAs read the stage.
+  const auto wait_full = [&](uint32_t bar, int j) {
+    mbarrier_wait(bar, static_cast<uint32_t>(j / kStages) & 1);
+    fence_proxy_async();
+  };
+  const auto release = [&](uint32_t bar) {
+    if (tid % 128 == 0) mbarrier_arrive(bar);
+  };
+  // Turns: consumer c waits on barrier 3 + c (its 128 threads with the other's 128 arrivals) before it
+  // issues, and arrives on the other's after. Consumer 1 lets consumer 0 go first and skips its last
+  // arrival, which no turn would wait for.
+  const auto take_turn = [&] {
+    if constexpr (kPingpong) asm volatile("bar.sync %0, 256;\n" ::"r"(3 + c) : "memory");
+  };
+  const auto pass_turn = [&] {
+    if constexpr (kPingpong) asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - c) : "memory");
+  };
+  if (c == 1) pass_turn();
+  const auto issue_s = [&](float(&s)[64], int stage) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      wgmma_m64nNk16_ss<128>(s, desc_k_major(sq, kSm90Rows, 64 * c, kk), desc_k_major(sk(stage), kBlockN, 0, kk),
+                             kk > 0);
+    wgmma_commit();
+  };
+  const auto issue_pv = [&](float(&o)[D / 2], uint32_t(&p)[kBlockN / 16][4], int stage) {
+    pin(o);
+    pin(p);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) wgmma_m64nNk16_rs<D>(o, p[kk], desc_mn_major(sv(stage), kBlockN, kk));
+    wgmma_commit();
+  };
+
+  float o[D / 2], s[64], row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f}, rescale[2];
+  uint32_t p[kBlockN / 16][4];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+  mbarrier_wait(q_full, 0);
+  wait_full(k_full(0), 0);
+  take_turn();
+  issue_s(s, 0);
+  pass_turn();
+  wgmma_wait<0>();
+  pin(s);
+  release(k_empty(0));
+  online_softmax_any<kWindowed, kCausal>(s, key_begin, real, a.window, wg_row0, thread_row0, t, scale_log2,
+                                         row_max, row_sum, rescale);
+  to_a_fragments(s, p);
+
+  // Step j >= 1: S(j) and P V of step j - 1 issued back to back, step j's softmax under P V (FA3's
+  // intra-warpgroup overlap). Each body is built with and without masking and holds no branch: ptxas waits
+  // for every wgmma in flight where control flow merges.
+  const auto step = [&](int j, auto mask) {
+    const int ks = j % kStages, vs = (j - 1) % kStages;
+    wait_full(k_full(ks), j);
+    wait_full(v_full(vs), j - 1);
+    rescale_rows<D>(o, rescale);
+    take_turn();
+    issue_s(s, ks);
+    issue_pv(o, p, vs);
+    pass_turn();
+    wgmma_wait<1>();  // S(j) is done
+    pin(s);
+    release(k_empty(ks));
+    online_softmax<kWindowed, kCausal, decltype(mask)::value>(s, key_begin + j * kBlockN, real, a.window,
+                                                              thread_row0, t, scale_log2, row_max, row_sum,
+                                                              rescale);
+    pin(s);  // the exponentials before the wait: they run under P V
+    wgmma_wait<0>();
+    pin(o);
+    pin(p);
+    release(v_empty(vs));
+    to_a_fragments(s, p);
+  };
+  for (int j = 1; j < steps; ++j) {
+    if (step_needs_mask<kWindowed, kCausal>(key_begin + j * kBlockN, real, a.window, wg_row0))
+      step(j, std::true_type{});
+    else
+      step(j, std::false_type{});
+  }
+
+  wait_full(v_full((steps - 1) % kStages), steps - 1);
+  rescale_rows<D>(o, rescale);
+  take_turn();
+  issue_pv(o, p, (steps - 1) % kStages);
+  if (c == 0) pass_turn();
+  wgmma_wait<0>();
+  pin(o);
+  finish_rows<D>(a, o, row_max, row_sum, sq, c, thread_row0, start, wg_row0, real, len, head, tid);
+#endif  // PT_SM90A
 }
 
 // The blocks' order: every schedule item, by decreasing number of key steps (with a window, those from
@@ -303,5 +546,33 @@ void launch_forward_sm90(const Args& a, int* order, cudaStream_t stream) {
 
 template void launch_forward_sm90<64>(const Args&, int*, cudaStream_t);
 template void launch_forward_sm90<128>(const Args&, int*, cudaStream_t);
+
+namespace {
+
+template <int D, bool kWindowed, bool kCausal, bool kPingpong>
+void launch_forward_kernel_ws(const Args& a, const int* order, cudaStream_t stream) {
+  constexpr int kSmem = ws_smem_bytes<D>();
+  const auto kernel = forward_kernel_ws<D, kWindowed, kCausal, kPingpong>;
+  static const cudaError_t configured =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  (void)configured;  // a failure resurfaces as the launch error, which the caller checks
+  kernel<<<dim3(a.schedule.capacity, a.H), kWsThreads, kSmem, stream>>>(a, order);
+}
+
+}  // namespace
+
+template <int D>
+void launch_forward_ws(const Args& a, bool pingpong, int* order, cudaStream_t stream) {
+  order_kernel<<<1, kOrderThreads, 0, stream>>>(a, order);
+  with_mask(a, [&](auto windowed, auto causal) {
+    if (pingpong)
+      launch_forward_kernel_ws<D, decltype(windowed)::value, decltype(causal)::value, true>(a, order, stream);
+    else
+      launch_forward_kernel_ws<D, decltype(windowed)::value, decltype(causal)::value, false>(a, order, stream);
+  });
+}
+
+template void launch_forward_ws<64>(const Args&, bool, int*, cudaStream_t);
+template void launch_forward_ws<128>(const Args&, bool, int*, cudaStream_t);
 
 }  // namespace pt::ops::cuda::attn

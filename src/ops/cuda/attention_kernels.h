@@ -80,6 +80,10 @@ bool forward_sm90_available();
 // order: scratch for schedule.capacity ints (the blocks' order, longest work first).
 template <int D>
 void launch_forward_sm90(const Args& a, int* order, cudaStream_t stream);
+// Kernel lab: the warp-specialized variant (a cp.async producer warpgroup, mbarrier-paced consumers), with
+// the consumers' MMAs taking turns (pingpong) or not.
+template <int D>
+void launch_forward_ws(const Args& a, bool pingpong, int* order, cudaStream_t stream);
 
 // Keys per block of the backward, and queries per step. Its work list holds the schedule items that start
 // such a key tile, at most min(schedule capacity, (T + S (kBackwardKeys-1)) / kBackwardKeys) of them,

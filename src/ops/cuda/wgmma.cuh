@@ -60,6 +60,48 @@ __device__ inline void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
+// mbarriers (PTX "Parallel Synchronization and Communication Instructions: mbarrier") for warp-specialized
+// kernels: a producer's cp.async copies complete a phase by themselves (cp.async.mbarrier.arrive.noinc: the
+// barrier's count includes one arrival per producer thread), consumers arrive once per warpgroup when their
+// MMAs have read a stage. A phase of parity P has completed when mbarrier_wait(bar, P) returns.
+__device__ inline void mbarrier_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// Makes the initialized barriers visible to the other threads' and the async proxy's barrier operations
+// (a __syncthreads follows).
+__device__ inline void mbarrier_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ inline void mbarrier_arrive(uint32_t bar) {
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+// Arrives on bar when every cp.async this thread issued so far has landed.
+__device__ inline void cp_async_mbarrier_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ inline void mbarrier_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "retry:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra retry;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// Warp specialization: a producer warpgroup gives registers back (setmaxnreg.dec) so that the consumer
+// warpgroups can take more (setmaxnreg.inc) than the launch's even share; each executed by a whole
+// warpgroup.
+template <int kRegisters>
+__device__ inline void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+template <int kRegisters>
+__device__ inline void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+
 // cp.async and plain stores write shared memory through the generic proxy; wgmma reads it through the async
 // proxy. Writers fence (fence.proxy.async), then a barrier hands the tile to the MMA warpgroups. The reverse
 // direction (refilling a stage after wgmma read it) needs no proxy fence: wgmma.wait_group returns once the
