@@ -38,13 +38,12 @@ using namespace pt;
 using namespace pt::ops;
 
 #ifdef PACKTRAIN_CUDA
-// Selects the forward kernel by name ("auto", "mma", "wgmma", "wgmma-ws", "wgmma-pp"); throws pt::Error where it cannot run.
+// Selects the forward kernel by name ("auto", "mma", "wgmma"); throws pt::Error where it cannot run.
 void use_kernel(const std::string& name) {
   using cuda::AttentionKernel;
   cuda::set_attention_kernel(name == "mma"        ? AttentionKernel::mma
                              : name == "wgmma"    ? AttentionKernel::wgmma
                              : name == "wgmma-ws" ? AttentionKernel::wgmma_ws
-                             : name == "wgmma-pp" ? AttentionKernel::wgmma_pp
                                                   : AttentionKernel::automatic);
 }
 std::string kernel_in_use() { return cuda::attention_kernel_name(cuda::attention_kernel()); }
@@ -112,9 +111,9 @@ int main(int argc, char** argv) {
   std::string lengths_out;
   app.add_option("--lengths-out", lengths_out, "write the SFT-like lengths here, one per line");
   std::vector<std::string> kernels = {"auto"};
-  app.add_option("--kernels", kernels, "forward kernels to measure: auto, mma, wgmma, wgmma-ws, wgmma-pp")
+  app.add_option("--kernels", kernels, "forward kernels to measure: auto, mma, wgmma")
       ->delimiter(',')
-      ->check(CLI::IsMember({"auto", "mma", "wgmma", "wgmma-ws", "wgmma-pp"}));
+      ->check(CLI::IsMember({"auto", "mma", "wgmma", "wgmma-ws"}));
   CLI11_PARSE(app, argc, argv);
   if (cuda_device_count() == 0) {
     fmt::print("bench_attention: no CUDA GPU in this {} build; nothing to measure\n",

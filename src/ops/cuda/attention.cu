@@ -124,8 +124,7 @@ AttentionKernel parse_attention_kernel(const char* text) {
   if (s == "mma") return AttentionKernel::mma;
   if (s == "wgmma") return AttentionKernel::wgmma;
   if (s == "wgmma-ws") return AttentionKernel::wgmma_ws;
-  if (s == "wgmma-pp") return AttentionKernel::wgmma_pp;
-  throw Error("PACKTRAIN_ATTENTION_KERNEL must be auto, mma, wgmma, wgmma-ws or wgmma-pp, got '" + s + "'");
+  throw Error("PACKTRAIN_ATTENTION_KERNEL must be auto, mma, wgmma or wgmma-ws, got '" + s + "'");
 }
 
 AttentionKernel& chosen_kernel() {
@@ -145,8 +144,6 @@ const char* attention_kernel_name(AttentionKernel kernel) {
       return "wgmma";
     case AttentionKernel::wgmma_ws:
       return "wgmma-ws";
-    case AttentionKernel::wgmma_pp:
-      return "wgmma-pp";
   }
   return "?";
 }
@@ -180,17 +177,12 @@ AttentionKernel attention_kernel() {
 }
 
 void attention_forward(const AttentionParams& p) {
-  const AttentionKernel kernel = attention_kernel();
-  const bool wgmma = kernel != AttentionKernel::mma;
+  const bool wgmma = attention_kernel() != AttentionKernel::mma;
   Call c = prepare("attention_forward", p, wgmma ? attn::kSm90Rows : attn::kTile);
   const size_t order_bytes = wgmma ? sizeof(int) * static_cast<size_t>(c.args.schedule.capacity) : 0;
   run(c, order_bytes, [&](char* extra) {
     int* order = reinterpret_cast<int*>(extra);
-    if (kernel == AttentionKernel::wgmma_ws || kernel == AttentionKernel::wgmma_pp) {
-      const bool pingpong = kernel == AttentionKernel::wgmma_pp;
-      c.head_dim == 64 ? attn::launch_forward_ws<64>(c.args, pingpong, order, nullptr)
-                       : attn::launch_forward_ws<128>(c.args, pingpong, order, nullptr);
-    } else if (wgmma)
+    if (wgmma)
       c.head_dim == 64 ? attn::launch_forward_sm90<64>(c.args, order, nullptr)
                        : attn::launch_forward_sm90<128>(c.args, order, nullptr);
     else
@@ -200,7 +192,8 @@ void attention_forward(const AttentionParams& p) {
 }
 
 void attention_backward(const AttentionParams& p, const AttentionGrads& g) {
-  const bool wgmma = attention_kernel() != AttentionKernel::mma;
+  const AttentionKernel kernel = attention_kernel();
+  const bool wgmma = kernel != AttentionKernel::mma;
   Call c = prepare("attention_backward", p);
   attn::Args& a = c.args;
   a.dout = static_cast<const __nv_bfloat16*>(g.dout.data);
@@ -224,7 +217,10 @@ void attention_backward(const AttentionParams& p, const AttentionGrads& g) {
     int* tiles = reinterpret_cast<int*>(extra + delta_bytes + accum_bytes);
     const attn::BackwardScratch scratch{reinterpret_cast<float*>(extra + delta_bytes), tiles,
                                         tiles + 1 + key_capacity, static_cast<int>(key_capacity)};
-    if (wgmma)
+    if (kernel == AttentionKernel::wgmma_ws)
+      c.head_dim == 64 ? attn::launch_backward_ws<64>(a, scratch, nullptr)
+                       : attn::launch_backward_ws<128>(a, scratch, nullptr);
+    else if (wgmma)
       c.head_dim == 64 ? attn::launch_backward_sm90<64>(a, scratch, nullptr)
                        : attn::launch_backward_sm90<128>(a, scratch, nullptr);
     else

@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             const bool masked = edge && ((kCausal ? key > query : key >= real) || query >= real ||
                                          (kWindowed && query - key >= a.window));
             s[4 * i + e] =  // P^T
-                masked ? 0.0f : exp2f(fmaf(s[4 * i + e], scale_log2, -(e % 2 ? l.y : l.x) * kLog2e));
+                masked ? 0.0f : exp2_ftz(fmaf(s[4 * i + e], scale_log2, -(e % 2 ? l.y : l.x) * kLog2e));
           }
         }
         uint32_t p[4][4];
@@ -359,6 +359,274 @@ void launch_backward_kernel_sm90(const Args& a, const BackwardScratch& scratch, 
   kernel<<<blocks, kThreads, kSmem, stream>>>(a, scratch);
 }
 
+
+// Kernel lab: the warp-specialized backward. The same work items, steps and products as backward_kernel_sm90,
+// with 384 threads: a producer warpgroup (0) claims the items and copies each one's K and V (two buffers, an
+// item ahead) and each step's Q, dO, lse and delta (two buffers, a step ahead) with cp.async, completing
+// "full" mbarriers and waiting for "empty" ones; two consumer warpgroups (1, 2: 64 keys each, 240 registers)
+// compute and release. dS^T is double-buffered, so the consumers meet at one named barrier a step (dS^T
+// written, before the dQ product) and one an item (before dK and dV leave through the K/V buffer).
+constexpr int kWsThreads = 384;
+
+template <int D>
+__host__ __device__ constexpr int ws_smem_bytes() {
+  return 1024 + (4 * kBackwardKeys * D + 4 * kRows * D + 2 * kBackwardKeys * kRows) * 2 + 8 * 8 + 4 * kRows * 4 +
+         4 * 4;
+}
+
+template <int D, bool kWindowed, bool kCausal>
+__global__ void __launch_bounds__(kWsThreads, 1) backward_kernel_ws(const Args a, const BackwardScratch scratch) {
+  static_assert(kCausal || !kWindowed, "a sliding window is causal");
+#if PT_SM90A
+  // Offsets from the aligned base: K/V buffer b at b * kKv, Q/dO buffers, dS^T buffers, 8 mbarriers
+  // (K/V full and empty, Q/dO full and empty, two each), lse and delta (two buffers each), the items of the
+  // K/V buffers and the producer's claim.
+  constexpr uint32_t kKeyTile = kBackwardKeys * D * 2, kRowTile = kRows * D * 2, kKv = 2 * kKeyTile;
+  constexpr uint32_t kDsTile = kBackwardKeys * kRows * 2;
+  constexpr uint32_t kQ = 2 * kKv, kDo = kQ + 2 * kRowTile, kDs = kDo + 2 * kRowTile, kBars = kDs + 2 * kDsTile;
+  constexpr uint32_t kLse = kBars + 8 * 8, kDelta = kLse + 2 * kRows * 4, kSlots = kDelta + 2 * kRows * 4;
+  static_assert(kSlots + 4 * 4 + 1024 == ws_smem_bytes<D>());
+  const int items = scratch.key_tiles[0] * a.Hkv, group = a.H / a.Hkv;
+  if (static_cast<int>(blockIdx.x) >= items) return;
+
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw), base = (raw + 1023u) & ~1023u;
+  unsigned char* const aligned = smem_raw + (base - raw);
+  int* const slots = reinterpret_cast<int*>(aligned + kSlots);  // [0, 1]: items of the K/V buffers; [2]: claim
+  const auto kv_full = [&](int b) { return base + kBars + 8 * b; };
+  const auto kv_empty = [&](int b) { return base + kBars + 16 + 8 * b; };
+  const auto qdo_full = [&](int b) { return base + kBars + 32 + 8 * b; };
+  const auto qdo_empty = [&](int b) { return base + kBars + 48 + 8 * b; };
+  if (threadIdx.x == 0) {
+    for (int b = 0; b < 2; ++b) {
+      mbarrier_init(kv_full(b), 129);  // every producer thread's copies, and thread 0's item
+      mbarrier_init(kv_empty(b), 2);   // one arrival per consumer warpgroup
+      mbarrier_init(qdo_full(b), 128);
+      mbarrier_init(qdo_empty(b), 2);
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+
+  const int wg = static_cast<int>(threadIdx.x) / 128;
+  if (wg == 0) {  // the producer
+    setmaxnreg_dec<24>();
+    const int tid = static_cast<int>(threadIdx.x);
+    int work = static_cast<int>(blockIdx.x);
+    for (int n = 0, g = 0;; ++n) {  // n: items, g: steps, over the CTA's life
+      const int kvb = n & 1;
+      if (n >= 2) mbarrier_wait(kv_empty(kvb), ((n >> 1) + 1) & 1);
+      const bool done = work >= items;
+      const KeyTile kt = done ? KeyTile{} : key_tile<kWindowed, kCausal>(a, scratch, work);
+      if (kt.steps > 0) {
+        const uint32_t kv = base + static_cast<uint32_t>(kvb) * kKv;
+        producer_load<D, kBackwardKeys>(kv, a.k, kt.start, kt.key0, kt.real, a.Hkv, kt.kv_head, tid);
+        producer_load<D, kBackwardKeys>(kv + kKeyTile, a.v, kt.start, kt.key0, kt.real, a.Hkv, kt.kv_head, tid);
+      }
+      cp_async_mbarrier_arrive(kv_full(kvb));
+      if (tid == 0) {
+        slots[kvb] = work;  // items or more: the consumers stop
+        mbarrier_arrive(kv_full(kvb));
+      }
+      if (done) break;
+      for (int step = 0; step < kt.steps; ++step, ++g) {
+        const int qb = g & 1;
+        if (g >= 2) mbarrier_wait(qdo_empty(qb), ((g >> 1) + 1) & 1);
+        const int head = kt.kv_head * group + step / kt.row_tiles;
+        const int row0 = query0<kCausal>(kt.key0) + step % kt.row_tiles * kRows;
+        producer_load<D, kRows>(base + kQ + qb * kRowTile, a.q, kt.start, row0, kt.real, a.H, head, tid);
+        producer_load<D, kRows>(base + kDo + qb * kRowTile, a.dout, kt.start, row0, kt.real, a.H, head, tid);
+        const bool is_lse = tid < kRows;  // lse by the first kRows threads, delta by the next; pads read 0
+        const int r = tid % kRows, i = row0 + r;
+        const int64_t at = static_cast<int64_t>(head) * a.T + kt.start + (i < kt.real ? i : 0);
+        cp_async_4(base + (is_lse ? kLse : kDelta) + static_cast<uint32_t>(qb * kRows + r) * 4,
+                   (is_lse ? a.lse : a.delta) + at, i < kt.real ? 4 : 0);
+        cp_async_mbarrier_arrive(qdo_full(qb));
+      }
+      if (tid == 0) slots[2] = static_cast<int>(gridDim.x) + atomicAdd(scratch.next_tile, 1);
+      asm volatile("bar.sync 5, 128;\n" ::: "memory");
+      work = slots[2];
+      asm volatile("bar.sync 5, 128;\n" ::: "memory");  // read by all before thread 0 claims again
+    }
+    cp_async_wait_all();
+    return;
+  }
+  setmaxnreg_inc<240>();
+
+  const int c = wg - 1, tid = static_cast<int>(threadIdx.x) - 128;
+  const int warp = tid / 32 % 4, lane = tid % 32, g4 = lane / 4, t = lane % 4;
+  const auto consumers_sync = [] { asm volatile("bar.sync 3, 256;\n" ::: "memory"); };
+  const auto release = [&](uint32_t bar) {
+    if (tid % 128 == 0) mbarrier_arrive(bar);
+  };
+  const float* const slse = reinterpret_cast<const float*>(aligned + kLse);
+  const float* const sdelta = reinterpret_cast<const float*>(aligned + kDelta);
+  const float scale_log2 = a.scale * kLog2e;
+
+  float dk[D / 2], dv[D / 2];  // dk[4 i + 2 h + e]: key thread_key0 + 8 h of the item, column 8 i + 2 t + e
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.0f;
+  for (int n = 0, g = 0;; ++n) {
+    const int kvb = n & 1;
+    mbarrier_wait(kv_full(kvb), (n >> 1) & 1);
+    fence_proxy_async();
+    const int work = slots[kvb];
+    if (work >= items) break;
+    const KeyTile cur = key_tile<kWindowed, kCausal>(a, scratch, work);
+    const int wg_key0 = cur.key0 + 64 * c;             // the warpgroup's first key in the segment
+    const int thread_key0 = wg_key0 + 16 * warp + g4;  // this thread's keys: thread_key0 and thread_key0 + 8
+    for (int step = 0; step < cur.steps; ++step, ++g) {
+      const int qb = g & 1;
+      mbarrier_wait(qdo_full(qb), (g >> 1) & 1);
+      fence_proxy_async();
+      const int head = cur.kv_head * group + step / cur.row_tiles;
+      const int row0 = query0<kCausal>(cur.key0) + step % cur.row_tiles * kRows, real = cur.real;
+      // Hidden from the optimizer, as in backward_kernel_sm90: the descriptors are recomputed, not held.
+      uint32_t at = base;
+      asm volatile("" : "+r"(at));
+      const uint32_t sk = at + static_cast<uint32_t>(kvb) * kKv, sv = sk + kKeyTile;
+      const uint32_t sds = at + kDs + static_cast<uint32_t>(g & 1) * kDsTile;
+      const uint32_t sq = at + kQ + static_cast<uint32_t>(qb) * kRowTile;
+      const uint32_t sdo = at + kDo + static_cast<uint32_t>(qb) * kRowTile;
+
+      if (wg_key0 < (kCausal ? min(row0 + kRows, real) : real) &&
+          (!kWindowed || wg_key0 + 63 + a.window > row0)) {
+        float s[32], dp[32];
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+          wgmma_m64nNk16_ss<64>(s, desc_k_major(sk, kBackwardKeys, 64 * c, kk), desc_k_major(sq, kRows, 0, kk),
+                                kk > 0);
+        wgmma_commit();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+          wgmma_m64nNk16_ss<64>(dp, desc_k_major(sv, kBackwardKeys, 64 * c, kk), desc_k_major(sdo, kRows, 0, kk),
+                                kk > 0);
+        wgmma_commit();
+        wgmma_wait<1>();
+        pin(s);
+
+        const float* lse = slse + qb * kRows;
+        const float* delta = sdelta + qb * kRows;
+        const bool edge = (kCausal ? row0 < wg_key0 + 63 : wg_key0 + 64 > real) || row0 + kRows > real ||
+                          (kWindowed && wg_key0 + a.window < row0 + kRows);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const float2 l = *reinterpret_cast<const float2*>(lse + 8 * i + 2 * t);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = thread_key0 + 8 * (e / 2), query = row0 + 8 * i + 2 * t + e % 2;
+            const bool masked = edge && ((kCausal ? key > query : key >= real) || query >= real ||
+                                         (kWindowed && query - key >= a.window));
+            s[4 * i + e] =
+                masked ? 0.0f : exp2_ftz(fmaf(s[4 * i + e], scale_log2, -(e % 2 ? l.y : l.x) * kLog2e));
+          }
+        }
+        uint32_t p[4][4];
+        to_a_fragments(s, p);
+        pin(dv);
+        pin(p);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kRows / 16; ++kk) wgmma_m64nNk16_rs<D>(dv, p[kk], desc_mn_major(sdo, kRows, kk));
+        wgmma_commit();
+        wgmma_wait<1>();
+        pin(dp);
+
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const float2 d = *reinterpret_cast<const float2*>(delta + 8 * i + 2 * t);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) dp[4 * i + e] = s[4 * i + e] * (dp[4 * i + e] - (e % 2 ? d.y : d.x));
+        }
+        uint32_t ds[4][4];
+        to_a_fragments(dp, ds);
+        store_a_fragments(sds, kBackwardKeys, 64 * c, ds);
+
+        pin(dk);
+        pin(ds);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kRows / 16; ++kk) wgmma_m64nNk16_rs<D>(dk, ds[kk], desc_mn_major(sq, kRows, kk));
+        wgmma_commit();
+        wgmma_wait<0>();
+        pin(dv);
+        pin(dk);
+        pin(p);
+        pin(ds);
+      }
+      release(qdo_empty(qb));  // Q, dO, lse and delta of the step are read
+      fence_proxy_async();     // dS^T, written through the generic proxy, is read by wgmma
+      consumers_sync();
+
+      float dq[D / 4];  // dq[4 i + 2 h + e]: query row0 + 16 warp + g4 + 8 h, column D/2 c + 8 i + 2 t + e
+      const auto dq_product = [&](auto first, auto end) {
+        wgmma_fence();
+#pragma unroll
+        for (int kk = decltype(first)::value; kk < decltype(end)::value; ++kk)
+          wgmma_m64nNk16_ss<D / 2, 1, 1>(dq, desc_mn_major(sds, kBackwardKeys, kk),
+                                         desc_mn_major(sk, kBackwardKeys, kk, D / 2 * c),
+                                         kk > decltype(first)::value);
+        wgmma_commit();
+        wgmma_wait<0>();
+        pin(dq);
+      };
+      using Zero = std::integral_constant<int, 0>;
+      using Half = std::integral_constant<int, 4>;
+      if (kCausal ? row0 == cur.key0 : cur.key0 + 64 >= real)
+        dq_product(Zero{}, Half{});
+      else if (kWindowed && cur.key0 + 63 + a.window <= row0)
+        dq_product(Half{}, std::integral_constant<int, kBackwardKeys / 16>{});
+      else
+        dq_product(Zero{}, std::integral_constant<int, kBackwardKeys / 16>{});
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int query = row0 + 16 * warp + g4 + 8 * h;
+        if (query >= real) continue;
+        float* row = scratch.dq_accum + ((cur.start + query) * a.H + head) * D + D / 2 * c + 2 * t;
+#pragma unroll
+        for (int i = 0; i < D / 16; ++i) red_add_f32x2(row + 8 * i, dq[4 * i + 2 * h], dq[4 * i + 2 * h + 1]);
+      }
+    }
+
+    // dK and dV leave through the item's K/V buffer once both warpgroups' dQ products have read K: keys up to
+    // the segment's length, the real ones their sums, pads zeros.
+    consumers_sync();
+    {
+      int id = tid;
+      asm volatile("" : "+r"(id));
+      const uint32_t sk = base + static_cast<uint32_t>(kvb) * kKv, sv = sk + kKeyTile;
+      const int first_row = 64 * c, key0 = cur.key0 + first_row;
+      const int key = key0 + id / 32 % 4 * 16 + id % 32 / 4;
+      const float dk_factor[2] = {key < cur.real ? a.scale : 0.0f, key + 8 < cur.real ? a.scale : 0.0f};
+      const float dv_factor[2] = {key < cur.real ? 1.0f : 0.0f, key + 8 < cur.real ? 1.0f : 0.0f};
+      stage_accumulator<D>(sk, kBackwardKeys, first_row, dk, dk_factor, id);
+      stage_accumulator<D>(sv, kBackwardKeys, first_row, dv, dv_factor, id);
+      warpgroup_barrier(c);
+      const int count = min(cur.len - key0, 64);
+      copy_rows_out<D>(sk, kBackwardKeys, first_row, a.dk, cur.start + key0, count, a.Hkv, cur.kv_head, id);
+      copy_rows_out<D>(sv, kBackwardKeys, first_row, a.dv, cur.start + key0, count, a.Hkv, cur.kv_head, id);
+      warpgroup_barrier(c);  // every thread's reads of the buffer are done before it is released
+      release(kv_empty(kvb));
+    }
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.0f;
+  }
+#endif  // PT_SM90A
+}
+
+template <int D, bool kWindowed, bool kCausal>
+void launch_backward_kernel_ws(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
+  constexpr int kSmem = ws_smem_bytes<D>();
+  const auto kernel = backward_kernel_ws<D, kWindowed, kCausal>;
+  static const cudaError_t configured =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  (void)configured;  // a failure resurfaces as the launch error, which the caller checks
+  const int64_t items = int64_t{scratch.key_capacity} * a.Hkv;
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(items, sm_count()));
+  kernel<<<blocks, kWsThreads, kSmem, stream>>>(a, scratch);
+}
+
 }  // namespace
 
 template <int D>
@@ -372,5 +640,17 @@ void launch_backward_sm90(const Args& a, const BackwardScratch& scratch, cudaStr
 
 template void launch_backward_sm90<64>(const Args&, const BackwardScratch&, cudaStream_t);
 template void launch_backward_sm90<128>(const Args&, const BackwardScratch&, cudaStream_t);
+
+template <int D>
+void launch_backward_ws(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
+  launch_backward_prologue<D>(a, scratch, stream);
+  with_mask(a, [&](auto windowed, auto causal) {
+    launch_backward_kernel_ws<D, decltype(windowed)::value, decltype(causal)::value>(a, scratch, stream);
+  });
+  launch_dq_convert<D>(a, scratch, stream);
+}
+
+template void launch_backward_ws<64>(const Args&, const BackwardScratch&, cudaStream_t);
+template void launch_backward_ws<128>(const Args&, const BackwardScratch&, cudaStream_t);
 
 }  // namespace pt::ops::cuda::attn

@@ -1,19 +1,24 @@
 // Forward kernel for Hopper (sm_90a), on warpgroup MMA (ops/cuda/wgmma.cuh). It computes what the mma.sync
-// forward (attention_forward.cu) computes, from the same schedule with kSm90Rows-row tiles, and replaced it
-// on sm_90a after the kernel lab measured it 1.1x faster on SFT-like batches at head dim 128 and 1.3-1.5x on
-// long sequences (bench_attention --impls).
+// forward (attention_forward.cu) computes, from the same schedule with kSm90Rows-row tiles.
 //
-// One CTA of 256 threads per (query tile of 128 rows of one segment, head): warpgroup wg owns query rows
-// 64 wg .. 64 wg + 63. K and V tiles of 128 keys stream through two shared-memory stages filled by cp.async
-// from all threads; every K/V load of step j + 1 is in flight while step j computes. Per step and warpgroup:
-//   S[64 x 128] = Q[64 x D] K^T   wgmma m64n128k16, Q and K K-major in shared memory
-//   mask (causal, segment end, window), online softmax in registers (running max and sum per row, base 2)
-//   O[64 x D] += P V              wgmma m64nDk16, P from registers (bf16), V MN-major in shared memory
-// and lse = max * scale + log(sum) per row at the end. As in FA3, each warpgroup runs step j's softmax
-// while its P V of step j - 1 is in flight. Not yet FA3: no producer warp or TMA. With a sliding window
+// One CTA of 384 threads per (query tile of 128 rows of one segment, head), warp-specialized as in FA3:
+// - the producer, warpgroup 0 (24 registers a thread), copies Q, then K(j) and V(j) of step j into stage
+//   j % kStages with cp.async; each copy completes a "full" mbarrier, and waits for the stage's "empty" one;
+// - two consumers, warpgroups 1 and 2 (240 registers), own query rows 64 (wg - 1) .. + 63. Per step:
+//     S[64 x 128] = Q[64 x D] K^T   wgmma m64n128k16, Q and K K-major in shared memory
+//     mask (causal, segment end, window), online softmax in registers (running max and sum per row, base 2)
+//     O[64 x D] += P V              wgmma m64nDk16, P from registers (bf16), V MN-major in shared memory
+//   and release each K or V stage as soon as their MMAs have read it; lse = max * scale + log(sum) per row
+//   at the end.
+// The consumers issue S(j) and P V(j - 1) back to back and take turns to do so (pingpong: named barriers),
+// so that one's softmax runs while the other's MMAs hold the tensor cores. With a sliding window
 // (kWindowed) step j covers keys key_begin + 128 j on, key_begin the key tile of the first key the tile's
 // first query attends; without one key_begin is 0. Bidirectional (!kCausal), the steps run over all of the
 // segment's real keys, and only the last one masks (keys past them).
+//
+// The kernel lab (bench_attention, H100, 2026-12-06) measured it against the previous design (256 threads,
+// every thread loading, a CTA barrier a step): 1.27x on one 8k sequence at head dim 128, 1.20x at 64,
+// 1.15x and 1.09x on SFT-like batches; the producer alone gave two thirds of that, the turns the rest.
 #include <cmath>
 #include <type_traits>
 
@@ -26,17 +31,19 @@ namespace pt::ops::cuda::attn {
 namespace {
 
 constexpr int kBlockN = 128;  // keys per step
-constexpr int kThreads = 256;
+constexpr int kThreads = 384;
+constexpr int kStages = 2;
 static_assert(kSm90Rows == 128, "two consumer warpgroups of 64 query rows");
 
 template <int D>
 __host__ __device__ constexpr int tile_bytes(int rows) {
   return rows * D * 2;
 }
-// The Q tile, then two stages of {K tile, V tile}, plus slack to align the base to 1024 bytes.
+// The Q tile, kStages stages of {K tile, V tile}, 1 + 4 kStages mbarriers, plus slack to align the base to
+// 1024 bytes.
 template <int D>
 constexpr int smem_bytes() {
-  return 1024 + tile_bytes<D>(kSm90Rows) + 2 * 2 * tile_bytes<D>(kBlockN);
+  return 1024 + tile_bytes<D>(kSm90Rows) + kStages * 2 * tile_bytes<D>(kBlockN) + (1 + 4 * kStages) * 8;
 }
 
 #if PT_SM90A
@@ -45,14 +52,14 @@ using namespace sm90;
 constexpr float kLog2e = 1.4426950408889634f;
 
 // A tile of pads only (row0 >= real): out rows zero and lse 0, as the mma.sync kernel writes them.
-template <int D, int kBlockThreads>
+template <int D>
 __device__ void write_pad_tile(const Args& a, int64_t start, int row0, int rows, int head) {
   constexpr int kChunks = D / 8;
-  for (int c = static_cast<int>(threadIdx.x); c < rows * kChunks; c += kBlockThreads) {
+  for (int c = static_cast<int>(threadIdx.x); c < rows * kChunks; c += kThreads) {
     const int64_t token = start + row0 + c / kChunks;
     *reinterpret_cast<uint4*>(a.out + (token * a.H + head) * D + (c % kChunks) * 8) = make_uint4(0, 0, 0, 0);
   }
-  for (int r = static_cast<int>(threadIdx.x); r < rows; r += kBlockThreads)
+  for (int r = static_cast<int>(threadIdx.x); r < rows; r += kThreads)
     a.lse[static_cast<int64_t>(head) * a.T + start + row0 + r] = 0.0f;
 }
 
@@ -63,14 +70,6 @@ template <bool kWindowed, bool kCausal>
 __device__ inline bool step_needs_mask(int key0, int real, int window, int wg_row0) {
   return (kCausal && key0 + kBlockN - 1 > wg_row0) || key0 + kBlockN > real ||
          (kWindowed && key0 + window < wg_row0 + 64);
-}
-
-// 2^x by the multi-function unit alone: exp2f's denormal path costs three more instructions per score, and
-// probabilities below 2^-126 may as well be 0.
-__device__ inline float exp2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
 }
 
 // Step j's online softmax in place: masks the scores when kMask (causal, segment end, window), updates the
@@ -164,9 +163,8 @@ __device__ inline void finish_rows(const Args& a, float (&o)[D / 2], const float
 }
 #endif  // PT_SM90A
 
-// Registers: __launch_bounds__(256, 1) lets ptxas use up to 255 per thread; it takes 239 (D = 128) and 176
-// (D = 64) with no local memory. The windowed build, with CUDA 13.0: 249 and 185 (the causal one 247 and
-// 185, the bidirectional one 245 and 185), no local memory.
+// Registers: the launch bound (384, 1) gives every thread 168 at entry; setmaxnreg moves them to the
+// consumers. With CUDA 13.0 no build spills.
 template <int D, bool kWindowed, bool kCausal>
 __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a, const int* order) {
   static_assert(kCausal || !kWindowed, "a sliding window is causal");
@@ -177,166 +175,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
   const int real = seg.y, len = seg.z, row0 = seg.w;
   const int head = static_cast<int>(blockIdx.y), kv_head = head / (a.H / a.Hkv);
   if (row0 >= real) {
-    write_pad_tile<D, kThreads>(a, start, row0, min(kSm90Rows, len - row0), head);
-    return;
-  }
-
-  // The swizzle pattern repeats every 1024 bytes and the descriptors assume base offset 0: the dynamic base
-  // (only 16-byte aligned) is rounded up inside the slack smem_bytes() adds.
-  extern __shared__ unsigned char smem_raw[];
-  constexpr uint32_t kQBytes = tile_bytes<D>(kSm90Rows), kKVBytes = tile_bytes<D>(kBlockN);
-  const uint32_t sq = (smem_u32(smem_raw) + 1023u) & ~1023u;
-  const auto sk = [&](int stage) { return sq + kQBytes + static_cast<uint32_t>(stage) * 2 * kKVBytes; };
-  const auto sv = [&](int stage) { return sk(stage) + kKVBytes; };
-
-  const int wg = static_cast<int>(threadIdx.x) / 128, warp = static_cast<int>(threadIdx.x) / 32 % 4;
-  const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
-  const int wg_row0 = row0 + 64 * wg;               // the warpgroup's first query row in the segment
-  const int thread_row0 = wg_row0 + 16 * warp + g;  // this thread's rows: thread_row0 and thread_row0 + 8
-  // Causal: the tile's last query sees keys < row0 + 128.
-  const int key_end = kCausal ? min(real, row0 + kSm90Rows) : real;
-  // Step j: keys key_begin + 128 j ..; key_begin <= row0 < key_end, so there is at least one step.
-  const int key_begin = kWindowed ? window_key_begin(row0, a.window, kBlockN) : 0;
-  const int steps = (key_end - key_begin + kBlockN - 1) / kBlockN;
-  const float scale_log2 = a.scale * kLog2e;
-  const auto issue_s = [&](float(&s)[64], int j) {
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-      wgmma_m64nNk16_ss<128>(s, desc_k_major(sq, kSm90Rows, 64 * wg, kk),
-                             desc_k_major(sk(j & 1), kBlockN, 0, kk), kk > 0);
-    wgmma_commit();
-  };
-  const auto issue_pv = [&](float(&o)[D / 2], uint32_t(&p)[kBlockN / 16][4], int j) {
-    pin(o);  // the rescaled o and the freshly written p are wgmma registers: both before the fence
-    pin(p);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk)
-      wgmma_m64nNk16_rs<D>(o, p[kk], desc_mn_major(sv(j & 1), kBlockN, kk));
-    wgmma_commit();
-  };
-
-  // Shared memory: K(j) and V(j) in stage j % 2. cp.async groups in commit order: {Q, K0}, {V0, K1}, then
-  // {V(j), K(j + 1)} at step j's barrier. Each barrier waits for every group: the newest holds what the
-  // step reads, issued a whole step earlier.
-  load_tile<D, kSm90Rows, kThreads>(sq, a.q, start, row0, real, a.H, head);
-  load_tile<D, kBlockN, kThreads>(sk(0), a.k, start, key_begin, real, a.Hkv, kv_head);
-  cp_async_commit();
-  load_tile<D, kBlockN, kThreads>(sv(0), a.v, start, key_begin, real, a.Hkv, kv_head);
-  if (steps > 1)
-    load_tile<D, kBlockN, kThreads>(sk(1), a.k, start, key_begin + kBlockN, real, a.Hkv, kv_head);
-  cp_async_commit();
-
-  // Software pipeline (FA3's intra-warpgroup overlap): step j issues S(j) = Q K(j)^T, then P V of step
-  // j - 1, and runs step j's softmax while that MMA is in flight. Step 0's S and the last P V stand alone.
-  float o[D / 2], s[64], row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f}, rescale[2];
-  uint32_t p[kBlockN / 16][4];
-#pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
-  cp_async_wait<1>();
-  fence_proxy_async();
-  __syncthreads();
-  issue_s(s, 0);
-  wgmma_wait<0>();
-  pin(s);
-  online_softmax_any<kWindowed, kCausal>(s, key_begin, real, a.window, wg_row0, thread_row0, t, scale_log2,
-                                     row_max, row_sum, rescale);
-  to_a_fragments(s, p);
-
-  for (int j = 1; j < steps; ++j) {
-    cp_async_wait<0>();
-    fence_proxy_async();
-    // K(j) and V(j - 1) are visible to both warpgroups, and both have completed S(j - 1) and P V of step
-    // j - 2, the last readers of K's stage (j + 1) % 2 and V's stage j % 2: they can be refilled.
-    __syncthreads();
-    load_tile<D, kBlockN, kThreads>(sv(j & 1), a.v, start, key_begin + j * kBlockN, real, a.Hkv, kv_head);
-    if (j + 1 < steps)
-      load_tile<D, kBlockN, kThreads>(sk((j + 1) & 1), a.k, start, key_begin + (j + 1) * kBlockN, real, a.Hkv,
-                                      kv_head);
-    cp_async_commit();
-
-    issue_s(s, j);
-    rescale_rows<D>(o, rescale);
-    issue_pv(o, p, j - 1);
-    wgmma_wait<1>();  // S(j) is done; P V of step j - 1 runs on during the softmax
-    pin(s);
-    online_softmax_any<kWindowed, kCausal>(s, key_begin + j * kBlockN, real, a.window, wg_row0, thread_row0, t,
-                                       scale_log2, row_max, row_sum, rescale);
-    // p is rewritten next. ptxas schedules this wait right after the masking, above the max and the
-    // exponentials: only the masking overlaps P V; the rest of the gain is S(j) and P V(j - 1) issued
-    // back to back.
-    wgmma_wait<0>();
-    pin(o);
-    pin(p);
-    to_a_fragments(s, p);
-  }
-
-  cp_async_wait<0>();
-  fence_proxy_async();
-  __syncthreads();  // the last V tile is visible to both warpgroups
-  rescale_rows<D>(o, rescale);
-  issue_pv(o, p, steps - 1);
-  wgmma_wait<0>();
-  pin(o);
-
-  finish_rows<D>(a, o, row_max, row_sum, sq, wg, thread_row0, start, wg_row0, real, len, head,
-                 static_cast<int>(threadIdx.x));
-#endif  // PT_SM90A: other targets hold an empty kernel that forward_sm90_available() never selects
-}
-
-
-#if PT_SM90A
-// The producer's copy of rows [row0, row0 + kRows) of one head into a swizzled tile (load_tile's layout and
-// zero rows at or past `limit`), by one warpgroup (tid 0..127) in as few registers as it can: each thread
-// keeps one 16-byte chunk column, and its rows, kPass apart, share their swizzle (kPass is a multiple of
-// 8), so each pass only steps both addresses.
-template <int D, int kRows>
-__device__ inline void producer_load(uint32_t tile, const __nv_bfloat16* src, int64_t start, int row0, int limit,
-                                     int heads, int head, int tid) {
-  constexpr int kChunks = D / 8, kPass = 128 / kChunks;
-  static_assert(kPass % 8 == 0 && kRows % kPass == 0);
-  const int chunk = tid % kChunks, r = tid / kChunks;
-  uint32_t dst = tile + swizzled_offset(r, chunk, kRows);
-  const __nv_bfloat16* first = src + (start * heads + head) * D + chunk * 8;  // row 0: always valid
-  const __nv_bfloat16* at = first + static_cast<int64_t>(row0 + r) * heads * D;
-  const int64_t step = static_cast<int64_t>(kPass) * heads * D;
-#pragma unroll 4
-  for (int row = row0 + r; row < row0 + kRows; row += kPass, dst += kPass * 128, at += step) {
-    const bool real = row < limit;
-    cp_async_16(dst, real ? at : first, real ? 16 : 0);
-  }
-}
-#endif  // PT_SM90A
-
-// The warp-specialized forward (kernel lab: "wgmma-ws"). Same tiles, masks and softmax as
-// forward_kernel_sm90, but three warpgroups: a producer (warpgroup 0, 24 registers a thread) copies Q and
-// then K(j), V(j) into a ring of kStages stages with cp.async, each copy completing a "full" mbarrier; two
-// consumer warpgroups (240 registers) run the MMAs and the softmax on query rows 64 (wg - 1) on and release
-// each K or V stage on an "empty" mbarrier as soon as their MMAs have read it. No CTA-wide barrier inside
-// the loop: the consumers drift apart, and neither issues a load.
-constexpr int kStages = 2;
-constexpr int kWsThreads = 384;
-
-// The Q tile, kStages stages of {K tile, V tile}, 1 + 4 kStages mbarriers, plus slack to align the base.
-template <int D>
-constexpr int ws_smem_bytes() {
-  return 1024 + tile_bytes<D>(kSm90Rows) + kStages * 2 * tile_bytes<D>(kBlockN) + (1 + 4 * kStages) * 8;
-}
-
-// kPingpong: the consumers take turns to issue their MMAs (named barriers 3 and 4, FA3's inter-warpgroup
-// overlap), so that one's softmax runs while the other's MMAs hold the tensor cores.
-template <int D, bool kWindowed, bool kCausal, bool kPingpong>
-__global__ void __launch_bounds__(kWsThreads, 1) forward_kernel_ws(const Args a, const int* order) {
-  static_assert(kCausal || !kWindowed, "a sliding window is causal");
-#if PT_SM90A
-  if (static_cast<int>(blockIdx.x) >= *a.schedule.count) return;
-  const int4 seg = a.schedule.items[order[blockIdx.x]];  // {start, real, len, row0}
-  const int64_t start = seg.x;
-  const int real = seg.y, len = seg.z, row0 = seg.w;
-  const int head = static_cast<int>(blockIdx.y), kv_head = head / (a.H / a.Hkv);
-  if (row0 >= real) {
-    write_pad_tile<D, kWsThreads>(a, start, row0, min(kSm90Rows, len - row0), head);
+    write_pad_tile<D>(a, start, row0, min(kSm90Rows, len - row0), head);
     return;
   }
 
@@ -408,10 +247,10 @@ __global__ void __launch_bounds__(kWsThreads, 1) forward_kernel_ws(const Args a,
   // issues, and arrives on the other's after. Consumer 1 lets consumer 0 go first and skips its last
   // arrival, which no turn would wait for.
   const auto take_turn = [&] {
-    if constexpr (kPingpong) asm volatile("bar.sync %0, 256;\n" ::"r"(3 + c) : "memory");
+    asm volatile("bar.sync %0, 256;\n" ::"r"(3 + c) : "memory");
   };
   const auto pass_turn = [&] {
-    if constexpr (kPingpong) asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - c) : "memory");
+    asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - c) : "memory");
   };
   if (c == 1) pass_turn();
   const auto issue_s = [&](float(&s)[64], int stage) {
@@ -487,7 +326,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) forward_kernel_ws(const Args a,
   wgmma_wait<0>();
   pin(o);
   finish_rows<D>(a, o, row_max, row_sum, sq, c, thread_row0, start, wg_row0, real, len, head, tid);
-#endif  // PT_SM90A
+#endif  // PT_SM90A: other targets hold an empty kernel that forward_sm90_available() never selects
 }
 
 // The blocks' order: every schedule item, by decreasing number of key steps (with a window, those from
@@ -546,33 +385,5 @@ void launch_forward_sm90(const Args& a, int* order, cudaStream_t stream) {
 
 template void launch_forward_sm90<64>(const Args&, int*, cudaStream_t);
 template void launch_forward_sm90<128>(const Args&, int*, cudaStream_t);
-
-namespace {
-
-template <int D, bool kWindowed, bool kCausal, bool kPingpong>
-void launch_forward_kernel_ws(const Args& a, const int* order, cudaStream_t stream) {
-  constexpr int kSmem = ws_smem_bytes<D>();
-  const auto kernel = forward_kernel_ws<D, kWindowed, kCausal, kPingpong>;
-  static const cudaError_t configured =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  (void)configured;  // a failure resurfaces as the launch error, which the caller checks
-  kernel<<<dim3(a.schedule.capacity, a.H), kWsThreads, kSmem, stream>>>(a, order);
-}
-
-}  // namespace
-
-template <int D>
-void launch_forward_ws(const Args& a, bool pingpong, int* order, cudaStream_t stream) {
-  order_kernel<<<1, kOrderThreads, 0, stream>>>(a, order);
-  with_mask(a, [&](auto windowed, auto causal) {
-    if (pingpong)
-      launch_forward_kernel_ws<D, decltype(windowed)::value, decltype(causal)::value, true>(a, order, stream);
-    else
-      launch_forward_kernel_ws<D, decltype(windowed)::value, decltype(causal)::value, false>(a, order, stream);
-  });
-}
-
-template void launch_forward_ws<64>(const Args&, bool, int*, cudaStream_t);
-template void launch_forward_ws<128>(const Args&, bool, int*, cudaStream_t);
 
 }  // namespace pt::ops::cuda::attn

@@ -73,17 +73,13 @@ void launch_schedule(const int32_t* cu_seqlens, const int32_t* valid_lens, int s
 template <int D>
 void launch_forward(const Args& a, cudaStream_t stream);
 
-// The wgmma forward (attention_forward_sm90.cu): schedule items of kSm90Rows rows. Available when the GPU is
-// sm_90 and the build holds sm_90a code for it.
+// The warp-specialized wgmma forward (attention_forward_sm90.cu): schedule items of kSm90Rows rows.
+// Available when the GPU is sm_90 and the build holds sm_90a code for it.
 constexpr int kSm90Rows = 128;
 bool forward_sm90_available();
 // order: scratch for schedule.capacity ints (the blocks' order, longest work first).
 template <int D>
 void launch_forward_sm90(const Args& a, int* order, cudaStream_t stream);
-// Kernel lab: the warp-specialized variant (a cp.async producer warpgroup, mbarrier-paced consumers), with
-// the consumers' MMAs taking turns (pingpong) or not.
-template <int D>
-void launch_forward_ws(const Args& a, bool pingpong, int* order, cudaStream_t stream);
 
 // Keys per block of the backward, and queries per step. Its work list holds the schedule items that start
 // such a key tile, at most min(schedule capacity, (T + S (kBackwardKeys-1)) / kBackwardKeys) of them,
@@ -110,5 +106,8 @@ template <int D>
 void launch_backward(const Args& a, const BackwardScratch& scratch, cudaStream_t stream);
 template <int D>
 void launch_backward_sm90(const Args& a, const BackwardScratch& scratch, cudaStream_t stream);
+// Kernel lab: the warp-specialized wgmma backward.
+template <int D>
+void launch_backward_ws(const Args& a, const BackwardScratch& scratch, cudaStream_t stream);
 
 }  // namespace pt::ops::cuda::attn

@@ -1,5 +1,6 @@
 // What the sm_90a (wgmma) attention kernels share: tiles of one head of a [T, heads, D] tensor copied into
-// the 128-byte swizzled shared layout of ops/cuda/wgmma.cuh, and register fragments stored into it.
+// the 128-byte swizzled shared layout of ops/cuda/wgmma.cuh (by all threads, or by a producer warpgroup),
+// register fragments stored into it, and the exponential of the softmax.
 #pragma once
 
 #include "ops/cuda/wgmma.cuh"
@@ -25,6 +26,35 @@ __device__ inline void load_tile(uint32_t tile, const __nv_bfloat16* src, int64_
     sm90::cp_async_16(tile + sm90::swizzled_offset(r, chunk, kRows),
                       src + (token * heads + head) * D + chunk * 8, real ? 16 : 0);
   }
+}
+
+// The producer's copy of rows [row0, row0 + kRows) of one head into a swizzled tile (load_tile's layout and
+// zero rows at or past `limit`), by one warpgroup (tid 0..127) in as few registers as it can: each thread
+// keeps one 16-byte chunk column, and its rows, kPass apart, share their swizzle (kPass is a multiple of
+// 8), so each pass only steps both addresses.
+template <int D, int kRows>
+__device__ inline void producer_load(uint32_t tile, const __nv_bfloat16* src, int64_t start, int row0, int limit,
+                                     int heads, int head, int tid) {
+  constexpr int kChunks = D / 8, kPass = 128 / kChunks;
+  static_assert(kPass % 8 == 0 && kRows % kPass == 0);
+  const int chunk = tid % kChunks, r = tid / kChunks;
+  uint32_t dst = tile + sm90::swizzled_offset(r, chunk, kRows);
+  const __nv_bfloat16* first = src + (start * heads + head) * D + chunk * 8;  // row 0: always valid
+  const __nv_bfloat16* at = first + static_cast<int64_t>(row0 + r) * heads * D;
+  const int64_t step = static_cast<int64_t>(kPass) * heads * D;
+#pragma unroll 4
+  for (int row = row0 + r; row < row0 + kRows; row += kPass, dst += kPass * 128, at += step) {
+    const bool real = row < limit;
+    sm90::cp_async_16(dst, real ? at : first, real ? 16 : 0);
+  }
+}
+
+// 2^x by the multi-function unit alone: exp2f's denormal path costs three more instructions per score, and
+// probabilities below 2^-126 may as well be 0.
+__device__ inline float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
 }
 
 // Stores a warpgroup's 64 x 64 register-A fragments (to_a_fragments of a 64 x 64 accumulator) as rows
