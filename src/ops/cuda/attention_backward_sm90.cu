@@ -3,25 +3,28 @@
 // order), work list and dQ conversion: with P = exp(scale QK^T - lse), dP = dO V^T, dS = P * (dP - delta):
 // dV = P^T dO, dK = scale dS^T Q, dQ = scale dS K, dQ summed over key tiles by fp32 atomics into dq_accum.
 //
-// Persistent: one CTA of 256 threads per SM takes work items, each a (key tile of kBackwardKeys = 128 keys,
-// kv head), longest first, from a counter. On SFT-like batches an item lasts a few steps, so a CTA per item
-// would leave its K/V load and dK/dV stores exposed every few steps; here the next item's K and V (two
-// buffers) and its first Q/dO tiles load during the current item's last step. Warpgroup wg owns keys
-// 64 wg .. 64 wg + 63 of the item and sums their dK and dV [64 x D] in registers over the query tiles of
-// kBackwardRows = 64 rows at or after the key tile (causal; with a sliding window, kWindowed, only those up
-// to window_query_end; bidirectional, !kCausal, all of the segment's), head by head over the kv head's query
-// heads (GQA). Q, dO, lse and delta of the next step load (cp.async, two buffers) during each step. Per step,
-// in the transposed orientation (the warpgroup's keys are the MMA's M):
-//   S^T[64 x 64] = K Q^T, dP^T = V dO^T   wgmma m64n64k16, both operands K-major in shared memory
-//   P^T, dS^T = P^T * (dP^T - delta)      registers, masked (key > query or, bidirectional, key past the
-//                                         real tokens; query past them; query - key >= window)
-//   dV += P^T dO, dK += dS^T Q            wgmma m64nDk16, A from registers, dO / Q MN-major
-//   dS^T -> shared memory (bf16), barrier
-//   dQ[64 x D/2] = dS K                   wgmma m64n(D/2)k16, dS^T and K both MN-major, one half of D
-//                                         per warpgroup; red.global.add.v2.f32 into dq_accum
-// At the item's end dK and dV leave through its K/V buffer (stage_accumulator, copy_rows_out). Like the
-// forward, not yet FA3: no producer warp or TMA, and each warpgroup waits for its MMAs. The dQ reductions
-// cost about a fifth of the time (bench_attention with them removed).
+// Persistent and warp-specialized: one CTA of 384 threads per SM.
+// - The producer, warpgroup 0 (24 registers a thread), claims work items, each a (key tile of
+//   kBackwardKeys = 128 keys, kv head), longest first, from a counter, and copies with cp.async each item's
+//   K and V (two buffers: an item ahead) and each step's Q, dO, lse and delta (two buffers: a step ahead),
+//   completing "full" mbarriers and waiting for the consumers' "empty" ones. On SFT-like batches an item
+//   lasts a few steps, so the next item's loads must run under the current one's.
+// - Two consumers, warpgroups 1 and 2 (240 registers), own keys 64 (wg - 1) .. + 63 of the item and sum
+//   their dK and dV [64 x D] in registers over the query tiles of kBackwardRows = 64 rows at or after the
+//   key tile (causal; with a sliding window, kWindowed, only those up to window_query_end; bidirectional,
+//   !kCausal, all of the segment's), head by head over the kv head's query heads (GQA). Per step, in the
+//   transposed orientation (the warpgroup's keys are the MMA's M):
+//     S^T[64 x 64] = K Q^T, dP^T = V dO^T   wgmma m64n64k16, both operands K-major in shared memory
+//     P^T, dS^T = P^T * (dP^T - delta)      registers, masked (key > query or, bidirectional, key past the
+//                                           real tokens; query past them; query - key >= window)
+//     dV += P^T dO, dK += dS^T Q            wgmma m64nDk16, A from registers, dO / Q MN-major
+//     dS^T -> shared memory (bf16, two buffers), the consumers' barrier
+//     dQ[64 x D/2] = dS K                   wgmma m64n(D/2)k16, dS^T and K both MN-major, one half of D
+//                                           per warpgroup; red.global.add.v2.f32 into dq_accum
+// At the item's end dK and dV leave through its K/V buffer (stage_accumulator, copy_rows_out). The dQ
+// reductions cost about a fifth of the time (bench_attention with them removed). The kernel lab measured
+// this design against the previous one (256 threads, every thread loading, CTA barriers): 1.15x on
+// SFT-like batches bidirectionally at head dim 64, 1.03-1.04x causal at 64, 0.98-1.01x at 128 (H100).
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -34,16 +37,18 @@ namespace pt::ops::cuda::attn {
 
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 384;
 constexpr int kRows = kBackwardRows;  // queries per step
 static_assert(kBackwardKeys == 128 && kRows == 64, "two warpgroups of 64 keys against 64-query steps");
 
 // Shared memory, from a 1024-byte aligned base: two buffers of {K tile, V tile} [128 x D], two buffers each
-// of Q and dO [64 x D], dS^T [128 keys x 64 queries] (bf16), two buffers each of lse and delta [64] (f32),
-// the claimed work item (int); plus slack to align the base.
+// of Q and dO [64 x D] and of dS^T [128 keys x 64 queries] (bf16), 8 mbarriers, two buffers each of lse
+// and delta [64] (f32), the items of the K/V buffers and the producer's claim (ints); plus slack to align
+// the base. 226 KiB at D = 128, within the 227 a block may have.
 template <int D>
-constexpr int smem_bytes() {
-  return 1024 + (4 * kBackwardKeys * D + 4 * kRows * D + kBackwardKeys * kRows) * 2 + 4 * kRows * 4 + 16;
+__host__ __device__ constexpr int smem_bytes() {
+  return 1024 + (4 * kBackwardKeys * D + 4 * kRows * D + 2 * kBackwardKeys * kRows) * 2 + 8 * 8 + 4 * kRows * 4 +
+         4 * 4;
 }
 
 #if PT_SM90A
@@ -75,307 +80,12 @@ __device__ inline KeyTile key_tile(const Args& a, const BackwardScratch& scratch
 }
 #endif  // PT_SM90A
 
-// Registers: __launch_bounds__(256, 1) lets ptxas use up to 255 per thread (dK and dV alone take D); it
-// takes 255 (D = 128) and 220 (D = 64) with no local memory, windowed (kWindowed) or not. The bidirectional
-// build, with CUDA 13.0: 255 and an 8-byte spill (D = 128), 221 (D = 64).
+// Registers: the launch bound (384, 1) gives every thread 168 at entry; setmaxnreg moves them to the
+// consumers. With CUDA 13.0 the builds spill 48-100 bytes: a few loop counters of the consumers at D = 128,
+// and some of the producer's item fields (its loads wait on memory anyway).
 template <int D, bool kWindowed, bool kCausal>
 __global__ void __launch_bounds__(kThreads, 1)
     backward_kernel_sm90(const Args a, const BackwardScratch scratch) {
-  static_assert(kCausal || !kWindowed, "a sliding window is causal");
-#if PT_SM90A
-  // Offsets of the parts of smem_bytes() from the aligned base; K/V buffer b is at b * kKv.
-  constexpr uint32_t kKeyTile = kBackwardKeys * D * 2, kRowTile = kRows * D * 2, kKv = 2 * kKeyTile;
-  constexpr uint32_t kQ = 2 * kKv, kDo = kQ + 2 * kRowTile, kDs = kDo + 2 * kRowTile;
-  constexpr uint32_t kLse = kDs + kBackwardKeys * kRows * 2, kDelta = kLse + 2 * kRows * 4;
-  constexpr uint32_t kClaim = kDelta + 2 * kRows * 4;
-  const int items = scratch.key_tiles[0] * a.Hkv, group = a.H / a.Hkv;
-  const int work = static_cast<int>(blockIdx.x);
-  if (work >= items) return;
-  const int wg = static_cast<int>(threadIdx.x) / 128, warp = static_cast<int>(threadIdx.x) / 32 % 4;
-  const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
-
-  // The descriptors assume 1024-byte aligned tiles: the dynamic base (16-byte aligned) is rounded up inside
-  // the slack of smem_bytes().
-  extern __shared__ unsigned char smem_raw[];
-  const uint32_t raw = smem_u32(smem_raw), base = (raw + 1023u) & ~1023u;
-  unsigned char* const aligned = smem_raw + (base - raw);
-  const float* slse = reinterpret_cast<const float*>(aligned + kLse);
-  const float* sdelta = reinterpret_cast<const float*>(aligned + kDelta);
-  int* claim = reinterpret_cast<int*>(aligned + kClaim);
-
-  // The first item is the block's own. Thread 0 claims the next one from the counter in the current
-  // item's second-to-last step (its only step for one-step items), so that a CTA holds no item it cannot
-  // start soon: claimed at the item's start, a long item could wait behind the longest one. Every thread
-  // reads the claim after the last step's first barrier, where the next item's loads are issued. An item
-  // without steps claims with barriers of its own.
-  const auto claim_next = [&] {
-    if (threadIdx.x == 0) *claim = static_cast<int>(gridDim.x) + atomicAdd(scratch.next_tile, 1);
-  };
-  const auto claim_now = [&] {
-    claim_next();
-    __syncthreads();
-    const int claimed = *claim;
-    __syncthreads();  // the slot is rewritten only after everyone has read it
-    return claimed;
-  };
-  const auto load_keys = [&](const KeyTile& kt, int kv_buf) {
-    const uint32_t kv = base + static_cast<uint32_t>(kv_buf) * kKv;
-    load_tile<D, kBackwardKeys, kThreads>(kv, a.k, kt.start, kt.key0, kt.real, a.Hkv, kt.kv_head);
-    load_tile<D, kBackwardKeys, kThreads>(kv + kKeyTile, a.v, kt.start, kt.key0, kt.real, a.Hkv, kt.kv_head);
-  };
-  const auto load_step = [&](const KeyTile& kt, int step, int buf) {
-    const int head = kt.kv_head * group + step / kt.row_tiles;
-    const int row0 = query0<kCausal>(kt.key0) + step % kt.row_tiles * kRows;
-    load_tile<D, kRows, kThreads>(base + kQ + buf * kRowTile, a.q, kt.start, row0, kt.real, a.H, head);
-    load_tile<D, kRows, kThreads>(base + kDo + buf * kRowTile, a.dout, kt.start, row0, kt.real, a.H, head);
-    if (threadIdx.x < 2 * kRows) {  // lse by the first kRows threads, delta by the next; pads read 0
-      const bool is_lse = threadIdx.x < kRows;
-      const int r = static_cast<int>(threadIdx.x) % kRows, i = row0 + r;
-      const int64_t at = static_cast<int64_t>(head) * a.T + kt.start + (i < kt.real ? i : 0);
-      cp_async_4(base + (is_lse ? kLse : kDelta) + static_cast<uint32_t>(buf * kRows + r) * 4,
-                 (is_lse ? a.lse : a.delta) + at, i < kt.real ? 4 : 0);
-    }
-  };
-
-  // dk[4 i + 2 h + e] (and dv) is key thread_key0 + 8 h of the item, column 8 i + 2 t + e.
-  float dk[D / 2], dv[D / 2];
-  // Stores the item's dK and dV and zeroes the sums: keys up to the segment's length, the real ones their
-  // sums, pads zeros (as the mma.sync kernel). The tiles leave through the item's K/V buffer, free once
-  // every dQ product has read K, each warpgroup its 64 keys.
-  const auto store_keys = [&](const KeyTile& kt, int kv_buf) {
-    int tid = static_cast<int>(threadIdx.x);
-    asm volatile("" : "+r"(tid));
-    const uint32_t sk = base + static_cast<uint32_t>(kv_buf) * kKv, sv = sk + kKeyTile;
-    const int first_row = 64 * (tid / 128), key0 = kt.key0 + first_row;
-    const int key = key0 + tid / 32 % 4 * 16 + tid % 32 / 4;  // the thread's rows: key and key + 8
-    const float dk_factor[2] = {key < kt.real ? a.scale : 0.0f, key + 8 < kt.real ? a.scale : 0.0f};
-    const float dv_factor[2] = {key < kt.real ? 1.0f : 0.0f, key + 8 < kt.real ? 1.0f : 0.0f};
-    __syncthreads();
-    stage_accumulator<D>(sk, kBackwardKeys, first_row, dk, dk_factor, tid);
-    stage_accumulator<D>(sv, kBackwardKeys, first_row, dv, dv_factor, tid);
-    warpgroup_barrier(tid / 128);
-    const int count = min(kt.len - key0, 64);
-    copy_rows_out<D>(sk, kBackwardKeys, first_row, a.dk, kt.start + key0, count, a.Hkv, kt.kv_head, tid);
-    copy_rows_out<D>(sv, kBackwardKeys, first_row, a.dv, kt.start + key0, count, a.Hkv, kt.kv_head, tid);
-#pragma unroll
-    for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.0f;
-  };
-#pragma unroll
-  for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.0f;
-
-  // `loaded`: whether the item's K/V and first step are already in flight.
-  KeyTile cur = key_tile<kWindowed, kCausal>(a, scratch, work);
-  int next = items, kv_buf = 0, buf = 0;
-  bool loaded = false;
-  const float scale_log2 = a.scale * kLog2e;
-  for (;;) {
-    if (cur.steps == 0) {  // a key tile of pads only: zeros
-      store_keys(cur, kv_buf);
-      next = claim_now();
-      if (next >= items) return;
-      cur = key_tile<kWindowed, kCausal>(a, scratch, next);
-      loaded = false;
-      continue;
-    }
-    if (!loaded) {
-      load_keys(cur, kv_buf);
-      load_step(cur, 0, buf);
-      cp_async_commit();
-    }
-    const int wg_key0 = cur.key0 + 64 * wg;           // the warpgroup's first key in the segment
-    const int thread_key0 = wg_key0 + 16 * warp + g;  // this thread's keys: thread_key0 and thread_key0 + 8
-    for (int step = 0; step < cur.steps; ++step, buf ^= 1) {
-      const bool last = step + 1 == cur.steps;
-      if (step == max(cur.steps - 2, 0)) claim_next();
-      // Q/dO buffer buf ^ 1 was last read before the previous step's dS^T barrier, by every thread.
-      if (!last) {
-        load_step(cur, step + 1, buf ^ 1);
-        cp_async_commit();
-        cp_async_wait<1>();
-      } else {
-        cp_async_wait<0>();
-      }
-      fence_proxy_async();
-      __syncthreads();  // this step's tiles are visible; the previous step's dQ MMAs have read dS^T
-      if (last) {  // the next item's K/V go to the buffer the previous item read, before its last barrier
-        next = *claim;
-        loaded = false;
-        if (next < items) {
-          const KeyTile upcoming = key_tile<kWindowed, kCausal>(a, scratch, next);
-          if (upcoming.steps > 0) {
-            load_keys(upcoming, kv_buf ^ 1);
-            load_step(upcoming, 0, buf ^ 1);
-            cp_async_commit();
-            loaded = true;
-          }
-        }
-      }
-      const int head = cur.kv_head * group + step / cur.row_tiles;
-      const int row0 = query0<kCausal>(cur.key0) + step % cur.row_tiles * kRows, real = cur.real;
-      // The descriptors of K and V are the same every step; hoisted out of the loop they would hold ~50
-      // registers (spilling at D = 128). Hiding the base from the optimizer recomputes them, a few integer
-      // operations per wgmma.
-      uint32_t at = base;
-      asm volatile("" : "+r"(at));
-      const uint32_t sk = at + static_cast<uint32_t>(kv_buf) * kKv, sv = sk + kKeyTile, sds = at + kDs;
-      const uint32_t sq = at + kQ + static_cast<uint32_t>(buf) * kRowTile;
-      const uint32_t sdo = at + kDo + static_cast<uint32_t>(buf) * kRowTile;
-
-      // A warpgroup whose keys all lie after every real query of the step (bidirectional: whose keys are
-      // all pads) has P = dS = 0: it skips the step, and the dQ product below reads none of its dS^T rows
-      // (that happens only to warpgroup 1, when row0 == key0, or bidirectional when key0 + 64 >= real). So
-      // does one whose keys all lie before the window of the step's first query (its last key wg_key0 + 63
-      // <= row0 - window): only warpgroup 0, and only when row0 > key0, since a visited step has row0 <
-      // window_query_end <= key0 + 127 + window.
-      if (wg_key0 < (kCausal ? min(row0 + kRows, real) : real) &&
-          (!kWindowed || wg_key0 + 63 + a.window > row0)) {
-        // s[4 i + 2 h + e]: key thread_key0 + 8 h, query row0 + 8 i + 2 t + e. Both written by their first
-        // k-step (accumulate false), so no instructions zero them.
-        float s[32], dp[32];
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk)
-          wgmma_m64nNk16_ss<64>(s, desc_k_major(sk, kBackwardKeys, 64 * wg, kk),
-                                desc_k_major(sq, kRows, 0, kk), kk > 0);
-        wgmma_commit();
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk)
-          wgmma_m64nNk16_ss<64>(dp, desc_k_major(sv, kBackwardKeys, 64 * wg, kk),
-                                desc_k_major(sdo, kRows, 0, kk), kk > 0);
-        wgmma_commit();
-        wgmma_wait<1>();  // S^T is ready; dP^T's MMAs run on under the exponentials
-        pin(s);
-
-        const float* lse = slse + buf * kRows;
-        const float* delta = sdelta + buf * kRows;
-        // The diagonal (bidirectional: pad keys), the segment's end, or the window's lower edge (key <=
-        // query - window for the step's last query row0 + 63 and the warpgroup's first key).
-        const bool edge = (kCausal ? row0 < wg_key0 + 63 : wg_key0 + 64 > real) || row0 + kRows > real ||
-                          (kWindowed && wg_key0 + a.window < row0 + kRows);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const float2 l = *reinterpret_cast<const float2*>(lse + 8 * i + 2 * t);
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int key = thread_key0 + 8 * (e / 2), query = row0 + 8 * i + 2 * t + e % 2;
-            const bool masked = edge && ((kCausal ? key > query : key >= real) || query >= real ||
-                                         (kWindowed && query - key >= a.window));
-            s[4 * i + e] =  // P^T
-                masked ? 0.0f : exp2_ftz(fmaf(s[4 * i + e], scale_log2, -(e % 2 ? l.y : l.x) * kLog2e));
-          }
-        }
-        uint32_t p[4][4];
-        to_a_fragments(s, p);
-        pin(dv);
-        pin(p);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < kRows / 16; ++kk)
-          wgmma_m64nNk16_rs<D>(dv, p[kk], desc_mn_major(sdo, kRows, kk));
-        wgmma_commit();
-        wgmma_wait<1>();  // dP^T is ready; dV's MMAs run on under dS
-        pin(dp);
-
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const float2 d = *reinterpret_cast<const float2*>(delta + 8 * i + 2 * t);
-#pragma unroll
-          for (int e = 0; e < 4; ++e) dp[4 * i + e] = s[4 * i + e] * (dp[4 * i + e] - (e % 2 ? d.y : d.x));
-        }
-        uint32_t ds[4][4];
-        to_a_fragments(dp, ds);
-        // Before the MMAs that read ds: registers of a running wgmma are off limits until its wait.
-        store_a_fragments(sds, kBackwardKeys, 64 * wg, ds);
-
-        pin(dk);
-        pin(ds);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < kRows / 16; ++kk)
-          wgmma_m64nNk16_rs<D>(dk, ds[kk], desc_mn_major(sq, kRows, kk));
-        wgmma_commit();
-        wgmma_wait<0>();  // the buffers are refilled after the next barrier; p and ds die here
-        pin(dv);
-        pin(dk);
-        pin(p);
-        pin(ds);
-      }
-      fence_proxy_async();  // dS^T, written through the generic proxy, is read by wgmma
-      __syncthreads();
-
-      // dQ[64 x D/2] of the step's queries, columns D/2 wg on: the contraction runs over the key tile's
-      // rows, but keys past row0 + 63 have dS = 0, so a diagonal step (row0 == key0) stops after 64, as
-      // does, bidirectional, a key tile whose keys from 64 on are pads (warpgroup 1 skipped it); and with a
-      // window, when warpgroup 0 skipped the step (above), its stale dS^T rows are left out: the product
-      // runs over keys 64..127 only.
-      float dq[D / 4];  // dq[4 i + 2 h + e]: query row0 + 16 warp + g + 8 h, column D/2 wg + 8 i + 2 t + e
-      const auto dq_product = [&](auto first, auto end) {  // fixed k-steps: no branch between the wgmmas
-        wgmma_fence();
-#pragma unroll
-        for (int kk = decltype(first)::value; kk < decltype(end)::value; ++kk)
-          wgmma_m64nNk16_ss<D / 2, 1, 1>(dq, desc_mn_major(sds, kBackwardKeys, kk),
-                                         desc_mn_major(sk, kBackwardKeys, kk, D / 2 * wg),
-                                         kk > decltype(first)::value);
-        wgmma_commit();
-        wgmma_wait<0>();
-        pin(dq);
-      };
-      using Zero = std::integral_constant<int, 0>;
-      using Half = std::integral_constant<int, 4>;
-      if (kCausal ? row0 == cur.key0 : cur.key0 + 64 >= real)
-        dq_product(Zero{}, Half{});
-      else if (kWindowed && cur.key0 + 63 + a.window <= row0)
-        dq_product(Half{}, std::integral_constant<int, kBackwardKeys / 16>{});
-      else
-        dq_product(Zero{}, std::integral_constant<int, kBackwardKeys / 16>{});
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int query = row0 + 16 * warp + g + 8 * h;
-        if (query >= real) continue;
-        float* row = scratch.dq_accum + ((cur.start + query) * a.H + head) * D + D / 2 * wg + 2 * t;
-#pragma unroll
-        for (int i = 0; i < D / 16; ++i) red_add_f32x2(row + 8 * i, dq[4 * i + 2 * h], dq[4 * i + 2 * h + 1]);
-      }
-    }
-    store_keys(cur, kv_buf);
-    if (next >= items) return;
-    // Decoded again rather than kept from the last step: held across its MMAs, it would spill.
-    cur = key_tile<kWindowed, kCausal>(a, scratch, next);
-    kv_buf ^= 1;
-  }
-#endif  // PT_SM90A: other targets hold an empty kernel that forward_sm90_available() never selects
-}
-
-// One resident CTA per SM (registers and shared memory allow no more), no more than the work bound.
-template <int D, bool kWindowed, bool kCausal>
-void launch_backward_kernel_sm90(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
-  constexpr int kSmem = smem_bytes<D>();
-  const auto kernel = backward_kernel_sm90<D, kWindowed, kCausal>;
-  static const cudaError_t configured =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  (void)configured;  // a failure resurfaces as the launch error, which the caller checks
-  const int64_t items = int64_t{scratch.key_capacity} * a.Hkv;
-  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(items, sm_count()));
-  kernel<<<blocks, kThreads, kSmem, stream>>>(a, scratch);
-}
-
-
-// Kernel lab: the warp-specialized backward. The same work items, steps and products as backward_kernel_sm90,
-// with 384 threads: a producer warpgroup (0) claims the items and copies each one's K and V (two buffers, an
-// item ahead) and each step's Q, dO, lse and delta (two buffers, a step ahead) with cp.async, completing
-// "full" mbarriers and waiting for "empty" ones; two consumer warpgroups (1, 2: 64 keys each, 240 registers)
-// compute and release. dS^T is double-buffered, so the consumers meet at one named barrier a step (dS^T
-// written, before the dQ product) and one an item (before dK and dV leave through the K/V buffer).
-constexpr int kWsThreads = 384;
-
-template <int D>
-__host__ __device__ constexpr int ws_smem_bytes() {
-  return 1024 + (4 * kBackwardKeys * D + 4 * kRows * D + 2 * kBackwardKeys * kRows) * 2 + 8 * 8 + 4 * kRows * 4 +
-         4 * 4;
-}
-
-template <int D, bool kWindowed, bool kCausal>
-__global__ void __launch_bounds__(kWsThreads, 1) backward_kernel_ws(const Args a, const BackwardScratch scratch) {
   static_assert(kCausal || !kWindowed, "a sliding window is causal");
 #if PT_SM90A
   // Offsets from the aligned base: K/V buffer b at b * kKv, Q/dO buffers, dS^T buffers, 8 mbarriers
@@ -385,7 +95,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) backward_kernel_ws(const Args a
   constexpr uint32_t kDsTile = kBackwardKeys * kRows * 2;
   constexpr uint32_t kQ = 2 * kKv, kDo = kQ + 2 * kRowTile, kDs = kDo + 2 * kRowTile, kBars = kDs + 2 * kDsTile;
   constexpr uint32_t kLse = kBars + 8 * 8, kDelta = kLse + 2 * kRows * 4, kSlots = kDelta + 2 * kRows * 4;
-  static_assert(kSlots + 4 * 4 + 1024 == ws_smem_bytes<D>());
+  static_assert(kSlots + 4 * 4 + 1024 == smem_bytes<D>());
   const int items = scratch.key_tiles[0] * a.Hkv, group = a.H / a.Hkv;
   if (static_cast<int>(blockIdx.x) >= items) return;
 
@@ -481,7 +191,8 @@ __global__ void __launch_bounds__(kWsThreads, 1) backward_kernel_ws(const Args a
       fence_proxy_async();
       const int head = cur.kv_head * group + step / cur.row_tiles;
       const int row0 = query0<kCausal>(cur.key0) + step % cur.row_tiles * kRows, real = cur.real;
-      // Hidden from the optimizer, as in backward_kernel_sm90: the descriptors are recomputed, not held.
+      // The descriptors of K and V are the same every step; hoisted out of the loop they would hold ~50
+      // registers. Hiding the base from the optimizer recomputes them, a few integer operations per wgmma.
       uint32_t at = base;
       asm volatile("" : "+r"(at));
       const uint32_t sk = at + static_cast<uint32_t>(kvb) * kKv, sv = sk + kKeyTile;
@@ -612,19 +323,20 @@ __global__ void __launch_bounds__(kWsThreads, 1) backward_kernel_ws(const Args a
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.0f;
   }
-#endif  // PT_SM90A
+#endif  // PT_SM90A: other targets hold an empty kernel that forward_sm90_available() never selects
 }
 
+// One resident CTA per SM (registers and shared memory allow no more), no more than the work bound.
 template <int D, bool kWindowed, bool kCausal>
-void launch_backward_kernel_ws(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
-  constexpr int kSmem = ws_smem_bytes<D>();
-  const auto kernel = backward_kernel_ws<D, kWindowed, kCausal>;
+void launch_backward_kernel_sm90(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
+  constexpr int kSmem = smem_bytes<D>();
+  const auto kernel = backward_kernel_sm90<D, kWindowed, kCausal>;
   static const cudaError_t configured =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   (void)configured;  // a failure resurfaces as the launch error, which the caller checks
   const int64_t items = int64_t{scratch.key_capacity} * a.Hkv;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(items, sm_count()));
-  kernel<<<blocks, kWsThreads, kSmem, stream>>>(a, scratch);
+  kernel<<<blocks, kThreads, kSmem, stream>>>(a, scratch);
 }
 
 }  // namespace
@@ -640,17 +352,5 @@ void launch_backward_sm90(const Args& a, const BackwardScratch& scratch, cudaStr
 
 template void launch_backward_sm90<64>(const Args&, const BackwardScratch&, cudaStream_t);
 template void launch_backward_sm90<128>(const Args&, const BackwardScratch&, cudaStream_t);
-
-template <int D>
-void launch_backward_ws(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
-  launch_backward_prologue<D>(a, scratch, stream);
-  with_mask(a, [&](auto windowed, auto causal) {
-    launch_backward_kernel_ws<D, decltype(windowed)::value, decltype(causal)::value>(a, scratch, stream);
-  });
-  launch_dq_convert<D>(a, scratch, stream);
-}
-
-template void launch_backward_ws<64>(const Args&, const BackwardScratch&, cudaStream_t);
-template void launch_backward_ws<128>(const Args&, const BackwardScratch&, cudaStream_t);
 
 }  // namespace pt::ops::cuda::attn

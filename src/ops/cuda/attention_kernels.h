@@ -106,8 +106,5 @@ template <int D>
 void launch_backward(const Args& a, const BackwardScratch& scratch, cudaStream_t stream);
 template <int D>
 void launch_backward_sm90(const Args& a, const BackwardScratch& scratch, cudaStream_t stream);
-// Kernel lab: the warp-specialized wgmma backward.
-template <int D>
-void launch_backward_ws(const Args& a, const BackwardScratch& scratch, cudaStream_t stream);
 
 }  // namespace pt::ops::cuda::attn
