@@ -1,6 +1,7 @@
 // Throughput of the CUDA varlen causal attention (bf16, fp32 accumulation) on ~32k tokens of SFT-like
-// lengths (lognormal, median 330, max 2048) and on one 8k sequence, at H12 D64 and H16 D128; and of the
-// bidirectional attention (an encoder's, BERT-base's shape H12 D64 among them) on the SFT-like lengths.
+// lengths (lognormal, median 330, max 2048) and on one 8k and one 32k sequence, at H12 D64 and H16 D128 (and
+// GQA 4); and of the bidirectional attention (an encoder's, BERT-base's shape H12 D64 among them) on the
+// SFT-like lengths.
 // FLOPs counted: forward 4 D H sum_i L_i (L_i + 1) / 2 (QK^T and PV over the causal pairs, 2 flops per
 // multiply-add; bidirectional, over the L_i^2 pairs); backward 2.5x forward (the usual convention: dQ, dK,
 // dV and the recomputed QK^T, i.e. 5 products, as the backward computes them). Times are per call over
@@ -122,7 +123,7 @@ int main(int argc, char** argv) {
   fmt::print("device: {}\n", cuda_device_name(0));
   fmt::print("{:<10} {:<36} {:>8} {:>8} {:>8} {:>8} {:>10}  {}\n", "batch", "shape", "fwd ms", "TFLOP/s",
              "bwd ms", "TFLOP/s", "fwd+bwd TF", "kernel");
-  const std::vector<int32_t> sft = bench::sft_batch(tokens), one = {8192};
+  const std::vector<int32_t> sft = bench::sft_batch(tokens), one8k = {8192}, one32k = {32768};
   if (!lengths_out.empty()) {
     std::ofstream out(lengths_out);
     for (int32_t len : sft) out << len << "\n";
@@ -130,7 +131,8 @@ int main(int argc, char** argv) {
   try {
     for (const std::string& kernel : kernels) {
       use_kernel(kernel);
-      for (const auto& [name, lengths] : {std::pair{"sft-like", sft}, std::pair{"one 8k", one}}) {
+      for (const auto& [name, lengths] :
+           {std::pair{"sft-like", sft}, std::pair{"one 8k", one8k}, std::pair{"one 32k", one32k}}) {
         measure(name, lengths, 12, 12, 64, reps);
         measure(name, lengths, 16, 16, 128, reps);
         measure(name, lengths, 16, 4, 128, reps);

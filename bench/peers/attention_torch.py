@@ -87,7 +87,7 @@ def packtrain_figures(path):
     """{(batch, H, Hkv, D): (fwd TFLOP/s, fwd+bwd TFLOP/s)} from bench_attention's table."""
     figures = {}
     for line in open(path):
-        m = re.match(r"(sft-like|one 8k)\s+T=\d+ S=\d+ H=(\d+) Hkv=(\d+) D=(\d+)\s+\S+\s+(\S+)\s+\S+\s+\S+\s+(\S+)", line)
+        m = re.match(r"(sft-like|one \d+k)\s+T=\d+ S=\d+ H=(\d+) Hkv=(\d+) D=(\d+)\s+\S+\s+(\S+)\s+\S+\s+\S+\s+(\S+)", line)
         if m:
             figures[(m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)))] = (float(m.group(5)), float(m.group(6)))
     return figures
@@ -108,11 +108,11 @@ def main():
     out = open(args.json, "a") if args.json else None
     print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}")
     print("TFLOP/s on real tokens (fwd / fwd+bwd); cuDNN runs the SFT-like batch padded (torch has no varlen "
-          "entry for it), one 8k sequence as it is; x = packtrain / peer")
+          "entry for it), one 8k and one 32k sequence as they are; x = packtrain / peer")
     print(f"{'batch':<9} {'H/Hkv/D':<10} {'ours':>13} {'FA2 varlen':>13} {'cuDNN':>13} {'flash padded':>13} "
           f"{'x FA2':>11} {'x cuDNN':>11}")
     notes = []
-    for name, lengths in (("sft-like", sft), ("one 8k", [8192])):
+    for name, lengths in (("sft-like", sft), ("one 8k", [8192]), ("one 32k", [32768])):
         for H, Hkv, D in SHAPES:
             fig = {"packtrain varlen": ours.get((name, H, Hkv, D), (float("nan"), float("nan"))),
                    "torch FA2 varlen": varlen_tflops(lengths, H, Hkv, D, args.reps)}
