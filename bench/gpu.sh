@@ -108,7 +108,7 @@ for bin in packtrain bench_attention bench_train_gpu; do
   [ -x "$build/$bin" ] || echo "warning: $build/$bin is missing; its section will fail (build it first)"
 done
 
-section attention 120 bash "$bench/attention.sh" "$build" "$out"
+section attention 200 bash "$bench/attention.sh" "$build" "$out"
 
 want train_gpu && rm -f "$out/train_gpu.jsonl" "$out/train_hf.jsonl"
 section train_gpu 150 "$build/bench_train_gpu" --steps 30 --json "$out/train_gpu.jsonl" \
