@@ -123,8 +123,7 @@ AttentionKernel parse_attention_kernel(const char* text) {
   if (s.empty() || s == "auto") return AttentionKernel::automatic;
   if (s == "mma") return AttentionKernel::mma;
   if (s == "wgmma") return AttentionKernel::wgmma;
-  if (s == "wgmma-bulk") return AttentionKernel::wgmma_bulk;
-  throw Error("PACKTRAIN_ATTENTION_KERNEL must be auto, mma, wgmma or wgmma-bulk, got '" + s + "'");
+  throw Error("PACKTRAIN_ATTENTION_KERNEL must be auto, mma or wgmma, got '" + s + "'");
 }
 
 AttentionKernel& chosen_kernel() {
@@ -142,14 +141,12 @@ const char* attention_kernel_name(AttentionKernel kernel) {
       return "mma";
     case AttentionKernel::wgmma:
       return "wgmma";
-    case AttentionKernel::wgmma_bulk:
-      return "wgmma-bulk";
   }
   return "?";
 }
 
 bool attention_kernel_available(AttentionKernel kernel) {
-  return kernel == AttentionKernel::automatic || kernel == AttentionKernel::mma || attn::forward_sm90_available();
+  return kernel != AttentionKernel::wgmma || attn::forward_sm90_available();
 }
 
 namespace {
@@ -177,7 +174,7 @@ AttentionKernel attention_kernel() {
 }
 
 void attention_forward(const AttentionParams& p) {
-  const bool wgmma = attention_kernel() != AttentionKernel::mma;
+  const bool wgmma = attention_kernel() == AttentionKernel::wgmma;
   Call c = prepare("attention_forward", p, wgmma ? attn::kSm90Rows : attn::kTile);
   const size_t order_bytes = wgmma ? sizeof(int) * static_cast<size_t>(c.args.schedule.capacity) : 0;
   run(c, order_bytes, [&](char* extra) {
@@ -192,8 +189,7 @@ void attention_forward(const AttentionParams& p) {
 }
 
 void attention_backward(const AttentionParams& p, const AttentionGrads& g) {
-  const AttentionKernel kernel = attention_kernel();
-  const bool wgmma = kernel != AttentionKernel::mma, bulk_dq = kernel == AttentionKernel::wgmma_bulk;
+  const bool wgmma = attention_kernel() == AttentionKernel::wgmma;
   Call c = prepare("attention_backward", p);
   attn::Args& a = c.args;
   a.dout = static_cast<const __nv_bfloat16*>(g.dout.data);
@@ -218,8 +214,8 @@ void attention_backward(const AttentionParams& p, const AttentionGrads& g) {
     const attn::BackwardScratch scratch{reinterpret_cast<float*>(extra + delta_bytes), tiles,
                                         tiles + 1 + key_capacity, static_cast<int>(key_capacity)};
     if (wgmma)
-      c.head_dim == 64 ? attn::launch_backward_sm90<64>(a, scratch, bulk_dq, nullptr)
-                       : attn::launch_backward_sm90<128>(a, scratch, bulk_dq, nullptr);
+      c.head_dim == 64 ? attn::launch_backward_sm90<64>(a, scratch, nullptr)
+                       : attn::launch_backward_sm90<128>(a, scratch, nullptr);
     else
       c.head_dim == 64 ? attn::launch_backward<64>(a, scratch, nullptr)
                        : attn::launch_backward<128>(a, scratch, nullptr);

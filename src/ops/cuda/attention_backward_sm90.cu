@@ -83,8 +83,7 @@ __device__ inline KeyTile key_tile(const Args& a, const BackwardScratch& scratch
 // Registers: the launch bound (384, 1) gives every thread 168 at entry; setmaxnreg moves them to the
 // consumers. With CUDA 13.0 the builds spill 48-100 bytes: a few loop counters of the consumers at D = 128,
 // and some of the producer's item fields (its loads wait on memory anyway).
-// kBulkDq (kernel lab): dQ leaves through shared memory and bulk reductions instead of per-thread atomics.
-template <int D, bool kWindowed, bool kCausal, bool kBulkDq>
+template <int D, bool kWindowed, bool kCausal>
 __global__ void __launch_bounds__(kThreads, 1)
     backward_kernel_sm90(const Args a, const BackwardScratch scratch) {
   static_assert(kCausal || !kWindowed, "a sliding window is causal");
@@ -267,8 +266,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         pin(p);
         pin(ds);
       }
-      if constexpr (!kBulkDq) release(qdo_empty(qb));  // Q, dO, lse and delta of the step are read
-      fence_proxy_async();  // dS^T, written through the generic proxy, is read by wgmma
+      release(qdo_empty(qb));  // Q, dO, lse and delta of the step are read
+      fence_proxy_async();     // dS^T, written through the generic proxy, is read by wgmma
       consumers_sync();
 
       float dq[D / 4];  // dq[4 i + 2 h + e]: query row0 + 16 warp + g4 + 8 h, column D/2 c + 8 i + 2 t + e
@@ -291,51 +290,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         dq_product(Half{}, std::integral_constant<int, kBackwardKeys / 16>{});
       else
         dq_product(Zero{}, std::integral_constant<int, kBackwardKeys / 16>{});
-      if constexpr (kBulkDq) {
-        // Both warpgroups' MMAs have read the step's Q and dO (the barrier above): consumer 0 stages its
-        // 64 x D/2 f32 half of dQ in the Q buffer, consumer 1 in the dO one, a row of kRowBytes each. Row r
-        // is rotated by 32 (r % kTurns) bytes, so that the eight rows of a quad group's stores meet at most
-        // two to a bank; each row then goes out as one or two bulk reductions that undo the rotation.
-        constexpr int kRowBytes = 2 * D, kTurns = kRowBytes / 32;
-        const uint32_t stage = c == 0 ? sq : sdo;
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = 16 * warp + g4 + 8 * h;
-          const uint32_t row = stage + static_cast<uint32_t>(r * kRowBytes), turn = 32u * (r % kTurns);
+      for (int h = 0; h < 2; ++h) {
+        const int query = row0 + 16 * warp + g4 + 8 * h;
+        if (query >= real) continue;
+        float* row = scratch.dq_accum + ((cur.start + query) * a.H + head) * D + D / 2 * c + 2 * t;
 #pragma unroll
-          for (int i = 0; i < D / 16; ++i) {
-            const uint32_t at = row + ((static_cast<uint32_t>(32 * i + 8 * t) + turn) % kRowBytes);
-            asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(dq[4 * i + 2 * h]),
-                         "f"(dq[4 * i + 2 * h + 1])
-                         : "memory");
-          }
-        }
-        fence_proxy_async();
-        warpgroup_barrier(c);
-        if (tid % 128 < kRows) {
-          const int r = tid % 128, query = row0 + r;
-          if (query < real) {
-            const int turn = 32 * (r % kTurns);
-            const uint32_t row = stage + static_cast<uint32_t>(r * kRowBytes);
-            float* dst = scratch.dq_accum + ((cur.start + query) * a.H + head) * D + D / 2 * c;
-            bulk_reduce_add_f32(dst, row + turn, kRowBytes - turn);
-            if (turn > 0) bulk_reduce_add_f32(dst + (kRowBytes - turn) / 4, row, turn);
-            bulk_commit();
-            bulk_wait_read<0>();
-          }
-        }
-        warpgroup_barrier(c);
-        release(qdo_empty(qb));
-      } else {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int query = row0 + 16 * warp + g4 + 8 * h;
-          if (query >= real) continue;
-          float* row = scratch.dq_accum + ((cur.start + query) * a.H + head) * D + D / 2 * c + 2 * t;
-#pragma unroll
-          for (int i = 0; i < D / 16; ++i)
-            red_add_f32x2(row + 8 * i, dq[4 * i + 2 * h], dq[4 * i + 2 * h + 1]);
-        }
+        for (int i = 0; i < D / 16; ++i) red_add_f32x2(row + 8 * i, dq[4 * i + 2 * h], dq[4 * i + 2 * h + 1]);
       }
     }
 
@@ -362,15 +323,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.0f;
   }
-  if constexpr (kBulkDq) bulk_wait<0>();  // the reductions reach global memory before the kernel ends
 #endif  // PT_SM90A: other targets hold an empty kernel that forward_sm90_available() never selects
 }
 
 // One resident CTA per SM (registers and shared memory allow no more), no more than the work bound.
-template <int D, bool kWindowed, bool kCausal, bool kBulkDq>
+template <int D, bool kWindowed, bool kCausal>
 void launch_backward_kernel_sm90(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<D>();
-  const auto kernel = backward_kernel_sm90<D, kWindowed, kCausal, kBulkDq>;
+  const auto kernel = backward_kernel_sm90<D, kWindowed, kCausal>;
   static const cudaError_t configured =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   (void)configured;  // a failure resurfaces as the launch error, which the caller checks
@@ -382,18 +342,15 @@ void launch_backward_kernel_sm90(const Args& a, const BackwardScratch& scratch, 
 }  // namespace
 
 template <int D>
-void launch_backward_sm90(const Args& a, const BackwardScratch& scratch, bool bulk_dq, cudaStream_t stream) {
+void launch_backward_sm90(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
   launch_backward_prologue<D>(a, scratch, stream);
   with_mask(a, [&](auto windowed, auto causal) {
-    if (bulk_dq)
-      launch_backward_kernel_sm90<D, decltype(windowed)::value, decltype(causal)::value, true>(a, scratch, stream);
-    else
-      launch_backward_kernel_sm90<D, decltype(windowed)::value, decltype(causal)::value, false>(a, scratch, stream);
+    launch_backward_kernel_sm90<D, decltype(windowed)::value, decltype(causal)::value>(a, scratch, stream);
   });
   launch_dq_convert<D>(a, scratch, stream);
 }
 
-template void launch_backward_sm90<64>(const Args&, const BackwardScratch&, bool, cudaStream_t);
-template void launch_backward_sm90<128>(const Args&, const BackwardScratch&, bool, cudaStream_t);
+template void launch_backward_sm90<64>(const Args&, const BackwardScratch&, cudaStream_t);
+template void launch_backward_sm90<128>(const Args&, const BackwardScratch&, cudaStream_t);
 
 }  // namespace pt::ops::cuda::attn
