@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbarrier_init(kv_full(b), 129);  // every producer thread's copies, and thread 0's item
       mbarrier_init(kv_empty(b), 2);   // one arrival per consumer warpgroup
       mbarrier_init(qdo_full(b), 128);
-      mbarrier_init(qdo_empty(b), 2);
+      mbarrier_init(qdo_empty(b), 256);  // every consumer thread: each has read lse and delta itself
     }
     mbarrier_init_fence();
   }
@@ -266,7 +266,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         pin(p);
         pin(ds);
       }
-      release(qdo_empty(qb));  // Q, dO, lse and delta of the step are read
+      mbarrier_arrive(qdo_empty(qb));  // this thread's reads of the step's Q, dO, lse and delta are done
       fence_proxy_async();     // dS^T, written through the generic proxy, is read by wgmma
       consumers_sync();
 
