@@ -47,8 +47,8 @@ static_assert(kBackwardKeys == 128 && kRows == 64, "two warpgroups of 64 keys ag
 // the base. 226 KiB at D = 128, within the 227 a block may have.
 template <int D>
 __host__ __device__ constexpr int smem_bytes() {
-  return 1024 + (4 * kBackwardKeys * D + 4 * kRows * D + 2 * kBackwardKeys * kRows) * 2 + 8 * 8 + 4 * kRows * 4 +
-         4 * 4;
+  return 1024 + (4 * kBackwardKeys * D + 4 * kRows * D + 2 * kBackwardKeys * kRows) * 2 + 8 * 8 +
+         4 * kRows * 4 + 4 * 4;
 }
 
 #if PT_SM90A
@@ -93,7 +93,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // K/V buffers and the producer's claim.
   constexpr uint32_t kKeyTile = kBackwardKeys * D * 2, kRowTile = kRows * D * 2, kKv = 2 * kKeyTile;
   constexpr uint32_t kDsTile = kBackwardKeys * kRows * 2;
-  constexpr uint32_t kQ = 2 * kKv, kDo = kQ + 2 * kRowTile, kDs = kDo + 2 * kRowTile, kBars = kDs + 2 * kDsTile;
+  constexpr uint32_t kQ = 2 * kKv, kDo = kQ + 2 * kRowTile, kDs = kDo + 2 * kRowTile,
+                     kBars = kDs + 2 * kDsTile;
   constexpr uint32_t kLse = kBars + 8 * 8, kDelta = kLse + 2 * kRows * 4, kSlots = kDelta + 2 * kRows * 4;
   static_assert(kSlots + 4 * 4 + 1024 == smem_bytes<D>());
   const int items = scratch.key_tiles[0] * a.Hkv, group = a.H / a.Hkv;
@@ -102,7 +103,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw), base = (raw + 1023u) & ~1023u;
   unsigned char* const aligned = smem_raw + (base - raw);
-  int* const slots = reinterpret_cast<int*>(aligned + kSlots);  // [0, 1]: items of the K/V buffers; [2]: claim
+  // slots[0, 1]: the items of the K/V buffers; slots[2]: the producer's claim.
+  int* const slots = reinterpret_cast<int*>(aligned + kSlots);
   const auto kv_full = [&](int b) { return base + kBars + 8 * b; };
   const auto kv_empty = [&](int b) { return base + kBars + 16 + 8 * b; };
   const auto qdo_full = [&](int b) { return base + kBars + 32 + 8 * b; };
@@ -131,7 +133,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (kt.steps > 0) {
         const uint32_t kv = base + static_cast<uint32_t>(kvb) * kKv;
         producer_load<D, kBackwardKeys>(kv, a.k, kt.start, kt.key0, kt.real, a.Hkv, kt.kv_head, tid);
-        producer_load<D, kBackwardKeys>(kv + kKeyTile, a.v, kt.start, kt.key0, kt.real, a.Hkv, kt.kv_head, tid);
+        producer_load<D, kBackwardKeys>(kv + kKeyTile, a.v, kt.start, kt.key0, kt.real, a.Hkv, kt.kv_head,
+                                        tid);
       }
       cp_async_mbarrier_arrive(kv_full(kvb));
       if (tid == 0) {
@@ -206,13 +209,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
-          wgmma_m64nNk16_ss<64>(s, desc_k_major(sk, kBackwardKeys, 64 * c, kk), desc_k_major(sq, kRows, 0, kk),
-                                kk > 0);
+          wgmma_m64nNk16_ss<64>(s, desc_k_major(sk, kBackwardKeys, 64 * c, kk),
+                                desc_k_major(sq, kRows, 0, kk), kk > 0);
         wgmma_commit();
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
-          wgmma_m64nNk16_ss<64>(dp, desc_k_major(sv, kBackwardKeys, 64 * c, kk), desc_k_major(sdo, kRows, 0, kk),
-                                kk > 0);
+          wgmma_m64nNk16_ss<64>(dp, desc_k_major(sv, kBackwardKeys, 64 * c, kk),
+                                desc_k_major(sdo, kRows, 0, kk), kk > 0);
         wgmma_commit();
         wgmma_wait<1>();
         pin(s);
@@ -239,7 +242,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         pin(p);
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < kRows / 16; ++kk) wgmma_m64nNk16_rs<D>(dv, p[kk], desc_mn_major(sdo, kRows, kk));
+        for (int kk = 0; kk < kRows / 16; ++kk)
+          wgmma_m64nNk16_rs<D>(dv, p[kk], desc_mn_major(sdo, kRows, kk));
         wgmma_commit();
         wgmma_wait<1>();
         pin(dp);
@@ -258,7 +262,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         pin(ds);
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < kRows / 16; ++kk) wgmma_m64nNk16_rs<D>(dk, ds[kk], desc_mn_major(sq, kRows, kk));
+        for (int kk = 0; kk < kRows / 16; ++kk)
+          wgmma_m64nNk16_rs<D>(dk, ds[kk], desc_mn_major(sq, kRows, kk));
         wgmma_commit();
         wgmma_wait<0>();
         pin(dv);
@@ -267,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         pin(ds);
       }
       mbarrier_arrive(qdo_empty(qb));  // this thread's reads of the step's Q, dO, lse and delta are done
-      fence_proxy_async();     // dS^T, written through the generic proxy, is read by wgmma
+      fence_proxy_async();             // dS^T, written through the generic proxy, is read by wgmma
       consumers_sync();
 
       float dq[D / 4];  // dq[4 i + 2 h + e]: query row0 + 16 warp + g4 + 8 h, column D/2 c + 8 i + 2 t + e

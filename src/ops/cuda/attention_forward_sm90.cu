@@ -122,8 +122,8 @@ __device__ inline void online_softmax_any(float (&s)[64], int key0, int real, in
                                           int thread_row0, int t, float scale_log2, float (&row_max)[2],
                                           float (&row_sum)[2], float (&rescale)[2]) {
   if (step_needs_mask<kWindowed, kCausal>(key0, real, window, wg_row0))
-    online_softmax<kWindowed, kCausal, true>(s, key0, real, window, thread_row0, t, scale_log2, row_max, row_sum,
-                                             rescale);
+    online_softmax<kWindowed, kCausal, true>(s, key0, real, window, thread_row0, t, scale_log2, row_max,
+                                             row_sum, rescale);
   else
     online_softmax<kWindowed, kCausal, false>(s, key0, real, window, thread_row0, t, scale_log2, row_max,
                                               row_sum, rescale);
@@ -141,9 +141,9 @@ __device__ inline void rescale_rows(float (&o)[D / 2], const float (&rescale)[2]
 // own 64 rows of the Q tile sq, which only its own S products (all complete) read. wg: the consumer
 // warpgroup (0 or 1); tid: the thread's index within the consumer warpgroups.
 template <int D>
-__device__ inline void finish_rows(const Args& a, float (&o)[D / 2], const float (&row_max)[2], float (&row_sum)[2],
-                                   uint32_t sq, int wg, int thread_row0, int64_t start, int wg_row0, int real,
-                                   int len, int head, int tid) {
+__device__ inline void finish_rows(const Args& a, float (&o)[D / 2], const float (&row_max)[2],
+                                   float (&row_sum)[2], uint32_t sq, int wg, int thread_row0, int64_t start,
+                                   int wg_row0, int real, int len, int head, int tid) {
   const int t = tid % 4;
   float inv[2];
 #pragma unroll
@@ -246,19 +246,15 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
   // Turns: consumer c waits on barrier 3 + c (its 128 threads with the other's 128 arrivals) before it
   // issues, and arrives on the other's after. Consumer 1 lets consumer 0 go first and skips its last
   // arrival, which no turn would wait for.
-  const auto take_turn = [&] {
-    asm volatile("bar.sync %0, 256;\n" ::"r"(3 + c) : "memory");
-  };
-  const auto pass_turn = [&] {
-    asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - c) : "memory");
-  };
+  const auto take_turn = [&] { asm volatile("bar.sync %0, 256;\n" ::"r"(3 + c) : "memory"); };
+  const auto pass_turn = [&] { asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - c) : "memory"); };
   if (c == 1) pass_turn();
   const auto issue_s = [&](float(&s)[64], int stage) {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
-      wgmma_m64nNk16_ss<128>(s, desc_k_major(sq, kSm90Rows, 64 * c, kk), desc_k_major(sk(stage), kBlockN, 0, kk),
-                             kk > 0);
+      wgmma_m64nNk16_ss<128>(s, desc_k_major(sq, kSm90Rows, 64 * c, kk),
+                             desc_k_major(sk(stage), kBlockN, 0, kk), kk > 0);
     wgmma_commit();
   };
   const auto issue_pv = [&](float(&o)[D / 2], uint32_t(&p)[kBlockN / 16][4], int stage) {
@@ -266,7 +262,8 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
     pin(p);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) wgmma_m64nNk16_rs<D>(o, p[kk], desc_mn_major(sv(stage), kBlockN, kk));
+    for (int kk = 0; kk < kBlockN / 16; ++kk)
+      wgmma_m64nNk16_rs<D>(o, p[kk], desc_mn_major(sv(stage), kBlockN, kk));
     wgmma_commit();
   };
 
@@ -301,9 +298,8 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
     wgmma_wait<1>();  // S(j) is done
     pin(s);
     release(k_empty(ks));
-    online_softmax<kWindowed, kCausal, decltype(mask)::value>(s, key_begin + j * kBlockN, real, a.window,
-                                                              thread_row0, t, scale_log2, row_max, row_sum,
-                                                              rescale);
+    online_softmax<kWindowed, kCausal, decltype(mask)::value>(
+        s, key_begin + j * kBlockN, real, a.window, thread_row0, t, scale_log2, row_max, row_sum, rescale);
     pin(s);  // the exponentials before the wait: they run under P V
     wgmma_wait<0>();
     pin(o);

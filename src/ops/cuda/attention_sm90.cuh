@@ -33,8 +33,8 @@ __device__ inline void load_tile(uint32_t tile, const __nv_bfloat16* src, int64_
 // keeps one 16-byte chunk column, and its rows, kPass apart, share their swizzle (kPass is a multiple of
 // 8), so each pass only steps both addresses.
 template <int D, int kRows>
-__device__ inline void producer_load(uint32_t tile, const __nv_bfloat16* src, int64_t start, int row0, int limit,
-                                     int heads, int head, int tid) {
+__device__ inline void producer_load(uint32_t tile, const __nv_bfloat16* src, int64_t start, int row0,
+                                     int limit, int heads, int head, int tid) {
   constexpr int kChunks = D / 8, kPass = 128 / kChunks;
   static_assert(kPass % 8 == 0 && kRows % kPass == 0);
   const int chunk = tid % kChunks, r = tid / kChunks;

@@ -69,9 +69,12 @@ __device__ inline void mbarrier_init(uint32_t bar, int count) {
 }
 // Makes the initialized barriers visible to the other threads' and the async proxy's barrier operations
 // (a __syncthreads follows).
-__device__ inline void mbarrier_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ inline void mbarrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
 __device__ inline void mbarrier_arrive(uint32_t bar) {
-  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar)
+               : "memory");
 }
 // Arrives on bar when every cp.async this thread issued so far has landed.
 __device__ inline void cp_async_mbarrier_arrive(uint32_t bar) {
