@@ -25,12 +25,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                  float* xq_out, float* xtk_out, int* flag) {
 #if PT_SM90A
   using namespace ops::cuda::sm90;
-  using ops::cuda::attn::load_tile;
+  using ops::cuda::attn::producer_load;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t sk = (smem_u32(smem_raw) + 1023u) & ~1023u, sq = sk + kKeys * D * 2;
   const uint32_t sds = sq + kQueries * D * 2;
-  load_tile<D, kKeys, kThreads>(sk, k, 0, 0, kKeys, 1, 0);
-  load_tile<D, kQueries, kThreads>(sq, q, 0, 0, kQueries, 1, 0);
+  if (threadIdx.x < 128) {  // the first warpgroup loads, as the kernels' producer does
+    producer_load<D, kKeys>(sk, k, 0, 0, kKeys, 1, 0, static_cast<int>(threadIdx.x));
+    producer_load<D, kQueries>(sq, q, 0, 0, kQueries, 1, 0, static_cast<int>(threadIdx.x));
+  }
   cp_async_commit();
   cp_async_wait<0>();
   fence_proxy_async();

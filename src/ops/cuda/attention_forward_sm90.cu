@@ -179,6 +179,8 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
     return;
   }
 
+  // The swizzle pattern repeats every 1024 bytes and the descriptors assume base offset 0: the dynamic base
+  // (only 16-byte aligned) is rounded up inside the slack smem_bytes() adds.
   extern __shared__ unsigned char smem_raw[];
   constexpr uint32_t kQBytes = tile_bytes<D>(kSm90Rows), kKVBytes = tile_bytes<D>(kBlockN);
   const uint32_t sq = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -192,6 +194,8 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
   const auto k_empty = [&](int stage) { return bars + 8 * (1 + 2 * kStages + stage); };
   const auto v_empty = [&](int stage) { return bars + 8 * (1 + 3 * kStages + stage); };
 
+  // Causal: the tile's last query sees keys < row0 + 128. Step j: keys key_begin + 128 j ..; key_begin <=
+  // row0 < key_end, so there is at least one step.
   const int key_end = kCausal ? min(real, row0 + kSm90Rows) : real;
   const int key_begin = kWindowed ? window_key_begin(row0, a.window, kBlockN) : 0;
   const int steps = (key_end - key_begin + kBlockN - 1) / kBlockN;

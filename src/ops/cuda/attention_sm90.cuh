@@ -1,5 +1,5 @@
 // What the sm_90a (wgmma) attention kernels share: tiles of one head of a [T, heads, D] tensor copied into
-// the 128-byte swizzled shared layout of ops/cuda/wgmma.cuh (by all threads, or by a producer warpgroup),
+// the 128-byte swizzled shared layout of ops/cuda/wgmma.cuh by a producer warpgroup,
 // register fragments stored into it, and the exponential of the softmax.
 #pragma once
 
@@ -10,28 +10,11 @@ namespace pt::ops::cuda::attn {
 #if PT_SM90A
 
 // Starts copying rows [row0, row0 + kRows) of one head of a [T, heads, D] tensor, segment-relative to the
-// token `start`, into the swizzled tile at shared address `tile` with all kThreads threads of the block;
+// token `start`, into the swizzled tile at shared address `tile`, by one warpgroup (tid 0..127: a producer);
 // rows at or past `limit` (the segment's real tokens) become zeros, so that masked products never meet
-// another segment's values or NaN.
-template <int D, int kRows, int kThreads>
-__device__ inline void load_tile(uint32_t tile, const __nv_bfloat16* src, int64_t start, int row0, int limit,
-                                 int heads, int head) {
-  constexpr int kChunks = D / 8;
-  static_assert(kRows * kChunks % kThreads == 0);
-#pragma unroll
-  for (int i = 0; i < kRows * kChunks / kThreads; ++i) {
-    const int c = static_cast<int>(threadIdx.x) + i * kThreads, r = c / kChunks, chunk = c % kChunks;
-    const bool real = row0 + r < limit;
-    const int64_t token = start + (real ? row0 + r : 0);  // a valid address even when nothing is read
-    sm90::cp_async_16(tile + sm90::swizzled_offset(r, chunk, kRows),
-                      src + (token * heads + head) * D + chunk * 8, real ? 16 : 0);
-  }
-}
-
-// The producer's copy of rows [row0, row0 + kRows) of one head into a swizzled tile (load_tile's layout and
-// zero rows at or past `limit`), by one warpgroup (tid 0..127) in as few registers as it can: each thread
-// keeps one 16-byte chunk column, and its rows, kPass apart, share their swizzle (kPass is a multiple of
-// 8), so each pass only steps both addresses.
+// another segment's values or NaN. In as few registers as it can: each thread keeps one 16-byte chunk
+// column, and its rows, kPass apart, share their swizzle (kPass is a multiple of 8), so each pass only
+// steps both addresses.
 template <int D, int kRows>
 __device__ inline void producer_load(uint32_t tile, const __nv_bfloat16* src, int64_t start, int row0,
                                      int limit, int heads, int head, int tid) {

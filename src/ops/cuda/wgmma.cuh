@@ -62,8 +62,9 @@ __device__ inline void cp_async_wait() {
 
 // mbarriers (PTX "Parallel Synchronization and Communication Instructions: mbarrier") for warp-specialized
 // kernels: a producer's cp.async copies complete a phase by themselves (cp.async.mbarrier.arrive.noinc: the
-// barrier's count includes one arrival per producer thread), consumers arrive once per warpgroup when their
-// MMAs have read a stage. A phase of parity P has completed when mbarrier_wait(bar, P) returns.
+// barrier's count includes one arrival per producer thread); consumers release a stage once it is read, one
+// arrival per warpgroup where only their MMAs read it, one per thread where threads read it themselves. A
+// phase of parity P has completed when mbarrier_wait(bar, P) returns.
 __device__ inline void mbarrier_init(uint32_t bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
@@ -125,7 +126,7 @@ __device__ inline uint64_t make_desc(uint32_t start, uint32_t leading_bytes, uin
 // groups SBO = 1024 bytes apart; LBO is unused for swizzled K-major layouts (encoded as 16 bytes). The 16
 // elements of a k-step are 32 bytes of a 128-byte row: column block kk / 4, bytes 32 (kk % 4) on; the
 // hardware applies the swizzle to the final address bits, so a start inside the atom reads the chunks where
-// load_tile put them.
+// the loads (attention_sm90.cuh's producer_load) put them.
 __device__ inline uint64_t desc_k_major(uint32_t tile, int rows, int first_row, int kk) {
   return make_desc(tile + static_cast<uint32_t>((kk / 4) * rows * 128 + first_row * 128 + (kk % 4) * 32), 16,
                    1024);
