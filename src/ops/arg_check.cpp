@@ -81,6 +81,14 @@ ArgCheck& ArgCheck::same_or_disjoint(const char* in_name, const Tensor& in, cons
   return *this;
 }
 
+ArgCheck& ArgCheck::disjoint(const char* in_name, const Tensor& in, const char* out_name, const Tensor& out) {
+  const auto* a = static_cast<const char*>(in.data);
+  const auto* b = static_cast<const char*>(out.data);
+  if (in.numel() > 0 && out.numel() > 0 && a < b + out.bytes() && b < a + in.bytes())
+    fail("{}: {} overlaps {}; pass a separate buffer", op_, out_name, in_name);
+  return *this;
+}
+
 void ArgCheck::unsupported_device() const {
   fail("{}: no {} implementation in this build; run it on cpu", op_, device_name(device_));
 }

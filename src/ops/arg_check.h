@@ -28,6 +28,8 @@ class ArgCheck {
 
   // `out` may be `in` itself (an in-place op) or a separate buffer, but must not partly overlap it.
   ArgCheck& same_or_disjoint(const char* in_name, const Tensor& in, const char* out_name, const Tensor& out);
+  // `out` shares no byte with `in`: ops whose fused kernels read one while writing the other.
+  ArgCheck& disjoint(const char* in_name, const Tensor& in, const char* out_name, const Tensor& out);
 
   Device device() const { return device_; }
   const char* op() const { return op_; }

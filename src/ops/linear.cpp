@@ -50,4 +50,51 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const T
   a.unsupported_device();
 }
 
+void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& h,
+                         const Tensor& act) {
+  ArgCheck a("linear_gelu_forward");
+  a.real("x", x, {-1, -1});
+  a.real("w", w, {-1, x.size(1)});
+  const int64_t M = x.size(0), N = w.size(0);
+  a.real("h", h, {M, N}).real("act", act, {M, N}).disjoint("h", h, "act", act);
+  if (!bias.empty()) a.real_or_f32("bias", bias, {N});
+  switch (a.device()) {
+    case Device::cpu:  // the reference: linear_forward then gelu_forward
+      cpu::linear_forward(x, w, h, Write::overwrite);
+      if (!bias.empty()) cpu::bias_add(h, bias);
+      return cpu::gelu_forward(h, act);
+    case Device::cuda:
+#ifdef PACKTRAIN_CUDA
+      cuda::linear_gelu_forward(x, w, bias, h, act);
+      return;
+#else
+      break;
+#endif
+  }
+  a.unsupported_device();
+}
+
+void linear_dgelu_backward(const Tensor& dy, const Tensor& w, const Tensor& h, const Tensor& dh) {
+  ArgCheck a("linear_dgelu_backward");
+  a.real("h", h, {-1, -1});
+  const int64_t M = h.size(0), K = h.size(1);
+  a.real("w", w, {-1, K});
+  a.padded_rows("dy", dy, M, w.size(0));
+  a.real("dh", dh, {M, K}).disjoint("h", h, "dh", dh).disjoint("dy", dy, "dh", dh);
+  switch (a.device()) {
+    case Device::cpu:  // the reference: linear_backward's dx (h stands in for the layer's input, whose
+                       // shape and type it has; with no dw its values are unread), then gelu_backward
+      cpu::linear_backward(dy, h, w, dh, Write::overwrite, Tensor(), Write::overwrite);
+      return cpu::gelu_backward(dh, h, dh);
+    case Device::cuda:
+#ifdef PACKTRAIN_CUDA
+      cuda::linear_dgelu_backward(dy, w, h, dh);
+      return;
+#else
+      break;
+#endif
+  }
+  a.unsupported_device();
+}
+
 }  // namespace pt::ops

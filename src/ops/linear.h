@@ -26,4 +26,18 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mod
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, Write dx_mode,
                      const Tensor& dw, Write dw_mode);
 
+// GPT-2's MLP with its tanh GELU (ops/gelu.h) fused into the GEMMs, which spares the activation its own
+// passes over [tokens, 4C] (CUDA: cuBLASLt's GELU epilogues). The cpu backend composes the ops above, and
+// CUDA falls back to that composition where cuBLASLt has no fused kernel (cuda_ops.h says when).
+//
+// x[M,K], w[N,K] -> h[M,N] = x W^T (+ bias[N]) and act[M,N] = gelu(h), both overwritten; h is kept for
+// the backward. bias as linear_forward's; h and act are separate buffers.
+void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& h,
+                         const Tensor& act);
+
+// The input gradient of y = gelu(h) W^T through both: dy[M,N], w[N,K], h[M,K] -> dh[M,K] = gelu'(h) * (dy W),
+// overwritten (dy may be [M, >= N] as in linear_backward). W's gradient is linear_backward's, from gelu(h);
+// dh shares no byte with dy or h.
+void linear_dgelu_backward(const Tensor& dy, const Tensor& w, const Tensor& h, const Tensor& dh);
+
 }  // namespace pt::ops

@@ -1,10 +1,13 @@
 #include "ops/linear.h"
 
 #include "gradcheck.h"
+#include "ops/gelu.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace pt::ops {
 namespace {
@@ -106,6 +109,66 @@ TEST(Linear, PaddedRowsEqualCompactOnes) {
   EXPECT_EQ(dw2, dw);
   std::vector<double> narrow(M * (N - 1));
   EXPECT_THROW(linear_forward(view(x, {M, K}), view(w, {N, K}), view(narrow, {M, N - 1})), Error);
+}
+
+// The GELU-fused pair is, on the cpu, the composition of ops already checked by finite differences:
+// bit for bit, in f64 and f32, with and without a bias, and for dy in padded rows.
+template <class R>
+void check_gelu_pair_is_the_composition(bool with_bias) {
+  const int64_t M = 5, K = 7, N = 6, width = 9;
+  auto values = [](int64_t n, uint64_t seed, double scale) {
+    const std::vector<double> v = random_values(n, seed, -scale, scale);
+    return std::vector<R>(v.begin(), v.end());
+  };
+  std::vector<R> x = values(M * K, 1, 1), w = values(N * K, 2, 1), b = values(N, 3, 1);
+  std::vector<R> h(M * N, R(7)), act(M * N, R(7)), h_ref(M * N), act_ref(M * N);
+  const Tensor bias = with_bias ? view(b, {N}) : Tensor();
+  linear_gelu_forward(view(x, {M, K}), view(w, {N, K}), bias, view(h, {M, N}), view(act, {M, N}));
+  linear_forward(view(x, {M, K}), view(w, {N, K}), view(h_ref, {M, N}), Write::overwrite, bias);
+  gelu_forward(view(h_ref, {M, N}), view(act_ref, {M, N}));
+  EXPECT_EQ(h, h_ref);
+  EXPECT_EQ(act, act_ref);
+
+  // The backward: the down projection w2[K2, N] takes act to y[M, K2]; dh = gelu'(h) (dy w2).
+  const int64_t K2 = 4;
+  std::vector<R> w2 = values(K2 * N, 4, 1), dy = values(M * K2, 5, 1), dh(M * N, R(7)), dact(M * N),
+                 dh_ref(M * N);
+  linear_dgelu_backward(view(dy, {M, K2}), view(w2, {K2, N}), view(h, {M, N}), view(dh, {M, N}));
+  linear_backward(view(dy, {M, K2}), view(act, {M, N}), view(w2, {K2, N}), view(dact, {M, N}),
+                  Write::overwrite, Tensor(), Write::overwrite);
+  gelu_backward(view(dact, {M, N}), view(h, {M, N}), view(dh_ref, {M, N}));
+  EXPECT_EQ(dh, dh_ref);
+  std::vector<R> dy_padded(static_cast<size_t>(M * width), std::numeric_limits<R>::quiet_NaN()),
+      dh_padded(M * N);
+  for (int64_t m = 0; m < M; ++m) std::copy_n(dy.begin() + m * K2, K2, dy_padded.begin() + m * width);
+  linear_dgelu_backward(view(dy_padded, {M, width}), view(w2, {K2, N}), view(h, {M, N}),
+                        view(dh_padded, {M, N}));
+  EXPECT_EQ(dh_padded, dh_ref);
+}
+
+TEST(LinearGelu, CpuPairIsTheCompositionBitForBit) {
+  for (bool with_bias : {true, false}) {
+    SCOPED_TRACE(with_bias ? "with bias" : "without bias");
+    check_gelu_pair_is_the_composition<double>(with_bias);
+    check_gelu_pair_is_the_composition<float>(with_bias);
+  }
+}
+
+// Its outputs are written while its inputs are read, so h and act, and dh and dy or h, must not overlap.
+TEST(LinearGelu, OverlappingBuffersAreErrors) {
+  const int64_t M = 2, K = 3, N = 4;
+  std::vector<double> x(M * K), w(N * K), buf(2 * M * N), dy(M * K);
+  EXPECT_THROW(linear_gelu_forward(view(x, {M, K}), view(w, {N, K}), Tensor(), view(buf, {M, N}),
+                                   Tensor::of(buf.data() + 1, {M, N})),
+               Error);
+  EXPECT_THROW(
+      linear_gelu_forward(view(x, {M, K}), view(w, {N, K}), Tensor(), view(buf, {M, N}), view(buf, {M, N})),
+      Error);
+  std::vector<double> w2(K * N);
+  EXPECT_THROW(
+      linear_dgelu_backward(view(dy, {M, K}), view(w2, {K, N}), view(buf, {M, N}), view(buf, {M, N})), Error);
+  EXPECT_NO_THROW(linear_dgelu_backward(view(dy, {M, K}), view(w2, {K, N}), view(buf, {M, N}),
+                                        Tensor::of(buf.data() + M * N, {M, N})));
 }
 
 }  // namespace

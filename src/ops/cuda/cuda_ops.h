@@ -56,8 +56,9 @@ void gelu_erf_backward(const Tensor& dout, const Tensor& h, const Tensor& dh);
 // otherwise only the plain backward runs and it returns false.
 bool swiglu_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed,
                                  int64_t rows, void* packed);
-// The same for gelu_backward, whose dh [T, F] feeds the fc projection's weight gradient: A = mvue24(dh[:rows])^T
-// [F, rows], under the same conditions (F and rows multiples of 64, bf16, 16-byte aligned).
+// The same for gelu_backward, whose dh [T, F] feeds the fc projection's weight gradient: A =
+// mvue24(dh[:rows])^T [F, rows], under the same conditions (F and rows multiples of 64, bf16, 16-byte
+// aligned).
 bool gelu_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed,
                                int64_t rows, void* packed);
 bool gelu_erf_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed,
@@ -68,6 +69,15 @@ bool gelu_erf_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Te
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode, const Tensor& bias);
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, Write dx_mode,
                      const Tensor& dw, Write dw_mode);
+// ops/linear.h's GELU-fused pair, each one cuBLASLt matmul: GELU_AUX_BIAS (GELU_AUX without a bias) writes
+// act as D and h as the epilogue's aux matrix; DGELU reads h as aux and writes dh as D. They return true
+// when fused. Otherwise (cuBLASLt's aux matrix needs a leading dimension, N here and K in the backward,
+// divisible by 8 and a 16-byte aligned h; an f32 bias beside bf16 h, a misaligned bias, an empty
+// dimension, or no algorithm for the epilogue) they run the composition: linear_forward and gelu_forward,
+// linear_backward and gelu_backward.
+bool linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& h,
+                         const Tensor& act);
+bool linear_dgelu_backward(const Tensor& dy, const Tensor& w, const Tensor& h, const Tensor& dh);
 // bias and dbias are f32 or y's type; dbias is reduced over rows in a fixed order (two passes, no atomics).
 void bias_add(const Tensor& y, const Tensor& bias);
 void bias_backward(const Tensor& dy, const Tensor& dbias, Write mode);

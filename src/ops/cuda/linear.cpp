@@ -6,15 +6,18 @@
 // Accumulation is fp32 (CUBLAS_COMPUTE_32F: no TF32), inputs are f32 or bf16, and beta = 1 adds to the
 // output. With packing the token count (n of forward and dx, k of dw) changes every step, so the
 // heuristic's algorithm is cached per bucket of n and k (8 per power of two) with transposes, m, leading
-// dimensions, types, pointer alignments and the bias epilogue exact; each exact shape gets its own
-// descriptors and reuses its bucket's algorithm once cublasLtMatmulAlgoCheck accepts it there (else it runs
-// the heuristic itself).
+// dimensions, types, pointer alignments and the epilogue (bias, GELU, GELU gradient) exact; each exact
+// shape gets its own descriptors and reuses its bucket's algorithm once cublasLtMatmulAlgoCheck accepts it
+// there (else it runs the heuristic itself).
+// GPT-2's GELU rides in the epilogue, on the column-major views above: the forward's D = act^T [N,M] with
+// aux = h^T (GELU's input, bias added), the dx GEMM's D = dh^T [K,M] = gelu'(aux) * (W^T dy^T), aux = h^T.
 #include <cublasLt.h>
 
 #include <algorithm>
 #include <bit>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -55,6 +58,10 @@ uint32_t alignment(const void* p) {
   return a;
 }
 
+// The GELU (tanh form) in the epilogue: none, the forward (D = gelu(C), C kept in aux) or the gradient
+// (D = gelu'(aux) * C).
+enum class Gelu : uint8_t { none, forward, backward };
+
 struct Gemm {
   bool trans_a, trans_b;
   int64_t m, n, k;
@@ -67,10 +74,26 @@ struct Gemm {
   DType ab_type, c_type;
   bool accumulate;
   const void* bias = nullptr;  // [m] of c_type, added to every column of C in the epilogue
+  Gelu gelu = Gelu::none;
+  void* aux = nullptr;  // with gelu: GELU's input [m,n] of c_type, leading dimension ld_aux
+  int64_t ld_aux = 0;
 };
 
+cublasLtEpilogue_t epilogue_of(const Gemm& g) {
+  switch (g.gelu) {
+    case Gelu::forward:
+      return g.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    case Gelu::backward:
+      return CUBLASLT_EPILOGUE_DGELU;
+    case Gelu::none:
+      break;
+  }
+  return g.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+// The epilogue, the aux matrix's leading dimension and alignment close the key: plans never mix epilogues.
 using PlanKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, DType, DType,
-                           uint32_t, uint32_t, uint32_t, bool>;
+                           uint32_t, uint32_t, uint32_t, bool, Gelu, int64_t, uint32_t>;
 
 PlanKey key_of(const Gemm& g) {
   return {g.trans_a,
@@ -86,7 +109,10 @@ PlanKey key_of(const Gemm& g) {
           alignment(g.a),
           alignment(g.b),
           alignment(g.c),
-          g.bias != nullptr};
+          g.bias != nullptr,
+          g.gelu,
+          g.ld_aux,
+          g.aux ? alignment(g.aux) : 0};
 }
 
 // x rounded up to a multiple of 2^(floor(log2 x) - 3), at least 16: 8 buckets per power of two.
@@ -109,6 +135,8 @@ struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  // false: cuBLASLt has no algorithm for this GELU epilogue (kept, so that it is not searched again).
+  bool runs = true;
 };
 
 cublasLtMatrixLayout_t layout(DType dtype, int64_t rows, int64_t cols, int64_t ld) {
@@ -128,17 +156,25 @@ class Lt {
     return *lt;
   }
 
-  void run(const Gemm& g) {
+  // False where a GELU epilogue has no algorithm (nothing is queued then).
+  bool run(const Gemm& g) {
     const std::lock_guard lock(mutex_);
     const Plan& plan = plan_for(g);
-    if (g.bias)  // the descriptor is read when the matmul is queued, so its bias may change per call
+    if (!plan.runs) return false;
+    // The descriptor is read when the matmul is queued, so its bias and aux matrix may change per call.
+    if (g.bias)
       check_cublas(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
                                                   sizeof g.bias),
                    "setting the bias");
+    if (g.aux)
+      check_cublas(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                  &g.aux, sizeof g.aux),
+                   "setting the GELU input");
     const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
     check_cublas(cublasLtMatmul(handle_, plan.desc, &alpha, g.a, plan.a, g.b, plan.b, &beta, g.c, plan.c, g.c,
                                 plan.c, &plan.algo, workspace_, kWorkspaceBytes, current_stream()),
                  "cublasLtMatmul");
+    return true;
   }
 
  private:
@@ -161,9 +197,16 @@ class Lt {
       const auto algo = algos_.find(bucket_key);
       if (algo != algos_.end() && runs(plan, algo->second, g.k)) {
         plan.algo = algo->second;
-      } else {
-        plan.algo = heuristic(g, key, plan);
+      } else if (const std::optional<cublasLtMatmulAlgo_t> found = heuristic(g, key, plan)) {
+        plan.algo = *found;
         algos_.emplace(bucket_key, plan.algo);  // keeps a bucket's first algorithm
+      } else if (g.gelu != Gelu::none) {        // the caller runs the GEMM and the GELU apart
+        destroy(plan);
+        plan.runs = false;
+      } else {
+        throw Error("linear: cuBLASLt has no algorithm for a " + std::string(dtype_name(g.ab_type)) +
+                    " GEMM m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) +
+                    " k=" + std::to_string(g.k) + " into " + dtype_name(g.c_type));
       }
     } catch (...) {
       destroy(plan);
@@ -183,18 +226,30 @@ class Lt {
                  "setting TRANSA");
     check_cublas(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
                  "setting TRANSB");
-    if (g.bias) {
-      const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-      const cudaDataType_t bias_type = cuda_type(g.c_type);
+    if (const cublasLtEpilogue_t epilogue = epilogue_of(g); epilogue != CUBLASLT_EPILOGUE_DEFAULT)
       check_cublas(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                                   sizeof epilogue),
-                   "setting the bias epilogue");
+                   "setting the epilogue");
+    if (g.bias) {
+      const cudaDataType_t bias_type = cuda_type(g.c_type);
       check_cublas(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                                   sizeof bias_type),
                    "setting the bias type");
       check_cublas(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
                                                   sizeof g.bias),
                    "setting the bias");
+    }
+    if (g.gelu != Gelu::none) {  // h, GELU's input, in D's type: the epilogue's aux matrix
+      const cudaDataType_t aux_type = cuda_type(g.c_type);
+      check_cublas(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                  &g.aux, sizeof g.aux),
+                   "setting the GELU input");
+      check_cublas(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &g.ld_aux,
+                                                  sizeof g.ld_aux),
+                   "setting the GELU input's leading dimension");
+      check_cublas(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE,
+                                                  &aux_type, sizeof aux_type),
+                   "setting the GELU input's type");
     }
     plan.a = g.trans_a ? layout(g.ab_type, g.k, g.m, g.lda) : layout(g.ab_type, g.m, g.k, g.lda);
     plan.b = g.trans_b ? layout(g.ab_type, g.n, g.k, g.ldb) : layout(g.ab_type, g.k, g.n, g.ldb);
@@ -232,7 +287,8 @@ class Lt {
     return split != 2 || k % 2 == 0;
   }
 
-  cublasLtMatmulAlgo_t heuristic(const Gemm& g, const PlanKey& key, const Plan& plan) const {
+  // The heuristic's first algorithm that splits k right; none where cuBLASLt has none for the GEMM.
+  std::optional<cublasLtMatmulAlgo_t> heuristic(const Gemm& g, const PlanKey& key, const Plan& plan) const {
     cublasLtMatmulPreference_t pref = nullptr;
     check_cublas(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
     const uint64_t workspace = kWorkspaceBytes;
@@ -272,10 +328,7 @@ class Lt {
       result = search();
     }
     cublasLtMatmulPreferenceDestroy(pref);
-    if (result == results + found)
-      throw Error("linear: cuBLASLt has no algorithm for a " + std::string(dtype_name(g.ab_type)) +
-                  " GEMM m=" + std::to_string(g.m) + " n=" + std::to_string(g.n) +
-                  " k=" + std::to_string(g.k) + " into " + dtype_name(g.c_type));
+    if (result == results + found) return std::nullopt;
     return result->algo;
   }
 
@@ -286,17 +339,22 @@ class Lt {
   std::map<PlanKey, cublasLtMatmulAlgo_t> algos_;  // per bucket (bucket_of)
 };
 
-// C (=|+=) op(A) op(B); an empty inner dimension leaves C = 0 or unchanged.
-void gemm(const Gemm& g) {
-  if (g.m == 0 || g.n == 0) return;
+// C (=|+=) op(A) op(B); an empty inner dimension leaves C = 0 or unchanged. A GELU epilogue needs every
+// dimension non-empty (the fused ops below see to it); false where cuBLASLt has no algorithm for it.
+bool gemm(const Gemm& g) {
+  if (g.m == 0 || g.n == 0) return true;
   if (g.k == 0) {
     if (!g.accumulate)
       PT_CUDA_CHECK(
           cudaMemsetAsync(g.c, 0, static_cast<size_t>(g.ldc * g.n * dtype_size(g.c_type)), current_stream()));
-    return;
+    return true;
   }
-  Lt::get().run(g);
+  return Lt::get().run(g);
 }
+
+// cuBLASLt's GELU aux matrix: leading dimension (in elements) divisible by 8 and at least D's rows, and we
+// ask for a 16-byte aligned start as its other operands have.
+bool aux_fits(const Tensor& h, int64_t ld) { return ld % 8 == 0 && alignment(h.data) >= 16; }
 
 }  // namespace
 
@@ -317,6 +375,44 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const T
   if (!dw.empty())
     gemm({false, true, K, N, M, x.data, K, dy.data, ldy, dw.data, K, x.dtype, dw.dtype,
           dw_mode == Write::accumulate});
+}
+
+// The bias epilogue takes the bias in D's type (linear_forward's rule): an f32 bias beside bf16 h goes the
+// unfused way.
+bool linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& h,
+                         const Tensor& act) {
+  const int64_t M = x.shape[0], K = x.shape[1], N = w.shape[0];
+  const bool bias_fits = bias.empty() || (bias.dtype == h.dtype && alignment(bias.data) >= 16);
+  if (M > 0 && N > 0 && K > 0 && bias_fits && aux_fits(h, N)) {
+    Gemm g{true, false, N, M, K, w.data, K, x.data, K, act.data, N, x.dtype, act.dtype, false};
+    g.bias = bias.empty() ? nullptr : bias.data;
+    g.gelu = Gelu::forward;
+    g.aux = h.data;
+    g.ld_aux = N;
+    if (gemm(g)) return true;
+  }
+  cuda::linear_forward(x, w, h, Write::overwrite, bias);  // qualified: ops::linear_forward is a candidate
+  cuda::gelu_forward(h, act);
+  return false;
+}
+
+// DGELU_BGRAD would also give the up projection's bias gradient, but it overwrites it in D's type (bf16)
+// while our f32 gradients accumulate over micro-batches: rather than an f32 scratch and an add, the simpler
+// bias_backward pass on dh stays (it sums in f32, as before). dh is overwritten (beta = 0), as the MLP's
+// backward needs.
+bool linear_dgelu_backward(const Tensor& dy, const Tensor& w, const Tensor& h, const Tensor& dh) {
+  const int64_t M = h.shape[0], K = h.shape[1], N = w.shape[0], ldy = dy.shape[1];
+  if (M > 0 && N > 0 && K > 0 && aux_fits(h, K)) {
+    Gemm g{false, false, K, M, N, w.data, K, dy.data, ldy, dh.data, K, h.dtype, dh.dtype, false};
+    g.gelu = Gelu::backward;
+    g.aux = h.data;
+    g.ld_aux = K;
+    if (gemm(g)) return true;
+  }
+  // linear_backward's dx with h standing in for the layer's input (its shape and type; no dw, so unread).
+  cuda::linear_backward(dy, h, w, dh, Write::overwrite, Tensor(), Write::overwrite);
+  cuda::gelu_backward(dh, h, dh);
+  return false;
 }
 
 }  // namespace pt::ops::cuda
