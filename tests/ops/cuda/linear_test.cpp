@@ -1,8 +1,11 @@
 // CUDA linear layers (cuBLASLt) against the cpu backend in f64: f32 without TF32, bf16 inputs with f32 or
-// bf16 weight gradients, overwrite and accumulate, shapes that fit no tile.
+// bf16 weight gradients, overwrite and accumulate, shapes that fit no tile; and the GELU-fused pair of
+// GPT-2's MLP against the cpu's composition.
 #include "ops/linear.h"
 
 #include "cuda_test_util.h"
+#include "ops/cuda/cuda_ops.h"
+#include "shifted.h"
 
 namespace pt::ops {
 namespace {
@@ -172,6 +175,183 @@ TEST(CudaLinear, PaddedRowsMatchCpu) {
       EXPECT_CLOSE(d_dw.t, dw, tolerance(dtype, true));
     }
 }
+
+// --- linear_gelu_forward and linear_dgelu_backward (cuBLASLt's GELU_AUX_BIAS and DGELU epilogues) ---
+
+// cuBLASLt may evaluate its GELU epilogue's tanh with the hardware approximation (tanh.approx.f32, relative
+// error up to about 2^-11; its docs say neither way), for which GEMM's f32 bound (1e-4) leaves no room.
+double gelu_tolerance(DType dtype) { return dtype == DType::bf16 ? tolerance(dtype, true) : 3e-3; }
+
+// Forward: x[M,K], w[N,K] -> h, act [M,N]. Backward: dy[M,N], w[N,K], h[M,K] -> dh[M,K] (N and K as the down
+// projection has them). The epilogue runs where its aux matrix's leading dimension (N forward, K backward)
+// is a multiple of 8; the rest take the fallback.
+struct GeluCase {
+  int64_t M, N, K;
+};
+
+const std::vector<GeluCase> kGeluCases = {{1, 768, 64}, {3, 200, 129},   {77, 3072, 768}, {77, 61, 64},
+                                          {5, 8, 1},    {33, 768, 3072}, {1, 13, 7},      {129, 96, 40}};
+
+// Weights scaled by 1/sqrt(K) beside inputs in [-1, 1]: h = x W^T + b spreads over GELU's bend (std ~1.5)
+// rather than its nearly linear tails.
+std::vector<double> gelu_weights(int64_t N, int64_t K, uint64_t seed, DType dtype) {
+  const double a = 4.5 / std::sqrt(static_cast<double>(K));
+  return rounded(random_values(N * K, seed, -a, a), dtype);
+}
+
+// The cpu's h and act, and the device's inputs with poisoned outputs (h `offset` elements into its buffer).
+struct GeluForward {
+  std::vector<double> h, act;
+  DeviceTensor x, w, b, d_h, d_act;
+  Tensor bias;
+};
+
+GeluForward gelu_forward_case(DType dtype, DType bias_type, GeluCase s, bool with_bias, int64_t offset) {
+  const auto [M, N, K] = s;
+  std::vector<double> x = rounded(random_values(M * K, 11), dtype), w = gelu_weights(N, K, 12, dtype),
+                      b = rounded(random_values(N, 13), bias_type);
+  GeluForward r{std::vector<double>(M * N), std::vector<double>(M * N),
+                upload(x, dtype, {M, K}),   upload(w, dtype, {N, K}),
+                upload(b, bias_type, {N}),  poisoned_shifted(dtype, {M, N}, offset),
+                poisoned(dtype, {M, N}),    Tensor()};
+  linear_gelu_forward(view(x, {M, K}), view(w, {N, K}), with_bias ? view(b, {N}) : Tensor(),
+                      view(r.h, {M, N}), view(r.act, {M, N}));
+  if (with_bias) r.bias = r.b.t;
+  return r;
+}
+
+void expect_gelu_forward_close(const GeluForward& r, DType dtype) {
+  EXPECT_CLOSE(r.d_h.t, r.h, tolerance(dtype, true));
+  EXPECT_CLOSE(r.d_act.t, r.act, gelu_tolerance(dtype));
+}
+
+void check_gelu_forward(DType dtype, DType bias_type, GeluCase s, bool with_bias, int64_t offset) {
+  SCOPED_TRACE(fmt::format("{} bias {} M={} N={} K={} h offset {}", dtype_name(dtype),
+                           with_bias ? dtype_name(bias_type) : "none", s.M, s.N, s.K, offset));
+  GeluForward r = gelu_forward_case(dtype, bias_type, s, with_bias, offset);
+  linear_gelu_forward(r.x.t, r.w.t, r.bias, r.d_h.t, r.d_act.t);
+  expect_gelu_forward_close(r, dtype);
+}
+
+// The cpu's dh and the device's inputs (dy in rows of `width` >= N, padded with NaN; h `offset` elements into
+// its buffer) with dh poisoned.
+struct GeluBackward {
+  std::vector<double> dh;
+  DeviceTensor dy, w, h, d_dh;
+};
+
+GeluBackward gelu_backward_case(DType dtype, GeluCase s, int64_t width, int64_t offset) {
+  const auto [M, N, K] = s;
+  std::vector<double> dy = rounded(random_values(M * N, 21), dtype), w = gelu_weights(N, K, 22, dtype),
+                      h = rounded(random_values(M * K, 23, -4, 4), dtype);
+  GeluBackward r{std::vector<double>(M * K), upload(pad_rows(dy, M, N, width, NAN), dtype, {M, width}),
+                 upload(w, dtype, {N, K}), upload_shifted(h, dtype, {M, K}, offset), poisoned(dtype, {M, K})};
+  linear_dgelu_backward(view(dy, {M, N}), view(w, {N, K}), view(h, {M, K}), view(r.dh, {M, K}));
+  return r;
+}
+
+void check_gelu_backward(DType dtype, GeluCase s, int64_t width, int64_t offset) {
+  SCOPED_TRACE(fmt::format("{} M={} N={} K={} dy rows of {}, h offset {}", dtype_name(dtype), s.M, s.N, s.K,
+                           width, offset));
+  GeluBackward r = gelu_backward_case(dtype, s, width, offset);
+  linear_dgelu_backward(r.dy.t, r.w.t, r.h.t, r.d_dh.t);
+  EXPECT_CLOSE(r.d_dh.t, r.dh, gelu_tolerance(dtype));
+}
+
+TEST(CudaLinearGelu, ForwardMatchesTheCpuComposition) {
+  SKIP_WITHOUT_GPU();
+  for (DType dtype : {DType::bf16, DType::f32})
+    for (const GeluCase& s : kGeluCases) {
+      check_gelu_forward(dtype, dtype, s, true, 0);
+      if (s.M < 10) check_gelu_forward(dtype, dtype, s, false, 0);  // GELU_AUX, no bias
+    }
+}
+
+// An f32 bias beside bf16 h (the bias epilogue takes D's type) and h off 16-byte alignment take the
+// composition; the results are the same.
+TEST(CudaLinearGelu, ForwardFallbacksMatchTheCpuComposition) {
+  SKIP_WITHOUT_GPU();
+  for (const GeluCase& s : {GeluCase{1, 768, 64}, GeluCase{77, 3072, 768}, GeluCase{5, 8, 1}}) {
+    check_gelu_forward(DType::bf16, DType::f32, s, true, 0);
+    check_gelu_forward(DType::bf16, DType::bf16, s, true, 1);
+    check_gelu_forward(DType::f32, DType::f32, s, true, 1);
+  }
+}
+
+TEST(CudaLinearGelu, BackwardMatchesTheCpuComposition) {
+  SKIP_WITHOUT_GPU();
+  for (DType dtype : {DType::bf16, DType::f32})
+    for (const GeluCase& s : kGeluCases) {
+      check_gelu_backward(dtype, s, s.N, 0);
+      check_gelu_backward(dtype, s, (s.N / 64 + 1) * 64, 0);  // dy's rows padded past N
+      if (s.M < 10) check_gelu_backward(dtype, s, s.N, 1);    // h misaligned: the composition
+    }
+}
+
+// The token count changes every step: the epilogues' algorithms are cached per bucket of M (as
+// CudaLinear.TokenCountsSharingABucketMatchCpu checks for the plain GEMMs) and each M matches the cpu.
+TEST(CudaLinearGelu, TokenCountsSharingABucketMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  std::vector<int64_t> counts = {1030, 1024};
+  for (int64_t M = 1000; M <= 1030; M += 3) counts.push_back(M);
+  for (int64_t M : {7919, 4097, 7, 1, 17}) counts.push_back(M);
+  for (int64_t M : counts) {
+    check_gelu_forward(DType::bf16, DType::bf16, {M, 192, 320}, true, 0);
+    check_gelu_backward(DType::bf16, {M, 320, 192}, 320, 0);
+  }
+}
+
+// One shape through the plain GEMM with its bias epilogue, the GELU forward and the GELU gradient, in turns:
+// the plan cache keeps a plan per epilogue, so each call still gets its own.
+TEST(CudaLinearGelu, PlansOfOtherEpiloguesDoNotMix) {
+  SKIP_WITHOUT_GPU();
+  const int64_t M = 77, N = 256, K = 128;
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(fmt::format("round {}", round));
+    check_gelu_forward(DType::bf16, DType::bf16, {M, N, K}, true, 0);
+    std::vector<double> x = rounded(random_values(M * K, 31), DType::bf16),
+                        w = gelu_weights(N, K, 32, DType::bf16),
+                        b = rounded(random_values(N, 33), DType::bf16), y(M * N);
+    linear_forward(view(x, {M, K}), view(w, {N, K}), view(y, {M, N}), Write::overwrite, view(b, {N}));
+    DeviceTensor d_x = upload(x, DType::bf16, {M, K}), d_w = upload(w, DType::bf16, {N, K}),
+                 d_b = upload(b, DType::bf16, {N}), d_y = poisoned(DType::bf16, {M, N});
+    linear_forward(d_x.t, d_w.t, d_y.t, Write::overwrite, d_b.t);
+    EXPECT_CLOSE(d_y.t, y, tolerance(DType::bf16, true));  // the bias epilogue's plan
+    // The dx GEMM of the same shape, plain and with the GELU gradient.
+    check_linear(DType::bf16, DType::f32, {M, K, N}, Write::overwrite);
+    check_gelu_backward(DType::bf16, {M, K, N}, K, 0);
+  }
+}
+
+#ifdef PACKTRAIN_CUDA  // the cuda backend's own functions, which say whether the epilogue ran
+// GPT-2 124M's MLP shapes in bf16 with a bf16 bias, as the model runs them: both GEMMs take the epilogue on
+// this GPU's cuBLASLt (no fallback) and match the cpu; the fallbacks report themselves.
+TEST(CudaLinearGelu, Gpt2ShapesRunInTheEpilogue) {
+  SKIP_WITHOUT_GPU();
+  const int64_t C = 768, F = 3072;
+  for (int64_t M : {77, 1024}) {
+    SCOPED_TRACE(fmt::format("M={}", M));
+    GeluForward f = gelu_forward_case(DType::bf16, DType::bf16, {M, F, C}, true, 0);
+    EXPECT_TRUE(cuda::linear_gelu_forward(f.x.t, f.w.t, f.bias, f.d_h.t, f.d_act.t))
+        << "GELU_AUX_BIAS fell back";
+    expect_gelu_forward_close(f, DType::bf16);
+    GeluBackward b = gelu_backward_case(DType::bf16, {M, C, F}, C, 0);
+    EXPECT_TRUE(cuda::linear_dgelu_backward(b.dy.t, b.w.t, b.h.t, b.d_dh.t)) << "DGELU fell back";
+    EXPECT_CLOSE(b.d_dh.t, b.dh, gelu_tolerance(DType::bf16));
+  }
+  GeluForward f32_bias = gelu_forward_case(DType::bf16, DType::f32, {77, F, C}, true, 0);
+  EXPECT_FALSE(
+      cuda::linear_gelu_forward(f32_bias.x.t, f32_bias.w.t, f32_bias.bias, f32_bias.d_h.t, f32_bias.d_act.t));
+  expect_gelu_forward_close(f32_bias, DType::bf16);
+  GeluForward odd = gelu_forward_case(DType::bf16, DType::bf16, {77, 61, C}, true, 0);
+  EXPECT_FALSE(cuda::linear_gelu_forward(odd.x.t, odd.w.t, odd.bias, odd.d_h.t, odd.d_act.t));
+  expect_gelu_forward_close(odd, DType::bf16);
+  GeluBackward misaligned = gelu_backward_case(DType::bf16, {77, C, F}, C, 1);
+  EXPECT_FALSE(
+      cuda::linear_dgelu_backward(misaligned.dy.t, misaligned.w.t, misaligned.h.t, misaligned.d_dh.t));
+  EXPECT_CLOSE(misaligned.d_dh.t, misaligned.dh, gelu_tolerance(DType::bf16));
+}
+#endif
 
 }  // namespace
 }  // namespace pt::ops
