@@ -219,6 +219,10 @@ const ops::SparseLinear* DecoderModel::sparse(size_t layer, FfnLinear which) con
   return linear ? &*linear : nullptr;
 }
 
+bool DecoderModel::fused_gelu(size_t layer) const {
+  return config_.mlp == Mlp::gelu && !sparse(layer, FfnLinear::gate_up) && !sparse(layer, FfnLinear::down);
+}
+
 bool DecoderModel::mvue_dw(const ops::SparseLinear& s, const Tensor& dw, int64_t T) const {
   return weight_grad_ == WeightGrad::mvue || (mvue_only_if_sparse() && s.weight_grad_sparse(T, dw.dtype));
 }
@@ -525,13 +529,17 @@ void DecoderModel::layer_forward(size_t l, int64_t T, bool add_to_next) {
     norm_forward(n2, w.ffn_norm, w.ffn_norm_bias);
   const Tensor mlp_in = arena_.view(a.xn2, {T, C});
   const Tensor h = arena_.view(a.h, {T, U}), act = arena_.view(a.act, {T, F});
-  if (const ops::SparseLinear* s = sparse(l, FfnLinear::gate_up)) {
-    s->forward(mlp_in, h, Write::overwrite);
-    if (w.b_up >= 0) ops::bias_add(h, bias(w.b_up, U));
+  if (fused_gelu(l)) {
+    ops::linear_gelu_forward(mlp_in, weight(w.w_up, {U, C}), bias(w.b_up, U), h, act);
   } else {
-    ops::linear_forward(mlp_in, weight(w.w_up, {U, C}), h, Write::overwrite, bias(w.b_up, U));
+    if (const ops::SparseLinear* s = sparse(l, FfnLinear::gate_up)) {
+      s->forward(mlp_in, h, Write::overwrite);
+      if (w.b_up >= 0) ops::bias_add(h, bias(w.b_up, U));
+    } else {
+      ops::linear_forward(mlp_in, weight(w.w_up, {U, C}), h, Write::overwrite, bias(w.b_up, U));
+    }
+    activation_forward(h, act);
   }
-  activation_forward(h, act);
   // A post-norm layer's backward needs the statistics of its last norm, so recomputing it runs to the end,
   // rewriting the next layer's input with the values it holds.
   if (!add_to_next && !post) return;
@@ -712,13 +720,20 @@ void DecoderModel::forward_backward(double grad_scale, const GradientBlocks* blo
     }
     const Tensor dw_down = grad(w.w_down, {C, F}), dw_up = grad(w.w_up, {U, C});
     bias_grad(dx, w.b_down);
-    if (const ops::SparseLinear* s = sparse(l, FfnLinear::down))
+    // Fused GELU: dh comes straight from dx through the down projection and the GELU (no dact).
+    const bool fused = fused_gelu(l);
+    if (const ops::SparseLinear* s = sparse(l, FfnLinear::down)) {
       s->backward(dx, act, dact, Write::overwrite, dw_down, Write::accumulate,
                   mvue_dw(*s, dw_down, T) ? dtmp : Tensor(),
                   mvue_seed_.at(static_cast<int>(l), FfnLinear::down), false, mvue_only_if_sparse());
-    else
+    } else if (fused) {
+      ops::linear_backward(dx, act, weight(w.w_down, {C, F}), Tensor(), Write::overwrite, dw_down,
+                           Write::accumulate);
+      ops::linear_dgelu_backward(dx, weight(w.w_down, {C, F}), h, dh);
+    } else {
       ops::linear_backward(dx, act, weight(w.w_down, {C, F}), dact, Write::overwrite, dw_down,
                            Write::accumulate);
+    }
     if (const ops::SparseLinear* s = sparse(l, FfnLinear::gate_up)) {
       // With MVUE dW, the activation's backward also prunes and packs dh for the sparse dW GEMM where it can.
       const bool mvue = mvue_dw(*s, dw_up, T);
@@ -732,7 +747,7 @@ void DecoderModel::forward_backward(double grad_scale, const GradientBlocks* blo
       s->backward(dh, mlp_in, dxn, Write::overwrite, dw_up, Write::accumulate, mvue ? dh : Tensor(), seed,
                   packed, mvue_only_if_sparse());
     } else {
-      activation_backward(dact, h, dh);
+      if (!fused) activation_backward(dact, h, dh);
       bias_grad(dh, w.b_up);
       ops::linear_backward(dh, mlp_in, weight(w.w_up, {U, C}), dxn, Write::overwrite, dw_up,
                            Write::accumulate);

@@ -202,6 +202,9 @@ class DecoderModel {
   void refresh_padded_head() const;
   // The layer's linear as it runs now: sparse while masks are set, else nullptr (dense).
   const ops::SparseLinear* sparse(size_t layer, FfnLinear which) const;
+  // Whether the layer's MLP runs GPT-2's GELU in its GEMMs' epilogues (ops::linear_gelu_forward and
+  // linear_dgelu_backward): the tanh GELU between two dense linears (the 2:4 sparse path keeps its own).
+  bool fused_gelu(size_t layer) const;
   // Whether a sparse linear's dW of this T-token pass comes from the MVUE-pruned output gradient.
   bool mvue_dw(const ops::SparseLinear& s, const Tensor& dw, int64_t T) const;
   // Automatic dW: MVUE only where the dW GEMM runs sparse, which the first pass of a shape decides as it
