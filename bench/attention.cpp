@@ -42,9 +42,10 @@ using namespace pt::ops;
 // Selects the forward kernel by name ("auto", "mma", "wgmma"); throws pt::Error where it cannot run.
 void use_kernel(const std::string& name) {
   using cuda::AttentionKernel;
-  cuda::set_attention_kernel(name == "mma"     ? AttentionKernel::mma
-                             : name == "wgmma" ? AttentionKernel::wgmma
-                                               : AttentionKernel::automatic);
+  cuda::set_attention_kernel(name == "mma"          ? AttentionKernel::mma
+                             : name == "wgmma"      ? AttentionKernel::wgmma
+                             : name == "wgmma-bulk" ? AttentionKernel::wgmma_bulk
+                                                    : AttentionKernel::automatic);
 }
 std::string kernel_in_use() { return cuda::attention_kernel_name(cuda::attention_kernel()); }
 #else
@@ -113,7 +114,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> kernels = {"auto"};
   app.add_option("--kernels", kernels, "forward kernels to measure: auto, mma, wgmma")
       ->delimiter(',')
-      ->check(CLI::IsMember({"auto", "mma", "wgmma"}));
+      ->check(CLI::IsMember({"auto", "mma", "wgmma", "wgmma-bulk"}));
   CLI11_PARSE(app, argc, argv);
   if (cuda_device_count() == 0) {
     fmt::print("bench_attention: no CUDA GPU in this {} build; nothing to measure\n",

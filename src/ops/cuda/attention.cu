@@ -123,7 +123,8 @@ AttentionKernel parse_attention_kernel(const char* text) {
   if (s.empty() || s == "auto") return AttentionKernel::automatic;
   if (s == "mma") return AttentionKernel::mma;
   if (s == "wgmma") return AttentionKernel::wgmma;
-  throw Error("PACKTRAIN_ATTENTION_KERNEL must be auto, mma or wgmma, got '" + s + "'");
+  if (s == "wgmma-bulk") return AttentionKernel::wgmma_bulk;
+  throw Error("PACKTRAIN_ATTENTION_KERNEL must be auto, mma, wgmma or wgmma-bulk, got '" + s + "'");
 }
 
 AttentionKernel& chosen_kernel() {
@@ -141,12 +142,15 @@ const char* attention_kernel_name(AttentionKernel kernel) {
       return "mma";
     case AttentionKernel::wgmma:
       return "wgmma";
+    case AttentionKernel::wgmma_bulk:
+      return "wgmma-bulk";
   }
   return "?";
 }
 
 bool attention_kernel_available(AttentionKernel kernel) {
-  return kernel != AttentionKernel::wgmma || attn::forward_sm90_available();
+  return kernel == AttentionKernel::automatic || kernel == AttentionKernel::mma ||
+         attn::forward_sm90_available();
 }
 
 namespace {
@@ -174,7 +178,7 @@ AttentionKernel attention_kernel() {
 }
 
 void attention_forward(const AttentionParams& p) {
-  const bool wgmma = attention_kernel() == AttentionKernel::wgmma;
+  const bool wgmma = attention_kernel() != AttentionKernel::mma;
   Call c = prepare("attention_forward", p, wgmma ? attn::kSm90Rows : attn::kTile);
   const size_t order_bytes = wgmma ? sizeof(int) * static_cast<size_t>(c.args.schedule.capacity) : 0;
   run(c, order_bytes, [&](char* extra) {
@@ -189,7 +193,8 @@ void attention_forward(const AttentionParams& p) {
 }
 
 void attention_backward(const AttentionParams& p, const AttentionGrads& g) {
-  const bool wgmma = attention_kernel() == AttentionKernel::wgmma;
+  const AttentionKernel kernel = attention_kernel();
+  const bool wgmma = kernel != AttentionKernel::mma, bulk_dq = kernel == AttentionKernel::wgmma_bulk;
   Call c = prepare("attention_backward", p);
   attn::Args& a = c.args;
   a.dout = static_cast<const __nv_bfloat16*>(g.dout.data);
@@ -206,16 +211,18 @@ void attention_backward(const AttentionParams& p, const AttentionGrads& g) {
   require(key_capacity * a.Hkv < INT_MAX, c.op, "too many key tiles times kv heads for one grid");
   const size_t rows = static_cast<size_t>(a.T) * a.H;
   const size_t delta_bytes = round_up(sizeof(float) * rows);
-  const size_t accum_bytes = round_up(sizeof(float) * rows * c.head_dim);
+  // The tiled layout (bulk reductions) keeps kBackwardRows rows of slack past T per head and half.
+  const size_t accum_rows = bulk_dq ? static_cast<size_t>(a.T + attn::kBackwardRows) * a.H : rows;
+  const size_t accum_bytes = round_up(sizeof(float) * accum_rows * c.head_dim);
   const size_t tiles_bytes = sizeof(int) * (2 + static_cast<size_t>(key_capacity));  // + the counter
   run(c, delta_bytes + accum_bytes + tiles_bytes, [&](char* extra) {
     a.delta = reinterpret_cast<float*>(extra);
     int* tiles = reinterpret_cast<int*>(extra + delta_bytes + accum_bytes);
     const attn::BackwardScratch scratch{reinterpret_cast<float*>(extra + delta_bytes), tiles,
-                                        tiles + 1 + key_capacity, static_cast<int>(key_capacity)};
+                                        tiles + 1 + key_capacity, static_cast<int>(key_capacity), bulk_dq};
     if (wgmma)
-      c.head_dim == 64 ? attn::launch_backward_sm90<64>(a, scratch, nullptr)
-                       : attn::launch_backward_sm90<128>(a, scratch, nullptr);
+      c.head_dim == 64 ? attn::launch_backward_sm90<64>(a, scratch, bulk_dq, nullptr)
+                       : attn::launch_backward_sm90<128>(a, scratch, bulk_dq, nullptr);
     else
       c.head_dim == 64 ? attn::launch_backward<64>(a, scratch, nullptr)
                        : attn::launch_backward<128>(a, scratch, nullptr);

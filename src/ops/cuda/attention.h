@@ -11,9 +11,10 @@ namespace pt::ops::cuda {
 
 // The kernels, forward and backward: wgmma (Hopper warpgroup MMA, attention_{forward,backward}_sm90.cu)
 // where the GPU is sm_90 and the build holds sm_90a code, else mma.sync (attention_{forward,backward}.cu).
-// The environment variable PACKTRAIN_ATTENTION_KERNEL (auto, mma, wgmma) overrides the automatic choice;
-// tests and benchmarks call set_attention_kernel to run each.
-enum class AttentionKernel { automatic, mma, wgmma };
+// The environment variable PACKTRAIN_ATTENTION_KERNEL (auto, mma, wgmma, wgmma-bulk) overrides the
+// automatic choice; tests and benchmarks call set_attention_kernel to run each. Kernel lab: wgmma-bulk, the
+// wgmma kernels with dQ summed by bulk reductions.
+enum class AttentionKernel { automatic, mma, wgmma, wgmma_bulk };
 const char* attention_kernel_name(AttentionKernel kernel);
 bool attention_kernel_available(AttentionKernel kernel);
 // Throws pt::Error for a kernel this GPU or build cannot run.

@@ -22,7 +22,7 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 // delta[h, i] = sum_d dout[i, h, d] * out[i, h, d], one warp per (token, head); also clears the (token,
 // head) row of dq_accum.
-template <int D>
+template <int D, bool kTiled>
 __global__ void __launch_bounds__(256) delta_kernel(const Args a, float* dq_accum) {
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -39,8 +39,10 @@ __global__ void __launch_bounds__(256) delta_kernel(const Args a, float* dq_accu
   }
   for (int m = 16; m > 0; m /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, m);
   if (lane == 0) a.delta[static_cast<int64_t>(head) * a.T + token] = sum;
-  float4* acc = reinterpret_cast<float4*>(dq_accum + warp * D);
-  for (int c = lane; c < D / 4; c += 32) acc[c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int c = lane; c < D / 4; c += 32) {
+    const int64_t at = kTiled ? dq_tiled_index<D>(a.T, head, token, 4 * c) : warp * D + 4 * c;
+    *reinterpret_cast<float4*>(dq_accum + at) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
 }
 
 // The block: kBackwardKeys keys (16 per warp) of one kv head against every query tile of kRows rows at or
@@ -250,12 +252,16 @@ __global__ void __launch_bounds__(kOrderThreads) order_kernel(const Args a, cons
 
 // dq = scale * dq_accum in bf16, eight elements per thread. Writes nothing for an inconsistent segment
 // table (no schedule items), like the other kernels.
+template <int D, bool kTiled>
 __global__ void __launch_bounds__(256)
     dq_convert_kernel(const Args a, const float* dq_accum, int64_t elements) {
   const int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 8;
   if (i >= elements || *a.schedule.count == 0) return;
-  const float4 x = *reinterpret_cast<const float4*>(dq_accum + i);
-  const float4 y = *reinterpret_cast<const float4*>(dq_accum + i + 4);
+  const int64_t at = kTiled ? dq_tiled_index<D>(a.T, static_cast<int>(i / D % a.H), i / (int64_t{a.H} * D),
+                                                static_cast<int>(i % D))
+                            : i;
+  const float4 x = *reinterpret_cast<const float4*>(dq_accum + at);
+  const float4 y = *reinterpret_cast<const float4*>(dq_accum + at + 4);
   const float s = a.scale;
   *reinterpret_cast<uint4*>(a.dq + i) = make_uint4(pack_bf16(x.x * s, x.y * s), pack_bf16(x.z * s, x.w * s),
                                                    pack_bf16(y.x * s, y.y * s), pack_bf16(y.z * s, y.w * s));
@@ -277,15 +283,17 @@ void launch_backward_kernel(const Args& a, const BackwardScratch& scratch, cudaS
 template <int D>
 void launch_backward_prologue(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
   const int64_t rows = static_cast<int64_t>(a.T) * a.H;
-  delta_kernel<D><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(a, scratch.dq_accum);
+  const auto delta = scratch.dq_tiled ? delta_kernel<D, true> : delta_kernel<D, false>;
+  delta<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(a, scratch.dq_accum);
   order_kernel<<<1, kOrderThreads, 0, stream>>>(a, scratch);
 }
 
 template <int D>
 void launch_dq_convert(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
   const int64_t elements = static_cast<int64_t>(a.T) * a.H * D;
-  dq_convert_kernel<<<static_cast<unsigned>((elements / 8 + 255) / 256), 256, 0, stream>>>(
-      a, scratch.dq_accum, elements);
+  const auto convert = scratch.dq_tiled ? dq_convert_kernel<D, true> : dq_convert_kernel<D, false>;
+  convert<<<static_cast<unsigned>((elements / 8 + 255) / 256), 256, 0, stream>>>(a, scratch.dq_accum,
+                                                                                 elements);
 }
 
 template <int D>

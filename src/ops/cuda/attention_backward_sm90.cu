@@ -41,14 +41,21 @@ constexpr int kThreads = 384;
 constexpr int kRows = kBackwardRows;  // queries per step
 static_assert(kBackwardKeys == 128 && kRows == 64, "two warpgroups of 64 keys against 64-query steps");
 
-// Shared memory, from a 1024-byte aligned base: two buffers of {K tile, V tile} [128 x D], two buffers each
-// of Q and dO [64 x D] and of dS^T [128 keys x 64 queries] (bf16), 8 mbarriers, two buffers each of lse
-// and delta [64] (f32), the items of the K/V buffers and the producer's claim (ints); plus slack to align
-// the base. 226 KiB at D = 128, within the 227 a block may have.
-template <int D>
+// Kernel lab: with kBulkDq, dQ leaves through shared memory (two buffers of [64 x D] f32) and bulk
+// reductions into the tiled dq_accum; at D = 128 that room comes from single-buffering K/V.
+template <int D, bool kBulkDq>
+constexpr int kKvStages = kBulkDq&& D == 128 ? 1 : 2;
+
+// Shared memory, from a 1024-byte aligned base: kKvStages buffers of {K tile, V tile} [128 x D], two
+// buffers each of Q and dO [64 x D] and of dS^T [128 keys x 64 queries] (bf16), with kBulkDq two dQ
+// buffers [64 x D] (f32), 8 mbarriers, two buffers each of lse and delta [64] (f32), the items of the K/V
+// buffers and the producer's claim (ints); plus slack to align the base. 226 KiB at D = 128, within the
+// 227 a block may have.
+template <int D, bool kBulkDq>
 __host__ __device__ constexpr int smem_bytes() {
-  return 1024 + (4 * kBackwardKeys * D + 4 * kRows * D + 2 * kBackwardKeys * kRows) * 2 + 8 * 8 +
-         4 * kRows * 4 + 4 * 4;
+  return 1024 +
+         (2 * kKvStages<D, kBulkDq> * kBackwardKeys * D + 4 * kRows * D + 2 * kBackwardKeys * kRows) * 2 +
+         (kBulkDq ? 2 * kRows * D * 4 : 0) + 8 * 8 + 4 * kRows * 4 + 4 * 4;
 }
 
 #if PT_SM90A
@@ -83,7 +90,7 @@ __device__ inline KeyTile key_tile(const Args& a, const BackwardScratch& scratch
 // Registers: the launch bound (384, 1) gives every thread 168 at entry; setmaxnreg moves them to the
 // consumers. With CUDA 13.0 the builds spill 48-100 bytes: a few loop counters of the consumers at D = 128,
 // and some of the producer's item fields (its loads wait on memory anyway).
-template <int D, bool kWindowed, bool kCausal>
+template <int D, bool kWindowed, bool kCausal, bool kBulkDq>
 __global__ void __launch_bounds__(kThreads, 1)
     backward_kernel_sm90(const Args a, const BackwardScratch scratch) {
   static_assert(kCausal || !kWindowed, "a sliding window is causal");
@@ -92,11 +99,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   // (K/V full and empty, Q/dO full and empty, two each), lse and delta (two buffers each), the items of the
   // K/V buffers and the producer's claim.
   constexpr uint32_t kKeyTile = kBackwardKeys * D * 2, kRowTile = kRows * D * 2, kKv = 2 * kKeyTile;
-  constexpr uint32_t kDsTile = kBackwardKeys * kRows * 2;
-  constexpr uint32_t kQ = 2 * kKv, kDo = kQ + 2 * kRowTile, kDs = kDo + 2 * kRowTile,
-                     kBars = kDs + 2 * kDsTile;
+  constexpr uint32_t kDsTile = kBackwardKeys * kRows * 2, kDqTile = kRows * D / 2 * 4;
+  constexpr int kStages = kKvStages<D, kBulkDq>;
+  constexpr uint32_t kQ = kStages * kKv, kDo = kQ + 2 * kRowTile, kDs = kDo + 2 * kRowTile,
+                     kDq = kDs + 2 * kDsTile, kBars = kDq + (kBulkDq ? 4 * kDqTile : 0);
   constexpr uint32_t kLse = kBars + 8 * 8, kDelta = kLse + 2 * kRows * 4, kSlots = kDelta + 2 * kRows * 4;
-  static_assert(kSlots + 4 * 4 + 1024 == smem_bytes<D>());
+  static_assert(kSlots + 4 * 4 + 1024 == smem_bytes<D, kBulkDq>());
   const int items = scratch.key_tiles[0] * a.Hkv, group = a.H / a.Hkv;
   if (static_cast<int>(blockIdx.x) >= items) return;
 
@@ -111,8 +119,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const auto qdo_empty = [&](int b) { return base + kBars + 48 + 8 * b; };
   if (threadIdx.x == 0) {
     for (int b = 0; b < 2; ++b) {
-      mbarrier_init(kv_full(b), 129);  // every producer thread's copies, and thread 0's item
-      mbarrier_init(kv_empty(b), 2);   // one arrival per consumer warpgroup
+      mbarrier_init(kv_full(b), 129);   // every producer thread's copies, and thread 0's item
+      mbarrier_init(kv_empty(b), 256);  // every consumer thread, after its own reads of the buffer
       mbarrier_init(qdo_full(b), 128);
       mbarrier_init(qdo_empty(b), 256);  // every consumer thread: each has read lse and delta itself
     }
@@ -126,8 +134,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int tid = static_cast<int>(threadIdx.x);
     int work = static_cast<int>(blockIdx.x);
     for (int n = 0, g = 0;; ++n) {  // n: items, g: steps, over the CTA's life
-      const int kvb = n & 1;
-      if (n >= 2) mbarrier_wait(kv_empty(kvb), ((n >> 1) + 1) & 1);
+      const int kvb = n % kStages;
+      if (n >= kStages) mbarrier_wait(kv_empty(kvb), (n / kStages + 1) & 1);
       const bool done = work >= items;
       const KeyTile kt = done ? KeyTile{} : key_tile<kWindowed, kCausal>(a, scratch, work);
       if (kt.steps > 0) {
@@ -169,9 +177,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int c = wg - 1, tid = static_cast<int>(threadIdx.x) - 128;
   const int warp = tid / 32 % 4, lane = tid % 32, g4 = lane / 4, t = lane % 4;
   const auto consumers_sync = [] { asm volatile("bar.sync 3, 256;\n" ::: "memory"); };
-  const auto release = [&](uint32_t bar) {
-    if (tid % 128 == 0) mbarrier_arrive(bar);
-  };
   const float* const slse = reinterpret_cast<const float*>(aligned + kLse);
   const float* const sdelta = reinterpret_cast<const float*>(aligned + kDelta);
   const float scale_log2 = a.scale * kLog2e;
@@ -180,8 +185,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.0f;
   for (int n = 0, g = 0;; ++n) {
-    const int kvb = n & 1;
-    mbarrier_wait(kv_full(kvb), (n >> 1) & 1);
+    const int kvb = n % kStages;
+    mbarrier_wait(kv_full(kvb), n / kStages & 1);
     fence_proxy_async();
     const int work = slots[kvb];
     if (work >= items) break;
@@ -273,6 +278,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       mbarrier_arrive(qdo_empty(qb));  // this thread's reads of the step's Q, dO, lse and delta are done
       fence_proxy_async();             // dS^T, written through the generic proxy, is read by wgmma
+      // The dQ buffer this step fills was sent two steps ago: its reductions must have read it.
+      if (kBulkDq && lane == 0) bulk_wait_read<1>();
       consumers_sync();
 
       float dq[D / 4];  // dq[4 i + 2 h + e]: query row0 + 16 warp + g4 + 8 h, column D/2 c + 8 i + 2 t + e
@@ -295,13 +302,40 @@ __global__ void __launch_bounds__(kThreads, 1)
         dq_product(Half{}, std::integral_constant<int, kBackwardKeys / 16>{});
       else
         dq_product(Zero{}, std::integral_constant<int, kBackwardKeys / 16>{});
+      if constexpr (kBulkDq) {
+        // The warpgroup's [64 x D/2] half in its buffer, in the tiled layout's order (rows past the real
+        // tokens hold zeros: their dS^T is masked); then each warp adds its 16 rows, contiguous there, with
+        // one bulk reduction and goes on while it runs.
+        const int64_t row_start = cur.start + row0;
+        const uint32_t sdq = at + kDq + static_cast<uint32_t>((g & 1) * 2 + c) * kDqTile;
+        const int swizzle = static_cast<int>((row_start + g4) & 3);
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int query = row0 + 16 * warp + g4 + 8 * h;
-        if (query >= real) continue;
-        float* row = scratch.dq_accum + ((cur.start + query) * a.H + head) * D + D / 2 * c + 2 * t;
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t row = sdq + static_cast<uint32_t>((16 * warp + g4 + 8 * h) * (D / 2) + 2 * t) * 4;
 #pragma unroll
-        for (int i = 0; i < D / 16; ++i) red_add_f32x2(row + 8 * i, dq[4 * i + 2 * h], dq[4 * i + 2 * h + 1]);
+          for (int i = 0; i < D / 16; ++i)
+            asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(row + ((i ^ swizzle) * 8) * 4),
+                         "f"(dq[4 * i + 2 * h]), "f"(dq[4 * i + 2 * h + 1])
+                         : "memory");
+        }
+        fence_proxy_async();
+        __syncwarp();
+        if (lane == 0) {
+          constexpr int kWarpRows = kRows / 4;
+          bulk_reduce_add_f32(scratch.dq_accum + dq_tiled_row<D>(a.T, head, c, row_start + kWarpRows * warp),
+                              sdq + static_cast<uint32_t>(kWarpRows * warp) * (D / 2) * 4, kDqTile / 4);
+          bulk_commit();
+        }
+      } else {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int query = row0 + 16 * warp + g4 + 8 * h;
+          if (query >= real) continue;
+          float* row = scratch.dq_accum + ((cur.start + query) * a.H + head) * D + D / 2 * c + 2 * t;
+#pragma unroll
+          for (int i = 0; i < D / 16; ++i)
+            red_add_f32x2(row + 8 * i, dq[4 * i + 2 * h], dq[4 * i + 2 * h + 1]);
+        }
       }
     }
 
@@ -322,20 +356,21 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int count = min(cur.len - key0, 64);
       copy_rows_out<D>(sk, kBackwardKeys, first_row, a.dk, cur.start + key0, count, a.Hkv, cur.kv_head, id);
       copy_rows_out<D>(sv, kBackwardKeys, first_row, a.dv, cur.start + key0, count, a.Hkv, cur.kv_head, id);
-      warpgroup_barrier(c);  // every thread's reads of the buffer are done before it is released
-      release(kv_empty(kvb));
+      mbarrier_arrive(kv_empty(kvb));  // this thread's reads of the item and its buffer are done
     }
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.0f;
   }
+  // The last reductions must have read their buffers before the CTA's shared memory goes.
+  if (kBulkDq && lane == 0) bulk_wait<0>();
 #endif  // PT_SM90A: other targets hold an empty kernel that forward_sm90_available() never selects
 }
 
 // One resident CTA per SM (registers and shared memory allow no more), no more than the work bound.
-template <int D, bool kWindowed, bool kCausal>
+template <int D, bool kWindowed, bool kCausal, bool kBulkDq>
 void launch_backward_kernel_sm90(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
-  constexpr int kSmem = smem_bytes<D>();
-  const auto kernel = backward_kernel_sm90<D, kWindowed, kCausal>;
+  constexpr int kSmem = smem_bytes<D, kBulkDq>();
+  const auto kernel = backward_kernel_sm90<D, kWindowed, kCausal, kBulkDq>;
   static const cudaError_t configured =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   (void)configured;  // a failure resurfaces as the launch error, which the caller checks
@@ -347,15 +382,19 @@ void launch_backward_kernel_sm90(const Args& a, const BackwardScratch& scratch, 
 }  // namespace
 
 template <int D>
-void launch_backward_sm90(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
+void launch_backward_sm90(const Args& a, const BackwardScratch& scratch, bool bulk_dq, cudaStream_t stream) {
   launch_backward_prologue<D>(a, scratch, stream);
   with_mask(a, [&](auto windowed, auto causal) {
-    launch_backward_kernel_sm90<D, decltype(windowed)::value, decltype(causal)::value>(a, scratch, stream);
+    constexpr bool w = decltype(windowed)::value, k = decltype(causal)::value;
+    if (bulk_dq)
+      launch_backward_kernel_sm90<D, w, k, true>(a, scratch, stream);
+    else
+      launch_backward_kernel_sm90<D, w, k, false>(a, scratch, stream);
   });
   launch_dq_convert<D>(a, scratch, stream);
 }
 
-template void launch_backward_sm90<64>(const Args&, const BackwardScratch&, cudaStream_t);
-template void launch_backward_sm90<128>(const Args&, const BackwardScratch&, cudaStream_t);
+template void launch_backward_sm90<64>(const Args&, const BackwardScratch&, bool, cudaStream_t);
+template void launch_backward_sm90<128>(const Args&, const BackwardScratch&, bool, cudaStream_t);
 
 }  // namespace pt::ops::cuda::attn

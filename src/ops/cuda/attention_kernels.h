@@ -88,11 +88,27 @@ void launch_forward_sm90(const Args& a, int* order, cudaStream_t stream);
 constexpr int kBackwardKeys = 128, kBackwardRows = 64;
 
 struct BackwardScratch {
-  float* dq_accum;   // [T,H,D]: dq / scale, summed by atomics
+  float* dq_accum;   // [T,H,D], or with dq_tiled the tiled layout below: dq / scale, summed by atomics
   int* key_tiles;    // [1 + key_capacity]: a count, then that many schedule item indices
   int* next_tile;    // the persistent wgmma kernel's work counter, zeroed with the order
   int key_capacity;  // the bound above
+  bool dq_tiled;     // (kernel lab) dq_accum in the tiled layout of the bulk-reduction backward
 };
+
+// The tiled dq_accum layout of the bulk-reduction backward: per query head and half of D, the rows of every
+// token (and kBackwardRows rows of slack past T for a tile overhanging the last segment), so that a step's
+// 64 rows of one half are one contiguous block that one bulk reduction adds. Within a row, 8-float chunk j
+// sits at j ^ (row % 4): the staging stores of a warp's 8 rows then fill every bank (dq_tiled_index).
+template <int D>
+__host__ __device__ inline int64_t dq_tiled_row(int T, int head, int half, int64_t row) {
+  return ((static_cast<int64_t>(head) * 2 + half) * (T + kBackwardRows) + row) * (D / 2);
+}
+template <int D>
+__host__ __device__ inline int64_t dq_tiled_index(int T, int head, int64_t row, int col) {
+  const int in_half = col % (D / 2);
+  return dq_tiled_row<D>(T, head, col / (D / 2), row) + ((in_half / 8) ^ static_cast<int>(row & 3)) * 8 +
+         in_half % 8;
+}
 
 // One pass over key tiles: dK and dV per block, dQ summed by atomics in scratch.dq_accum. The mma.sync
 // version (attention_backward.cu) runs on any sm_80+ GPU, the wgmma one (attention_backward_sm90.cu) where
@@ -104,7 +120,8 @@ template <int D>
 void launch_dq_convert(const Args& a, const BackwardScratch& scratch, cudaStream_t stream);
 template <int D>
 void launch_backward(const Args& a, const BackwardScratch& scratch, cudaStream_t stream);
+// bulk_dq (kernel lab): dQ through shared memory and bulk reductions.
 template <int D>
-void launch_backward_sm90(const Args& a, const BackwardScratch& scratch, cudaStream_t stream);
+void launch_backward_sm90(const Args& a, const BackwardScratch& scratch, bool bulk_dq, cudaStream_t stream);
 
 }  // namespace pt::ops::cuda::attn

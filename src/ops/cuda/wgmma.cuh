@@ -94,6 +94,25 @@ __device__ inline void mbarrier_wait(uint32_t bar, uint32_t parity) {
 }
 __device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
+// Bulk reductions (PTX "cp.reduce.async.bulk"): adds `bytes` (a multiple of 16, both addresses 16-byte
+// aligned) of f32 from shared memory into global memory through the async proxy, in the thread's bulk async
+// group. The source must be written and fenced (fence_proxy_async) first; wait_read<N> frees it for reuse,
+// wait<N> waits for the global writes as well.
+__device__ inline void bulk_reduce_add_f32(float* dst, uint32_t src, int bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
+               "r"(src), "r"(bytes)
+               : "memory");
+}
+__device__ inline void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ inline void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(kPending) : "memory");
+}
+template <int kPending>
+__device__ inline void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
 // Warp specialization: a producer warpgroup gives registers back (setmaxnreg.dec) so that the consumer
 // warpgroups can take more (setmaxnreg.inc) than the launch's even share; each executed by a whole
 // warpgroup.

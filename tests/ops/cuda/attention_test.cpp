@@ -234,7 +234,7 @@ struct CudaRun {
 template <class Body>
 void for_each_kernel(Body&& body) {
   using cuda::AttentionKernel;
-  for (AttentionKernel kernel : {AttentionKernel::mma, AttentionKernel::wgmma}) {
+  for (AttentionKernel kernel : {AttentionKernel::mma, AttentionKernel::wgmma, AttentionKernel::wgmma_bulk}) {
     if (!cuda::attention_kernel_available(kernel)) continue;
     SCOPED_TRACE(std::string("forward kernel ") + cuda::attention_kernel_name(kernel));
     cuda::set_attention_kernel(kernel);
