@@ -8,8 +8,9 @@
 // back-to-back calls with one wait at the end, as the training step queues them (and as the torch peer is
 // timed): the segment table is built here, valid by construction, so the calls skip the read-back of its
 // device-side check, as the model's do.
-// The forward runs on the kernel ops/cuda/attention.h picks (wgmma on an H100/H200); --kernels mma,wgmma
-// measures each, one row per kernel (the last column names it).
+// The calls run on the kernel ops/cuda/attention.h picks (wgmma on an H100/H200, its backward summing dQ by
+// the automatic reduction); --kernels mma,wgmma-atomics,wgmma-bulk measures each, one row per kernel (the
+// last column names it).
 // Usage: bench_attention [--tokens 32768] [--reps 10] [--kernels auto] [--lengths-out FILE]
 // --lengths-out writes the SFT-like lengths (one per line) so bench/peers/attention_torch.py measures torch's
 // FlashAttention-2 on exactly the same batch (bench/attention.sh runs both and prints the ratios).
@@ -39,15 +40,25 @@ using namespace pt;
 using namespace pt::ops;
 
 #ifdef PACKTRAIN_CUDA
-// Selects the forward kernel by name ("auto", "mma", "wgmma"); throws pt::Error where it cannot run.
+std::string& kernel_name() {
+  static std::string name;
+  return name;
+}
+
+// Selects the kernel by name ("auto", "mma", "wgmma", and wgmma with its backward's dQ reduction forced:
+// "wgmma-atomics", "wgmma-bulk"); throws pt::Error where it cannot run.
 void use_kernel(const std::string& name) {
   using cuda::AttentionKernel;
-  cuda::set_attention_kernel(name == "mma"          ? AttentionKernel::mma
-                             : name == "wgmma"      ? AttentionKernel::wgmma
-                             : name == "wgmma-bulk" ? AttentionKernel::wgmma_bulk
-                                                    : AttentionKernel::automatic);
+  using cuda::DqReduction;
+  cuda::set_attention_kernel(name == "auto"  ? AttentionKernel::automatic
+                             : name == "mma" ? AttentionKernel::mma
+                                             : AttentionKernel::wgmma);
+  cuda::set_attention_dq_reduction(name == "wgmma-atomics" ? DqReduction::atomics
+                                   : name == "wgmma-bulk"  ? DqReduction::bulk
+                                                           : DqReduction::automatic);
+  kernel_name() = name == "auto" ? cuda::attention_kernel_name(cuda::attention_kernel()) : name;
 }
-std::string kernel_in_use() { return cuda::attention_kernel_name(cuda::attention_kernel()); }
+std::string kernel_in_use() { return kernel_name(); }
 #else
 void use_kernel(const std::string&) {}
 std::string kernel_in_use() { return "none"; }
@@ -112,9 +123,9 @@ int main(int argc, char** argv) {
   std::string lengths_out;
   app.add_option("--lengths-out", lengths_out, "write the SFT-like lengths here, one per line");
   std::vector<std::string> kernels = {"auto"};
-  app.add_option("--kernels", kernels, "forward kernels to measure: auto, mma, wgmma")
+  app.add_option("--kernels", kernels, "kernels to measure: auto, mma, wgmma, wgmma-atomics, wgmma-bulk")
       ->delimiter(',')
-      ->check(CLI::IsMember({"auto", "mma", "wgmma", "wgmma-bulk"}));
+      ->check(CLI::IsMember({"auto", "mma", "wgmma", "wgmma-atomics", "wgmma-bulk"}));
   CLI11_PARSE(app, argc, argv);
   if (cuda_device_count() == 0) {
     fmt::print("bench_attention: no CUDA GPU in this {} build; nothing to measure\n",

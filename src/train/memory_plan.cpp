@@ -117,7 +117,8 @@ int64_t cuda_sparse_bytes(const std::vector<SparseShape>& shapes, int64_t T) {
 // or the norm backwards' per-block partial weight gradients.
 int64_t cuda_scratch_bytes(const ModelConfig& c, int64_t T) {
   const int64_t C = c.hidden_size, H = c.num_attention_heads, D = c.head_dim;
-  const int64_t attention = 4 * T * H * (D + 1) + 20 * T + 4096;
+  // dq_accum has 64 rows of slack per head in the tiled layout of the wgmma backward's bulk reductions.
+  const int64_t attention = 4 * (T + 64) * H * D + 4 * T * H + 20 * T + 4096;
   const int64_t embedding = 32 * T + 2 * ceil_div(T, 32) * C * 4 + 4096;
   const int64_t row_bytes = (c.norm == Norm::layer ? 2 : 1) * C * 4;
   const int64_t rows_per_block = std::clamp<int64_t>((48 << 10) / row_bytes, 1, 8) * 4;

@@ -11,16 +11,24 @@ namespace pt::ops::cuda {
 
 // The kernels, forward and backward: wgmma (Hopper warpgroup MMA, attention_{forward,backward}_sm90.cu)
 // where the GPU is sm_90 and the build holds sm_90a code, else mma.sync (attention_{forward,backward}.cu).
-// The environment variable PACKTRAIN_ATTENTION_KERNEL (auto, mma, wgmma, wgmma-bulk) overrides the
-// automatic choice; tests and benchmarks call set_attention_kernel to run each. Kernel lab: wgmma-bulk, the
-// wgmma kernels with dQ summed by bulk reductions.
-enum class AttentionKernel { automatic, mma, wgmma, wgmma_bulk };
+// The environment variable PACKTRAIN_ATTENTION_KERNEL (auto, mma, wgmma) overrides the automatic choice;
+// tests and benchmarks call set_attention_kernel to run each.
+enum class AttentionKernel { automatic, mma, wgmma };
 const char* attention_kernel_name(AttentionKernel kernel);
 bool attention_kernel_available(AttentionKernel kernel);
 // Throws pt::Error for a kernel this GPU or build cannot run.
 void set_attention_kernel(AttentionKernel kernel);
 // The kernel the next call runs (never automatic).
 AttentionKernel attention_kernel();
+
+// How the wgmma backward sums dQ over key tiles: fp32 atomics from registers, or each warp's rows staged in
+// shared memory and added by one bulk reduction (attention_backward_sm90.cu). The automatic choice takes
+// bulk where a work item (128 keys of a kv head) runs several query steps: long examples, GQA,
+// bidirectional attention; and atomics on short causal examples, where the staging does not pay. Tests and
+// benchmarks set it to run each.
+enum class DqReduction { automatic, atomics, bulk };
+const char* dq_reduction_name(DqReduction reduction);
+void set_attention_dq_reduction(DqReduction reduction);
 
 void attention_forward(const AttentionParams& p);
 void attention_backward(const AttentionParams& p, const AttentionGrads& g);

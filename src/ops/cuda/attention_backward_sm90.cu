@@ -1,14 +1,16 @@
 // Backward kernel for Hopper (sm_90a), on warpgroup MMA (ops/cuda/wgmma.cuh). It computes what the mma.sync
 // backward (attention_backward.cu) computes, from the same prologue (delta, dq_accum cleared, key-tile
 // order), work list and dQ conversion: with P = exp(scale QK^T - lse), dP = dO V^T, dS = P * (dP - delta):
-// dV = P^T dO, dK = scale dS^T Q, dQ = scale dS K, dQ summed over key tiles by fp32 atomics into dq_accum.
+// dV = P^T dO, dK = scale dS^T Q, dQ = scale dS K, dQ summed over key tiles into dq_accum, by one of two
+// reductions (kBulkDq, chosen per call: ops/cuda/attention.h's DqReduction).
 //
 // Persistent and warp-specialized: one CTA of 384 threads per SM.
 // - The producer, warpgroup 0 (24 registers a thread), claims work items, each a (key tile of
 //   kBackwardKeys = 128 keys, kv head), longest first, from a counter, and copies with cp.async each item's
-//   K and V (two buffers: an item ahead) and each step's Q, dO, lse and delta (two buffers: a step ahead),
-//   completing "full" mbarriers and waiting for the consumers' "empty" ones. On SFT-like batches an item
-//   lasts a few steps, so the next item's loads must run under the current one's.
+//   K and V (two buffers: an item ahead; one with kBulkDq at D = 128) and each step's Q, dO, lse and delta
+//   (two buffers: a step ahead), completing "full" mbarriers and waiting for the consumers' "empty" ones.
+//   On SFT-like batches an item lasts a few steps, so the next item's loads must run under the current
+//   one's.
 // - Two consumers, warpgroups 1 and 2 (240 registers), own keys 64 (wg - 1) .. + 63 of the item and sum
 //   their dK and dV [64 x D] in registers over the query tiles of kBackwardRows = 64 rows at or after the
 //   key tile (causal; with a sliding window, kWindowed, only those up to window_query_end; bidirectional,
@@ -20,11 +22,19 @@
 //     dV += P^T dO, dK += dS^T Q            wgmma m64nDk16, A from registers, dO / Q MN-major
 //     dS^T -> shared memory (bf16, two buffers), the consumers' barrier
 //     dQ[64 x D/2] = dS K                   wgmma m64n(D/2)k16, dS^T and K both MN-major, one half of D
-//                                           per warpgroup; red.global.add.v2.f32 into dq_accum
-// At the item's end dK and dV leave through its K/V buffer (stage_accumulator, copy_rows_out). The dQ
-// reductions cost about a fifth of the time (bench_attention with them removed). The kernel lab measured
-// this design against the previous one (256 threads, every thread loading, CTA barriers): 1.15x on
-// SFT-like batches bidirectionally at head dim 64, 1.03-1.04x causal at 64, 0.98-1.01x at 128 (H100).
+//                                           per warpgroup, then summed into dq_accum:
+//       atomics (!kBulkDq)                  red.global.add.v2.f32 from registers into [T, H, D]
+//       bulk (kBulkDq)                      st.shared into a buffer (two, a step apart) in the order of the
+//                                           tiled layout (attention_kernels.h), where a warp's 16 rows of
+//                                           the half are contiguous; one cp.reduce.async.bulk per warp
+// At the item's end dK and dV leave through its K/V buffer (stage_accumulator, copy_rows_out).
+// The atomics cost about a fifth of the time on long sequences (bench_attention with them removed): their
+// 8-byte adds touch 8 rows a warp instruction. A bulk reduction adds whole lines, and no thread waits for
+// it; but each step pays its staging, and at D = 128 the buffers take the second K/V buffer's room, so
+// short items lose the overlap of the next item's loads. The kernel lab (H100, 8cc3c7c): bulk 1.19x the
+// atomics' backward on one 8k or 32k sequence at D = 128, 1.10-1.12x at 64; 0.95-0.96x causal on SFT-like
+// batches without GQA, hence the per-call choice. (An earlier bulk design, one reduction per row issued and
+// waited for by the consumers, was 0.69-0.75x.)
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -41,10 +51,9 @@ constexpr int kThreads = 384;
 constexpr int kRows = kBackwardRows;  // queries per step
 static_assert(kBackwardKeys == 128 && kRows == 64, "two warpgroups of 64 keys against 64-query steps");
 
-// Kernel lab: with kBulkDq, dQ leaves through shared memory (two buffers of [64 x D] f32) and bulk
-// reductions into the tiled dq_accum; at D = 128 that room comes from single-buffering K/V.
+// K/V buffers: with kBulkDq at D = 128, one, to make room for the dQ buffers (two of [64 x D] f32).
 template <int D, bool kBulkDq>
-constexpr int kKvStages = kBulkDq&& D == 128 ? 1 : 2;
+constexpr int kKvStages = (kBulkDq && D == 128) ? 1 : 2;
 
 // Shared memory, from a 1024-byte aligned base: kKvStages buffers of {K tile, V tile} [128 x D], two
 // buffers each of Q and dO [64 x D] and of dS^T [128 keys x 64 queries] (bf16), with kBulkDq two dQ
@@ -382,11 +391,11 @@ void launch_backward_kernel_sm90(const Args& a, const BackwardScratch& scratch, 
 }  // namespace
 
 template <int D>
-void launch_backward_sm90(const Args& a, const BackwardScratch& scratch, bool bulk_dq, cudaStream_t stream) {
+void launch_backward_sm90(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
   launch_backward_prologue<D>(a, scratch, stream);
   with_mask(a, [&](auto windowed, auto causal) {
     constexpr bool w = decltype(windowed)::value, k = decltype(causal)::value;
-    if (bulk_dq)
+    if (scratch.dq_tiled)
       launch_backward_kernel_sm90<D, w, k, true>(a, scratch, stream);
     else
       launch_backward_kernel_sm90<D, w, k, false>(a, scratch, stream);
@@ -394,7 +403,7 @@ void launch_backward_sm90(const Args& a, const BackwardScratch& scratch, bool bu
   launch_dq_convert<D>(a, scratch, stream);
 }
 
-template void launch_backward_sm90<64>(const Args&, const BackwardScratch&, bool, cudaStream_t);
-template void launch_backward_sm90<128>(const Args&, const BackwardScratch&, bool, cudaStream_t);
+template void launch_backward_sm90<64>(const Args&, const BackwardScratch&, cudaStream_t);
+template void launch_backward_sm90<128>(const Args&, const BackwardScratch&, cudaStream_t);
 
 }  // namespace pt::ops::cuda::attn

@@ -88,11 +88,11 @@ void launch_forward_sm90(const Args& a, int* order, cudaStream_t stream);
 constexpr int kBackwardKeys = 128, kBackwardRows = 64;
 
 struct BackwardScratch {
-  float* dq_accum;   // [T,H,D], or with dq_tiled the tiled layout below: dq / scale, summed by atomics
+  float* dq_accum;   // [T,H,D], or with dq_tiled the tiled layout below: dq / scale
   int* key_tiles;    // [1 + key_capacity]: a count, then that many schedule item indices
   int* next_tile;    // the persistent wgmma kernel's work counter, zeroed with the order
   int key_capacity;  // the bound above
-  bool dq_tiled;     // (kernel lab) dq_accum in the tiled layout of the bulk-reduction backward
+  bool dq_tiled;     // dq_accum in the tiled layout below (the wgmma backward's bulk reductions)
 };
 
 // The tiled dq_accum layout of the bulk-reduction backward: per query head and half of D, the rows of every
@@ -120,8 +120,8 @@ template <int D>
 void launch_dq_convert(const Args& a, const BackwardScratch& scratch, cudaStream_t stream);
 template <int D>
 void launch_backward(const Args& a, const BackwardScratch& scratch, cudaStream_t stream);
-// bulk_dq (kernel lab): dQ through shared memory and bulk reductions.
+// With scratch.dq_tiled, the wgmma backward sums dQ by bulk reductions instead of atomics.
 template <int D>
-void launch_backward_sm90(const Args& a, const BackwardScratch& scratch, bool bulk_dq, cudaStream_t stream);
+void launch_backward_sm90(const Args& a, const BackwardScratch& scratch, cudaStream_t stream);
 
 }  // namespace pt::ops::cuda::attn

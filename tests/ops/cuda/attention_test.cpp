@@ -16,6 +16,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
@@ -229,18 +230,25 @@ struct CudaRun {
 };
 
 #ifdef PACKTRAIN_CUDA
-// Runs `body` once per forward kernel this GPU can run, with that kernel selected, and restores the
-// automatic choice after.
+// Runs `body` once per kernel this GPU can run, with that kernel selected (wgmma once per dQ reduction of
+// its backward), and restores the automatic choices after.
 template <class Body>
 void for_each_kernel(Body&& body) {
   using cuda::AttentionKernel;
-  for (AttentionKernel kernel : {AttentionKernel::mma, AttentionKernel::wgmma, AttentionKernel::wgmma_bulk}) {
+  using cuda::DqReduction;
+  const std::pair<AttentionKernel, DqReduction> runs[] = {{AttentionKernel::mma, DqReduction::automatic},
+                                                          {AttentionKernel::wgmma, DqReduction::atomics},
+                                                          {AttentionKernel::wgmma, DqReduction::bulk}};
+  for (const auto& [kernel, reduction] : runs) {
     if (!cuda::attention_kernel_available(kernel)) continue;
-    SCOPED_TRACE(std::string("forward kernel ") + cuda::attention_kernel_name(kernel));
+    SCOPED_TRACE(std::string("kernel ") + cuda::attention_kernel_name(kernel) + ", dQ reduction " +
+                 cuda::dq_reduction_name(reduction));
     cuda::set_attention_kernel(kernel);
+    cuda::set_attention_dq_reduction(reduction);
     body();
   }
   cuda::set_attention_kernel(AttentionKernel::automatic);
+  cuda::set_attention_dq_reduction(DqReduction::automatic);
 }
 #else
 template <class Body>
