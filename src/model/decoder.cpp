@@ -139,7 +139,7 @@ DecoderModel::DecoderModel(const ModelConfig& config, int64_t max_tokens, Device
   dx_ = real({T, C});
   dtmp_ = real({T, C});
   dxn_ = real({T, C});
-  dact_ = real({T, F});
+  if (keeps_activation_grad(config, sparsity.enabled)) dact_ = real({T, F});
   dh_ = real({T, U});
   dq_ = real({T, H, D});
   dk_ = real({T, Hkv, D});
@@ -701,7 +701,7 @@ void DecoderModel::forward_backward(double grad_scale, const GradientBlocks* blo
     // comes from its MVUE-pruned output gradient: down's lands in dtmp (free until the norm below), since
     // dx lives on; the up projection's replaces dh, which nothing reads afterwards but its bias gradient,
     // taken before.
-    const Tensor dact = arena_.view(dact_, {T, F}), dh = arena_.view(dh_, {T, U});
+    const Tensor dact = dact_ >= 0 ? arena_.view(dact_, {T, F}) : Tensor(), dh = arena_.view(dh_, {T, U});
     const Tensor act = arena_.view(a.act, {T, F}), h = arena_.view(a.h, {T, U});
     // The last layer's activations are still those of the forward.
     if (recompute_ == Recompute::layers && l + 1 < layers_.size()) layer_forward(l, T, /*add_to_next=*/false);

@@ -158,6 +158,11 @@ class DecoderModel {
   // from a copy of its weight (and bias) padded alike with zero rows, refreshed whenever the weights are
   // loaded; the loss gives the padding a zero gradient.
   static int64_t logit_row_width(int64_t vocab) { return (vocab + 63) / 64 * 64; }
+  // Whether the backward needs a buffer for the MLP activation's gradient: not where every layer can run
+  // GPT-2's GELU in the GEMMs' epilogues (fused_gelu), whose backward goes from dx to dh directly.
+  static bool keeps_activation_grad(const ModelConfig& config, bool sparse) {
+    return config.mlp != Mlp::gelu || sparse;
+  }
   // The logits of the last forward's final chunk (its head rows from the last multiple of logit_chunk_tokens
   // on), on the model's device in its dtype: [rows, logit_row_width(vocab)], the first vocab_size columns
   // of each row the logits; valid until the next pass, and forward_backward overwrites them with their
@@ -305,7 +310,7 @@ class DecoderModel {
   int head_h_ = -1, head_act_ = -1;                   // the head transform's dense output and activation
   int64_t logits_begin_ = 0;                          // the first head row of the chunk logits_ holds
   int padded_head_ = -1, padded_head_bias_ = -1;      // [logit_row_width, C] and [logit_row_width]
-  int dx_, dtmp_, dxn_, dact_, dh_, dq_, dk_, dv_, dattn_, dk_pre_ = -1;
+  int dx_, dtmp_, dxn_, dh_, dq_, dk_, dv_, dattn_, dact_ = -1, dk_pre_ = -1;
 };
 
 }  // namespace pt

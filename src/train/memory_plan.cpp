@@ -26,7 +26,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // The DecoderModel constructor's reservations, buffer by buffer: the activations each layer keeps for the
 // backward, or one buffer all layers share where the backward recomputes it, then the final norm, the
 // logit chunk and the backward's buffers. Returns the arena's bytes; *chunk gets the logit chunk's.
-int64_t activation_arena_bytes(const ModelConfig& c, int64_t T, DType dtype, Recompute recompute,
+int64_t activation_arena_bytes(const ModelConfig& c, int64_t T, DType dtype, Recompute recompute, bool sparse,
                                int64_t* chunk) {
   const int64_t real = dtype_size(dtype), stat = dtype == DType::bf16 ? 4 : real;  // stats: master dtype
   const int64_t C = c.hidden_size, F = c.intermediate_size, U = c.mlp_up_rows(), D = c.head_dim;
@@ -71,10 +71,11 @@ int64_t activation_arena_bytes(const ModelConfig& c, int64_t T, DType dtype, Rec
   if (W != c.vocab_size)  // the head's weight (and bias) in padded rows
     *chunk += slot(real * W * C) + (c.lm_head_bias ? slot(real * W) : 0);
   bytes += *chunk;
-  bytes += 3 * slot(real * T * C);                          // dx, dtmp, dxn
-  bytes += slot(real * T * F) + slot(real * T * U);         // dact, dh
-  bytes += 2 * slot(real * T * H * D);                      // dq, dattn
-  bytes += (c.qk_norm ? 3 : 2) * slot(real * T * Hkv * D);  // dk, dv (, dk_pre)
+  bytes += 3 * slot(real * T * C);                                                  // dx, dtmp, dxn
+  if (DecoderModel::keeps_activation_grad(c, sparse)) bytes += slot(real * T * F);  // dact
+  bytes += slot(real * T * U);                                                      // dh
+  bytes += 2 * slot(real * T * H * D);                                              // dq, dattn
+  bytes += (c.qk_norm ? 3 : 2) * slot(real * T * Hkv * D);                          // dk, dv (, dk_pre)
   return bytes;
 }
 
@@ -183,7 +184,8 @@ MemoryPlan plan_memory(const PlanSettings& s) {
     if (gpu) p.host_state = p.masters + p.moments, p.masters = p.moments = 0;
   }
   p.activations =
-      activation_arena_bytes(s.model, T, compute, s.recompute, &p.lm_head_chunk) - p.lm_head_chunk;
+      activation_arena_bytes(s.model, T, compute, s.recompute, s.sparsity.enabled, &p.lm_head_chunk) -
+      p.lm_head_chunk;
   // model/batch_inputs.cpp: two slots ahead, one for now; masked LM's slots also list the labelled rows.
   const int64_t slot_ints = (s.model.objective() == Objective::kMaskedLm ? 6 : 5) * T + 1;
   p.batch_inputs = 3 * slot(4 * slot_ints);

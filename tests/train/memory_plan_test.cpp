@@ -86,19 +86,29 @@ TEST(MemoryPlan, RecomputeShrinksTheActivationsPerToken) {
   EXPECT_LT(layers, 0.25 * none);
 }
 
-TEST(MemoryPlan, SparseWeightCopiesAndMasksEqualTheirArenas) {
-  const ModelConfig c = testing::family_config("llama", 8);
-  for (bool gate_up : {true, false}) {
-    SparsityConfig sparsity = sparse_ffn();
-    sparsity.gate_up = gate_up;
-    PlanSettings s = cpu_settings(c, 64);
-    s.sparsity = sparsity;
-    const MemoryPlan plan = plan_memory(s);
-    const DecoderModel model(c, 64, Device::cpu, DType::f32, sparsity);
-    const FfnMasks masks(c, sparsity, Device::cpu);
-    EXPECT_EQ(plan.sparse_weights, model.memory().sparse_copies) << "gate_up " << gate_up;
-    EXPECT_EQ(plan.sparse_masks, masks.bytes()) << "gate_up " << gate_up;
-  }
+// GPT-2 among them: its dense MLP runs the GELU in the GEMMs' epilogues and keeps no activation gradient,
+// its sparse one does.
+TEST(MemoryPlan, SparseWeightCopiesMasksAndActivationsEqualTheirArenas) {
+  for (const std::string variant : {"llama", "gpt2"})
+    for (bool gate_up : {true, false}) {
+      const ModelConfig c = testing::family_config(variant, 8);
+      SparsityConfig sparsity = sparse_ffn();
+      sparsity.gate_up = gate_up;
+      PlanSettings s = cpu_settings(c, 64);
+      s.sparsity = sparsity;
+      const MemoryPlan plan = plan_memory(s);
+      const DecoderModel model(c, 64, Device::cpu, DType::f32, sparsity);
+      const FfnMasks masks(c, sparsity, Device::cpu);
+      SCOPED_TRACE(variant + ", gate_up " + std::to_string(gate_up));
+      EXPECT_EQ(plan.sparse_weights, model.memory().sparse_copies);
+      EXPECT_EQ(plan.sparse_masks, masks.bytes());
+      EXPECT_EQ(plan.activations + plan.lm_head_chunk, model.memory().activations);
+    }
+  const ModelConfig gpt2 = testing::family_config("gpt2", 8);
+  PlanSettings sparse = cpu_settings(gpt2, 64);
+  sparse.sparsity = sparse_ffn();
+  EXPECT_LT(plan_memory(cpu_settings(gpt2, 64)).activations, plan_memory(sparse).activations)
+      << "the dense GPT-2 MLP keeps no activation gradient";
 }
 
 // Rank r of a world of n whose collectives do nothing: the optimizer's allocations are what is compared.
