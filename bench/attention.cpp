@@ -40,14 +40,10 @@ using namespace pt;
 using namespace pt::ops;
 
 #ifdef PACKTRAIN_CUDA
-std::string& kernel_name() {
-  static std::string name;
-  return name;
-}
-
 // Selects the kernel by name ("auto", "mma", "wgmma", and wgmma with its backward's dQ reduction forced:
-// "wgmma-atomics", "wgmma-bulk"); throws pt::Error where it cannot run.
-void use_kernel(const std::string& name) {
+// "wgmma-atomics", "wgmma-bulk") and returns the name for the table ("auto" resolved); throws pt::Error
+// where it cannot run.
+std::string use_kernel(const std::string& name) {
   using cuda::AttentionKernel;
   using cuda::DqReduction;
   cuda::set_attention_kernel(name == "auto"  ? AttentionKernel::automatic
@@ -56,12 +52,10 @@ void use_kernel(const std::string& name) {
   cuda::set_attention_dq_reduction(name == "wgmma-atomics" ? DqReduction::atomics
                                    : name == "wgmma-bulk"  ? DqReduction::bulk
                                                            : DqReduction::automatic);
-  kernel_name() = name == "auto" ? cuda::attention_kernel_name(cuda::attention_kernel()) : name;
+  return name == "auto" ? cuda::attention_kernel_name(cuda::attention_kernel()) : name;
 }
-std::string kernel_in_use() { return kernel_name(); }
 #else
-void use_kernel(const std::string&) {}
-std::string kernel_in_use() { return "none"; }
+std::string use_kernel(const std::string&) { return "none"; }
 #endif
 
 void upload_random_bf16(const DeviceBuffer& dst, int64_t n, uint64_t seed) {
@@ -72,9 +66,9 @@ void upload_random_bf16(const DeviceBuffer& dst, int64_t n, uint64_t seed) {
   copy_bytes(dst.data(), true, v.data(), false, v.size() * sizeof(uint16_t));
 }
 
-// Prints the table's row for one batch and shape.
-void measure(const std::string& name, const std::vector<int32_t>& lengths, int64_t H, int64_t Hkv, int64_t D,
-             int reps, bool causal = true) {
+// Prints the table's row for one batch and shape, run on `kernel` (use_kernel's name).
+void measure(const std::string& kernel, const std::string& name, const std::vector<int32_t>& lengths,
+             int64_t H, int64_t Hkv, int64_t D, int reps, bool causal = true) {
   std::vector<int32_t> cu(lengths.size() + 1, 0);
   std::partial_sum(lengths.begin(), lengths.end(), cu.begin() + 1);
   const int64_t T = cu.back(), S = static_cast<int64_t>(lengths.size());
@@ -108,8 +102,7 @@ void measure(const std::string& name, const std::vector<int32_t>& lengths, int64
   const double bwd = bench::gpu_time_ms([&] { attention_backward(p, g); }, reps) / 1e3;
   fmt::print("{:<10} {:<36} {:>8.3f} {:>8.1f} {:>8.3f} {:>8.1f} {:>10.1f}  {}\n", name,
              fmt::format("T={} S={} H={} Hkv={} D={}", T, S, H, Hkv, D), fwd * 1e3, fwd_flops / fwd / 1e12,
-             bwd * 1e3, bwd_flops / bwd / 1e12, (fwd_flops + bwd_flops) / (fwd + bwd) / 1e12,
-             kernel_in_use());
+             bwd * 1e3, bwd_flops / bwd / 1e12, (fwd_flops + bwd_flops) / (fwd + bwd) / 1e12, kernel);
 }
 
 }  // namespace
@@ -141,16 +134,16 @@ int main(int argc, char** argv) {
     for (int32_t len : sft) out << len << "\n";
   }
   try {
-    for (const std::string& kernel : kernels) {
-      use_kernel(kernel);
+    for (const std::string& choice : kernels) {
+      const std::string kernel = use_kernel(choice);
       for (const auto& [name, lengths] :
            {std::pair{"sft-like", sft}, std::pair{"one 8k", one8k}, std::pair{"one 32k", one32k}}) {
-        measure(name, lengths, 12, 12, 64, reps);
-        measure(name, lengths, 16, 16, 128, reps);
-        measure(name, lengths, 16, 4, 128, reps);
+        measure(kernel, name, lengths, 12, 12, 64, reps);
+        measure(kernel, name, lengths, 16, 16, 128, reps);
+        measure(kernel, name, lengths, 16, 4, 128, reps);
       }
-      measure("bidir sft", sft, 12, 12, 64, reps, /*causal=*/false);
-      measure("bidir sft", sft, 16, 16, 128, reps, /*causal=*/false);
+      measure(kernel, "bidir sft", sft, 12, 12, 64, reps, /*causal=*/false);
+      measure(kernel, "bidir sft", sft, 16, 16, 128, reps, /*causal=*/false);
     }
   } catch (const Error& e) {
     fmt::print(stderr, "bench_attention: {}\n", e.what());
