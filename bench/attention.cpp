@@ -1,5 +1,6 @@
 // Throughput of the CUDA varlen causal attention (bf16, fp32 accumulation) on ~32k tokens of SFT-like
-// lengths (lognormal, median 330, max 2048) and on one 8k and one 32k sequence, at H12 D64 and H16 D128 (and
+// lengths (lognormal, median 330, max 2048), on 32 rows of 1024 (GPT-2 as llm.c trains it) and on one 8k and
+// one 32k sequence, at H12 D64 and H16 D128 (and
 // GQA 4); and of the bidirectional attention (an encoder's, BERT-base's shape H12 D64 among them) on the
 // SFT-like lengths.
 // FLOPs counted: forward 4 D H sum_i L_i (L_i + 1) / 2 (QK^T and PV over the causal pairs, 2 flops per
@@ -8,10 +9,10 @@
 // back-to-back calls with one wait at the end, as the training step queues them (and as the torch peer is
 // timed): the segment table is built here, valid by construction, so the calls skip the read-back of its
 // device-side check, as the model's do.
-// The calls run on the kernel ops/cuda/attention.h picks (wgmma on an H100/H200, its backward summing dQ by
-// the automatic reduction); --kernels mma,wgmma-atomics,wgmma-bulk measures each, one row per kernel (the
-// last column names it).
-// Usage: bench_attention [--tokens 32768] [--reps 10] [--kernels auto] [--lengths-out FILE]
+// The calls run on the kernel ops/cuda/attention.h picks (wgmma on an H100/H200); --kernels mma,wgmma
+// measures each, one row per kernel (the last column names it).
+// Usage: bench_attention [--tokens 32768] [--reps 10] [--kernels auto] [--batches sft-like,...]
+//                        [--lengths-out FILE]
 // --lengths-out writes the SFT-like lengths (one per line) so bench/peers/attention_torch.py measures torch's
 // FlashAttention-2 on exactly the same batch (bench/attention.sh runs both and prints the ratios).
 #include "ops/attention.h"
@@ -40,18 +41,13 @@ using namespace pt;
 using namespace pt::ops;
 
 #ifdef PACKTRAIN_CUDA
-// Selects the kernel by name ("auto", "mma", "wgmma", and wgmma with its backward's dQ reduction forced:
-// "wgmma-atomics", "wgmma-bulk") and returns the name for the table ("auto" resolved); throws pt::Error
-// where it cannot run.
+// Selects the kernel by name ("auto", "mma", "wgmma") and returns the name for the table ("auto" resolved);
+// throws pt::Error where it cannot run.
 std::string use_kernel(const std::string& name) {
   using cuda::AttentionKernel;
-  using cuda::DqReduction;
   cuda::set_attention_kernel(name == "auto"  ? AttentionKernel::automatic
                              : name == "mma" ? AttentionKernel::mma
                                              : AttentionKernel::wgmma);
-  cuda::set_attention_dq_reduction(name == "wgmma-atomics" ? DqReduction::atomics
-                                   : name == "wgmma-bulk"  ? DqReduction::bulk
-                                                           : DqReduction::automatic);
   return name == "auto" ? cuda::attention_kernel_name(cuda::attention_kernel()) : name;
 }
 #else
@@ -116,9 +112,13 @@ int main(int argc, char** argv) {
   std::string lengths_out;
   app.add_option("--lengths-out", lengths_out, "write the SFT-like lengths here, one per line");
   std::vector<std::string> kernels = {"auto"};
-  app.add_option("--kernels", kernels, "kernels to measure: auto, mma, wgmma, wgmma-atomics, wgmma-bulk")
+  app.add_option("--kernels", kernels, "kernels to measure: auto, mma, wgmma")
       ->delimiter(',')
-      ->check(CLI::IsMember({"auto", "mma", "wgmma", "wgmma-atomics", "wgmma-bulk"}));
+      ->check(CLI::IsMember({"auto", "mma", "wgmma"}));
+  std::vector<std::string> batches = {"sft-like", "32 x 1k", "one 8k", "one 32k", "bidir sft"};
+  app.add_option("--batches", batches, "batches to measure (all by default)")
+      ->delimiter(',')
+      ->check(CLI::IsMember(batches));
   CLI11_PARSE(app, argc, argv);
   if (cuda_device_count() == 0) {
     fmt::print("bench_attention: no CUDA GPU in this {} build; nothing to measure\n",
@@ -129,6 +129,7 @@ int main(int argc, char** argv) {
   fmt::print("{:<10} {:<36} {:>8} {:>8} {:>8} {:>8} {:>10}  {}\n", "batch", "shape", "fwd ms", "TFLOP/s",
              "bwd ms", "TFLOP/s", "fwd+bwd TF", "kernel");
   const std::vector<int32_t> sft = bench::sft_batch(tokens), one8k = {8192}, one32k = {32768};
+  const std::vector<int32_t> rows1k(32, 1024);
   if (!lengths_out.empty()) {
     std::ofstream out(lengths_out);
     for (int32_t len : sft) out << len << "\n";
@@ -136,14 +137,20 @@ int main(int argc, char** argv) {
   try {
     for (const std::string& choice : kernels) {
       const std::string kernel = use_kernel(choice);
-      for (const auto& [name, lengths] :
-           {std::pair{"sft-like", sft}, std::pair{"one 8k", one8k}, std::pair{"one 32k", one32k}}) {
+      const auto chosen = [&](const std::string& name) {
+        return std::find(batches.begin(), batches.end(), name) != batches.end();
+      };
+      for (const auto& [name, lengths] : {std::pair{"sft-like", sft}, std::pair{"32 x 1k", rows1k},
+                                          std::pair{"one 8k", one8k}, std::pair{"one 32k", one32k}}) {
+        if (!chosen(name)) continue;
         measure(kernel, name, lengths, 12, 12, 64, reps);
         measure(kernel, name, lengths, 16, 16, 128, reps);
         measure(kernel, name, lengths, 16, 4, 128, reps);
       }
-      measure(kernel, "bidir sft", sft, 12, 12, 64, reps, /*causal=*/false);
-      measure(kernel, "bidir sft", sft, 16, 16, 128, reps, /*causal=*/false);
+      if (chosen("bidir sft")) {
+        measure(kernel, "bidir sft", sft, 12, 12, 64, reps, /*causal=*/false);
+        measure(kernel, "bidir sft", sft, 16, 16, 128, reps, /*causal=*/false);
+      }
     }
   } catch (const Error& e) {
     fmt::print(stderr, "bench_attention: {}\n", e.what());

@@ -6,7 +6,8 @@ Reads the SFT-like lengths bench_attention wrote (--lengths FILE) and, optionall
   FA2 varlen     torch's FlashAttention-2 on the packed tokens with cu_seqlens (aten._flash_attention_forward)
   cuDNN          torch SDPA restricted to the cuDNN backend; it has no varlen entry in torch, so the SFT-like
                  batch runs padded: one row per example, padded to the longest (is_causal keeps the trailing
-                 pads out of every real token's attention)
+                 pads out of every real token's attention); rows of one length (32 x 1k, as llm.c trains GPT-2)
+                 and single sequences run as they are
   flash padded   the same padded batch through SDPA's flash backend: what padding costs FA2
 FLOPs as bench_attention counts them, on real tokens only (so a padded kernel is charged for its waste):
 forward 4*D*H*sum L(L+1)/2, backward 2.5x forward. GQA shapes give SDPA K and V repeated to H heads.
@@ -87,7 +88,7 @@ def packtrain_figures(path):
     """{(batch, H, Hkv, D): (fwd TFLOP/s, fwd+bwd TFLOP/s)} from bench_attention's table."""
     figures = {}
     for line in open(path):
-        m = re.match(r"(sft-like|one \d+k)\s+T=\d+ S=\d+ H=(\d+) Hkv=(\d+) D=(\d+)\s+\S+\s+(\S+)\s+\S+\s+\S+\s+(\S+)", line)
+        m = re.match(r"(sft-like|32 x 1k|one \d+k)\s+T=\d+ S=\d+ H=(\d+) Hkv=(\d+) D=(\d+)\s+\S+\s+(\S+)\s+\S+\s+\S+\s+(\S+)", line)
         if m:
             figures[(m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)))] = (float(m.group(5)), float(m.group(6)))
     return figures
@@ -108,17 +109,17 @@ def main():
     out = open(args.json, "a") if args.json else None
     print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}")
     print("TFLOP/s on real tokens (fwd / fwd+bwd); cuDNN runs the SFT-like batch padded (torch has no varlen "
-          "entry for it), one 8k and one 32k sequence as they are; x = packtrain / peer")
+          "entry for it), 32 rows of 1024, one 8k and one 32k sequence as they are; x = packtrain / peer")
     print(f"{'batch':<9} {'H/Hkv/D':<10} {'ours':>13} {'FA2 varlen':>13} {'cuDNN':>13} {'flash padded':>13} "
           f"{'x FA2':>11} {'x cuDNN':>11}")
     notes = []
-    for name, lengths in (("sft-like", sft), ("one 8k", [8192]), ("one 32k", [32768])):
+    for name, lengths in (("sft-like", sft), ("32 x 1k", [1024] * 32), ("one 8k", [8192]), ("one 32k", [32768])):
         for H, Hkv, D in SHAPES:
             fig = {"packtrain varlen": ours.get((name, H, Hkv, D), (float("nan"), float("nan"))),
                    "torch FA2 varlen": varlen_tflops(lengths, H, Hkv, D, args.reps)}
             for kernel, backend in PADDED_PEERS:
-                if kernel == "flash SDPA padded" and len(lengths) == 1:
-                    continue  # one sequence has no padding: the same kernel as FA2 varlen
+                if kernel == "flash SDPA padded" and len(set(lengths)) == 1:
+                    continue  # rows of one length have no padding: the same kernel as FA2 varlen
                 fig[kernel], why = attempt(lambda: padded_sdpa_tflops(lengths, H, D, args.reps, backend))
                 if why:
                     notes.append(f"{kernel} {name} {H}/{Hkv}/{D}: {why}")
@@ -130,7 +131,7 @@ def main():
                   f"{ratio('cuDNN SDPA'):>11}", flush=True)
             if out:
                 for kernel, (fwd, both) in fig.items():
-                    layout = "varlen" if "varlen" in kernel else ("padded" if len(lengths) > 1 else "one sequence")
+                    layout = "varlen" if "varlen" in kernel else ("padded" if len(set(lengths)) > 1 else "equal rows")
                     out.write(json.dumps({"bench": "attention", "batch": name, "H": H, "Hkv": Hkv, "D": D,
                                           "kernel": kernel, "layout": layout, "tokens": sum(lengths),
                                           "fwd_tflops": None if fwd != fwd else fwd,

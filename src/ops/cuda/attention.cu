@@ -71,6 +71,7 @@ Call prepare(const char* op, const AttentionParams& p, int rows = attn::kTile) {
   a.window = p.window > 0 && p.window < T ? p.window : 0;
   a.causal = p.causal;
   a.schedule.capacity = (a.T + c.segments * (rows - 1)) / rows;
+  a.schedule.rows = rows;
   return c;
 }
 
@@ -126,28 +127,6 @@ AttentionKernel parse_attention_kernel(const char* text) {
   throw Error("PACKTRAIN_ATTENTION_KERNEL must be auto, mma or wgmma, got '" + s + "'");
 }
 
-DqReduction& chosen_dq_reduction() {
-  static DqReduction chosen = DqReduction::automatic;
-  return chosen;
-}
-
-// The automatic dQ reduction (DqReduction): bulk where the mean work item runs at least 5 query steps of 64
-// rows (per query head of its kv head: causal, about a mean example's length / 128, or its window's span;
-// bidirectional, its length / 64). Lab figures (H100, bench_attention, 8cc3c7c): bulk 1.19x the atomics'
-// backward on one 8k or 32k sequence at head dim 128, 1.10-1.12x at 64, 1.07x bidirectional on SFT-like
-// batches (a mean 420 tokens: ~6.6 steps), 1.02x causal there with GQA 4 (~13); 0.95-0.96x causal
-// there without GQA (~3.3 steps).
-bool bulk_dq_pays(const Call& c) {
-  const DqReduction chosen = chosen_dq_reduction();
-  if (chosen != DqReduction::automatic) return chosen == DqReduction::bulk;
-  const attn::Args& a = c.args;
-  const double mean = static_cast<double>(a.T) / std::max(c.segments, 1);
-  double steps = a.causal ? mean / attn::kBackwardKeys : mean / attn::kBackwardRows;
-  if (a.window > 0)
-    steps = std::min(steps, static_cast<double>(a.window + attn::kBackwardKeys) / attn::kBackwardRows);
-  return steps * (a.H / a.Hkv) >= 5.0;
-}
-
 AttentionKernel& chosen_kernel() {
   static AttentionKernel chosen = parse_attention_kernel(std::getenv("PACKTRAIN_ATTENTION_KERNEL"));
   return chosen;
@@ -182,20 +161,6 @@ void require_available(AttentionKernel kernel, const char* chosen_by) {
 
 }  // namespace
 
-const char* dq_reduction_name(DqReduction reduction) {
-  switch (reduction) {
-    case DqReduction::automatic:
-      return "auto";
-    case DqReduction::atomics:
-      return "atomics";
-    case DqReduction::bulk:
-      return "bulk";
-  }
-  return "?";
-}
-
-void set_attention_dq_reduction(DqReduction reduction) { chosen_dq_reduction() = reduction; }
-
 void set_attention_kernel(AttentionKernel kernel) {
   require_available(kernel, "set_attention_kernel");
   chosen_kernel() = kernel;
@@ -227,7 +192,6 @@ void attention_forward(const AttentionParams& p) {
 void attention_backward(const AttentionParams& p, const AttentionGrads& g) {
   const bool wgmma = attention_kernel() == AttentionKernel::wgmma;
   Call c = prepare("attention_backward", p);
-  const bool bulk_dq = wgmma && bulk_dq_pays(c);
   attn::Args& a = c.args;
   a.dout = static_cast<const __nv_bfloat16*>(g.dout.data);
   a.dq = static_cast<__nv_bfloat16*>(g.dq.data);
@@ -243,15 +207,16 @@ void attention_backward(const AttentionParams& p, const AttentionGrads& g) {
   require(key_capacity * a.Hkv < INT_MAX, c.op, "too many key tiles times kv heads for one grid");
   const size_t rows = static_cast<size_t>(a.T) * a.H;
   const size_t delta_bytes = round_up(sizeof(float) * rows);
-  // The tiled layout (bulk reductions) keeps kBackwardRows rows of slack past T per head and half.
-  const size_t accum_rows = bulk_dq ? static_cast<size_t>(a.T + attn::kBackwardRows) * a.H : rows;
+  // The wgmma backward's tiled layout (its bulk reductions) keeps kBackwardRows rows of slack past T per head
+  // and half.
+  const size_t accum_rows = wgmma ? static_cast<size_t>(a.T + attn::kBackwardRows) * a.H : rows;
   const size_t accum_bytes = round_up(sizeof(float) * accum_rows * c.head_dim);
   const size_t tiles_bytes = sizeof(int) * (2 + static_cast<size_t>(key_capacity));  // + the counter
   run(c, delta_bytes + accum_bytes + tiles_bytes, [&](char* extra) {
     a.delta = reinterpret_cast<float*>(extra);
     int* tiles = reinterpret_cast<int*>(extra + delta_bytes + accum_bytes);
     const attn::BackwardScratch scratch{reinterpret_cast<float*>(extra + delta_bytes), tiles,
-                                        tiles + 1 + key_capacity, static_cast<int>(key_capacity), bulk_dq};
+                                        tiles + 1 + key_capacity, static_cast<int>(key_capacity), wgmma};
     if (wgmma)
       c.head_dim == 64 ? attn::launch_backward_sm90<64>(a, scratch, nullptr)
                        : attn::launch_backward_sm90<128>(a, scratch, nullptr);

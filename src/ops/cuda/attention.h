@@ -21,15 +21,6 @@ void set_attention_kernel(AttentionKernel kernel);
 // The kernel the next call runs (never automatic).
 AttentionKernel attention_kernel();
 
-// How the wgmma backward sums dQ over key tiles: fp32 atomics from registers, or each warp's rows staged in
-// shared memory and added by one bulk reduction (attention_backward_sm90.cu). The automatic choice takes
-// bulk where a work item (128 keys of a kv head) runs several query steps: long examples, GQA,
-// bidirectional attention; and atomics on short causal examples, where the staging does not pay. Tests and
-// benchmarks set it to run each.
-enum class DqReduction { automatic, atomics, bulk };
-const char* dq_reduction_name(DqReduction reduction);
-void set_attention_dq_reduction(DqReduction reduction);
-
 void attention_forward(const AttentionParams& p);
 void attention_backward(const AttentionParams& p, const AttentionGrads& g);
 

@@ -4,10 +4,11 @@
 // head) sums dK and dV in registers over the queries of the kv head's query heads (GQA), and forms dS K for
 // each query tile it visits, adding it to an fp32 [T,H,D] accumulator with atomic reductions; a last kernel
 // scales and rounds that to bf16. dK and dV are deterministic; dQ's summation order over key tiles is not,
-// so dQ may differ from run to run in the last bits. Blocks run longest work first (a device-built order
-// of the key tiles). With a sliding window (kWindowed) a block visits the query tiles up to the last query
-// that attends one of its keys, and skips the 16-key chunks before the window of every query of a sub-tile.
-// Bidirectional (!kCausal), a block visits every query tile of its segment, and its warps of pad keys none.
+// so dQ may differ from run to run in the last bits. Blocks run segment by segment, longest work first (a
+// device-built order of the key tiles). With a sliding window (kWindowed) a block visits the query tiles up
+// to the last query that attends one of its keys, and skips the 16-key chunks before the window of every
+// query of a sub-tile. Bidirectional (!kCausal), a block visits every query tile of its segment, and its
+// warps of pad keys none.
 #include <cmath>
 
 #include "ops/cuda/attention_kernels.h"
@@ -230,14 +231,15 @@ __global__ void __launch_bounds__(kBackwardThreads, 1)
   store_rows<D>(a.dv, dv, dv_scales, start + warp_key0, warp_keys, warp_real, a.Hkv, kv_head);
 }
 
-// The backward's work list: the schedule items that start a key tile, by decreasing number of query tiles
-// the tile visits (after it, and within reach of its keys' windows; bidirectional, all of the segment's
-// unless the tile's keys are all pads). key_tiles[0] gets their count.
+// The backward's work list: the schedule items that start a key tile, segment by segment, the segments by
+// decreasing number of query tiles their first key tile visits (after it, and within reach of its keys'
+// windows; bidirectional, all of the segment's unless the tile's keys are all pads). key_tiles[0] gets their
+// count.
 __global__ void __launch_bounds__(kOrderThreads) order_kernel(const Args a, const BackwardScratch scratch) {
   const int window = a.window;
   const bool causal = a.causal;
-  const int total = order_by_work(
-      a.schedule, [](int4 item) { return item.w % kBackwardKeys == 0; },
+  const int total = order_segments_by_work(
+      a.schedule, kBackwardKeys,
       [window, causal](int4 item) {
         if (!causal) return item.w < item.y ? (item.y + kBackwardRows - 1) / kBackwardRows : 0;
         const int end = window > 0 ? window_query_end(item.w, kBackwardKeys, item.y, window) : item.y;

@@ -1,16 +1,16 @@
 // Backward kernel for Hopper (sm_90a), on warpgroup MMA (ops/cuda/wgmma.cuh). It computes what the mma.sync
 // backward (attention_backward.cu) computes, from the same prologue (delta, dq_accum cleared, key-tile
 // order), work list and dQ conversion: with P = exp(scale QK^T - lse), dP = dO V^T, dS = P * (dP - delta):
-// dV = P^T dO, dK = scale dS^T Q, dQ = scale dS K, dQ summed over key tiles into dq_accum, by one of two
-// reductions (kBulkDq, chosen per call: ops/cuda/attention.h's DqReduction).
+// dV = P^T dO, dK = scale dS^T Q, dQ = scale dS K, dQ summed over key tiles into dq_accum (its tiled layout,
+// attention_kernels.h) by bulk reductions.
 //
 // Persistent and warp-specialized: one CTA of 384 threads per SM.
 // - The producer, warpgroup 0 (24 registers a thread), claims work items, each a (key tile of
-//   kBackwardKeys = 128 keys, kv head), longest first, from a counter, and copies with cp.async each item's
-//   K and V (two buffers: an item ahead; one with kBulkDq at D = 128) and each step's Q, dO, lse and delta
-//   (two buffers: a step ahead), completing "full" mbarriers and waiting for the consumers' "empty" ones.
-//   On SFT-like batches an item lasts a few steps, so the next item's loads must run under the current
-//   one's.
+//   kBackwardKeys = 128 keys, kv head), segment by segment and longest first, from a counter, and copies
+//   with cp.async each item's K and V (two buffers: an item ahead; one at D = 128) and each step's Q, dO,
+//   lse and delta (two buffers: a step ahead), completing "full" mbarriers and waiting for the consumers'
+//   "empty" ones. On SFT-like batches an item lasts a few steps, so the next item's loads must run under
+//   the current one's.
 // - Two consumers, warpgroups 1 and 2 (240 registers), own keys 64 (wg - 1) .. + 63 of the item and sum
 //   their dK and dV [64 x D] in registers over the query tiles of kBackwardRows = 64 rows at or after the
 //   key tile (causal; with a sliding window, kWindowed, only those up to window_query_end; bidirectional,
@@ -22,19 +22,17 @@
 //     dV += P^T dO, dK += dS^T Q            wgmma m64nDk16, A from registers, dO / Q MN-major
 //     dS^T -> shared memory (bf16, two buffers), the consumers' barrier
 //     dQ[64 x D/2] = dS K                   wgmma m64n(D/2)k16, dS^T and K both MN-major, one half of D
-//                                           per warpgroup, then summed into dq_accum:
-//       atomics (!kBulkDq)                  red.global.add.v2.f32 from registers into [T, H, D]
-//       bulk (kBulkDq)                      st.shared into a buffer (two, a step apart) in the order of the
-//                                           tiled layout (attention_kernels.h), where a warp's 16 rows of
-//                                           the half are contiguous; one cp.reduce.async.bulk per warp
+//                                           per warpgroup, then st.shared into a buffer (two, a step
+//                                           apart) in the order of the tiled layout, where a warp's 16
+//                                           rows of the half are contiguous; one cp.reduce.async.bulk per
+//                                           warp adds them to dq_accum, and no thread waits for it
 // At the item's end dK and dV leave through its K/V buffer (stage_accumulator, copy_rows_out).
-// The atomics cost about a fifth of the time on long sequences (bench_attention with them removed): their
-// 8-byte adds touch 8 rows a warp instruction. A bulk reduction adds whole lines, and no thread waits for
-// it; but each step pays its staging, and at D = 128 the buffers take the second K/V buffer's room, so
-// short items lose the overlap of the next item's loads. The kernel lab (H100, 8cc3c7c): bulk 1.19x the
-// atomics' backward on one 8k or 32k sequence at D = 128, 1.10-1.12x at 64; 0.95-0.96x causal on SFT-like
-// batches without GQA, hence the per-call choice. (An earlier bulk design, one reduction per row issued and
-// waited for by the consumers, was 0.69-0.75x.)
+// The kernel lab (H100, bench_attention): the bulk reductions were 1.19x fp32 atomics from registers
+// (8-byte adds that touch 8 rows a warp instruction) on the backward of one 8k or 32k sequence at D = 128,
+// 1.10-1.12x at 64; with the segment-grouped order (attention_order.cuh) 1.0-1.1x on SFT-like batches and
+// rows of 1k. The order itself: 1.2-1.35x on those (the concurrent items had missed L2: 76% of DRAM's
+// bandwidth, 23% L2 hits on rows of 1k), unchanged on single sequences. (An earlier bulk design, one
+// reduction per row issued and waited for by the consumers, was 0.69-0.75x.)
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -51,20 +49,19 @@ constexpr int kThreads = 384;
 constexpr int kRows = kBackwardRows;  // queries per step
 static_assert(kBackwardKeys == 128 && kRows == 64, "two warpgroups of 64 keys against 64-query steps");
 
-// K/V buffers: with kBulkDq at D = 128, one, to make room for the dQ buffers (two of [64 x D] f32).
-template <int D, bool kBulkDq>
-constexpr int kKvStages = (kBulkDq && D == 128) ? 1 : 2;
+// K/V buffers: at D = 128, one, to make room for the dQ buffers (two of [64 x D] f32).
+template <int D>
+constexpr int kKvStages = D == 128 ? 1 : 2;
 
 // Shared memory, from a 1024-byte aligned base: kKvStages buffers of {K tile, V tile} [128 x D], two
-// buffers each of Q and dO [64 x D] and of dS^T [128 keys x 64 queries] (bf16), with kBulkDq two dQ
+// buffers each of Q and dO [64 x D] and of dS^T [128 keys x 64 queries] (bf16), two dQ
 // buffers [64 x D] (f32), 8 mbarriers, two buffers each of lse and delta [64] (f32), the items of the K/V
 // buffers and the producer's claim (ints); plus slack to align the base. 226 KiB at D = 128, within the
 // 227 a block may have.
-template <int D, bool kBulkDq>
+template <int D>
 __host__ __device__ constexpr int smem_bytes() {
-  return 1024 +
-         (2 * kKvStages<D, kBulkDq> * kBackwardKeys * D + 4 * kRows * D + 2 * kBackwardKeys * kRows) * 2 +
-         (kBulkDq ? 2 * kRows * D * 4 : 0) + 8 * 8 + 4 * kRows * 4 + 4 * 4;
+  return 1024 + (2 * kKvStages<D> * kBackwardKeys * D + 4 * kRows * D + 2 * kBackwardKeys * kRows) * 2 +
+         2 * kRows * D * 4 + 8 * 8 + 4 * kRows * 4 + 4 * 4;
 }
 
 #if PT_SM90A
@@ -99,7 +96,7 @@ __device__ inline KeyTile key_tile(const Args& a, const BackwardScratch& scratch
 // Registers: the launch bound (384, 1) gives every thread 168 at entry; setmaxnreg moves them to the
 // consumers. With CUDA 13.0 the builds spill 48-100 bytes: a few loop counters of the consumers at D = 128,
 // and some of the producer's item fields (its loads wait on memory anyway).
-template <int D, bool kWindowed, bool kCausal, bool kBulkDq>
+template <int D, bool kWindowed, bool kCausal>
 __global__ void __launch_bounds__(kThreads, 1)
     backward_kernel_sm90(const Args a, const BackwardScratch scratch) {
   static_assert(kCausal || !kWindowed, "a sliding window is causal");
@@ -109,11 +106,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   // K/V buffers and the producer's claim.
   constexpr uint32_t kKeyTile = kBackwardKeys * D * 2, kRowTile = kRows * D * 2, kKv = 2 * kKeyTile;
   constexpr uint32_t kDsTile = kBackwardKeys * kRows * 2, kDqTile = kRows * D / 2 * 4;
-  constexpr int kStages = kKvStages<D, kBulkDq>;
+  constexpr int kStages = kKvStages<D>;
   constexpr uint32_t kQ = kStages * kKv, kDo = kQ + 2 * kRowTile, kDs = kDo + 2 * kRowTile,
-                     kDq = kDs + 2 * kDsTile, kBars = kDq + (kBulkDq ? 4 * kDqTile : 0);
+                     kDq = kDs + 2 * kDsTile, kBars = kDq + 4 * kDqTile;
   constexpr uint32_t kLse = kBars + 8 * 8, kDelta = kLse + 2 * kRows * 4, kSlots = kDelta + 2 * kRows * 4;
-  static_assert(kSlots + 4 * 4 + 1024 == smem_bytes<D, kBulkDq>());
+  static_assert(kSlots + 4 * 4 + 1024 == smem_bytes<D>());
   const int items = scratch.key_tiles[0] * a.Hkv, group = a.H / a.Hkv;
   if (static_cast<int>(blockIdx.x) >= items) return;
 
@@ -288,7 +285,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbarrier_arrive(qdo_empty(qb));  // this thread's reads of the step's Q, dO, lse and delta are done
       fence_proxy_async();             // dS^T, written through the generic proxy, is read by wgmma
       // The dQ buffer this step fills was sent two steps ago: its reductions must have read it.
-      if (kBulkDq && lane == 0) bulk_wait_read<1>();
+      if (lane == 0) bulk_wait_read<1>();
       consumers_sync();
 
       float dq[D / 4];  // dq[4 i + 2 h + e]: query row0 + 16 warp + g4 + 8 h, column D/2 c + 8 i + 2 t + e
@@ -311,40 +308,28 @@ __global__ void __launch_bounds__(kThreads, 1)
         dq_product(Half{}, std::integral_constant<int, kBackwardKeys / 16>{});
       else
         dq_product(Zero{}, std::integral_constant<int, kBackwardKeys / 16>{});
-      if constexpr (kBulkDq) {
-        // The warpgroup's [64 x D/2] half in its buffer, in the tiled layout's order (rows past the real
-        // tokens hold zeros: their dS^T is masked); then each warp adds its 16 rows, contiguous there, with
-        // one bulk reduction and goes on while it runs.
-        const int64_t row_start = cur.start + row0;
-        const uint32_t sdq = at + kDq + static_cast<uint32_t>((g & 1) * 2 + c) * kDqTile;
-        const int swizzle = static_cast<int>((row_start + g4) & 3);
+      // The warpgroup's [64 x D/2] half in its buffer, in the tiled layout's order (rows past the real
+      // tokens hold zeros: their dS^T is masked); then each warp adds its 16 rows, contiguous there, with
+      // one bulk reduction and goes on while it runs.
+      const int64_t row_start = cur.start + row0;
+      const uint32_t sdq = at + kDq + static_cast<uint32_t>((g & 1) * 2 + c) * kDqTile;
+      const int swizzle = static_cast<int>((row_start + g4) & 3);
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const uint32_t row = sdq + static_cast<uint32_t>((16 * warp + g4 + 8 * h) * (D / 2) + 2 * t) * 4;
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t row = sdq + static_cast<uint32_t>((16 * warp + g4 + 8 * h) * (D / 2) + 2 * t) * 4;
 #pragma unroll
-          for (int i = 0; i < D / 16; ++i)
-            asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(row + ((i ^ swizzle) * 8) * 4),
-                         "f"(dq[4 * i + 2 * h]), "f"(dq[4 * i + 2 * h + 1])
-                         : "memory");
-        }
-        fence_proxy_async();
-        __syncwarp();
-        if (lane == 0) {
-          constexpr int kWarpRows = kRows / 4;
-          bulk_reduce_add_f32(scratch.dq_accum + dq_tiled_row<D>(a.T, head, c, row_start + kWarpRows * warp),
-                              sdq + static_cast<uint32_t>(kWarpRows * warp) * (D / 2) * 4, kDqTile / 4);
-          bulk_commit();
-        }
-      } else {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int query = row0 + 16 * warp + g4 + 8 * h;
-          if (query >= real) continue;
-          float* row = scratch.dq_accum + ((cur.start + query) * a.H + head) * D + D / 2 * c + 2 * t;
-#pragma unroll
-          for (int i = 0; i < D / 16; ++i)
-            red_add_f32x2(row + 8 * i, dq[4 * i + 2 * h], dq[4 * i + 2 * h + 1]);
-        }
+        for (int i = 0; i < D / 16; ++i)
+          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(row + ((i ^ swizzle) * 8) * 4),
+                       "f"(dq[4 * i + 2 * h]), "f"(dq[4 * i + 2 * h + 1])
+                       : "memory");
+      }
+      fence_proxy_async();
+      __syncwarp();
+      if (lane == 0) {
+        constexpr int kWarpRows = kRows / 4;
+        bulk_reduce_add_f32(scratch.dq_accum + dq_tiled_row<D>(a.T, head, c, row_start + kWarpRows * warp),
+                            sdq + static_cast<uint32_t>(kWarpRows * warp) * (D / 2) * 4, kDqTile / 4);
+        bulk_commit();
       }
     }
 
@@ -371,15 +356,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.0f;
   }
   // The last reductions must have read their buffers before the CTA's shared memory goes.
-  if (kBulkDq && lane == 0) bulk_wait<0>();
+  if (lane == 0) bulk_wait<0>();
 #endif  // PT_SM90A: other targets hold an empty kernel that forward_sm90_available() never selects
 }
 
 // One resident CTA per SM (registers and shared memory allow no more), no more than the work bound.
-template <int D, bool kWindowed, bool kCausal, bool kBulkDq>
+template <int D, bool kWindowed, bool kCausal>
 void launch_backward_kernel_sm90(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
-  constexpr int kSmem = smem_bytes<D, kBulkDq>();
-  const auto kernel = backward_kernel_sm90<D, kWindowed, kCausal, kBulkDq>;
+  constexpr int kSmem = smem_bytes<D>();
+  const auto kernel = backward_kernel_sm90<D, kWindowed, kCausal>;
   static const cudaError_t configured =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   (void)configured;  // a failure resurfaces as the launch error, which the caller checks
@@ -394,11 +379,7 @@ template <int D>
 void launch_backward_sm90(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
   launch_backward_prologue<D>(a, scratch, stream);
   with_mask(a, [&](auto windowed, auto causal) {
-    constexpr bool w = decltype(windowed)::value, k = decltype(causal)::value;
-    if (scratch.dq_tiled)
-      launch_backward_kernel_sm90<D, w, k, true>(a, scratch, stream);
-    else
-      launch_backward_kernel_sm90<D, w, k, false>(a, scratch, stream);
+    launch_backward_kernel_sm90<D, decltype(windowed)::value, decltype(causal)::value>(a, scratch, stream);
   });
   launch_dq_convert<D>(a, scratch, stream);
 }

@@ -16,6 +16,7 @@ struct Schedule {
   const int4* items;  // {segment start token, real tokens, length, first row of the tile}
   const int* count;
   int capacity;
+  int rows;  // of an item: a segment's items start at rows 0, rows, 2 rows, ...
 };
 
 struct Args {

@@ -230,25 +230,18 @@ struct CudaRun {
 };
 
 #ifdef PACKTRAIN_CUDA
-// Runs `body` once per kernel this GPU can run, with that kernel selected (wgmma once per dQ reduction of
-// its backward), and restores the automatic choices after.
+// Runs `body` once per kernel this GPU can run, with that kernel selected, and restores the automatic
+// choice after.
 template <class Body>
 void for_each_kernel(Body&& body) {
   using cuda::AttentionKernel;
-  using cuda::DqReduction;
-  const std::pair<AttentionKernel, DqReduction> runs[] = {{AttentionKernel::mma, DqReduction::automatic},
-                                                          {AttentionKernel::wgmma, DqReduction::atomics},
-                                                          {AttentionKernel::wgmma, DqReduction::bulk}};
-  for (const auto& [kernel, reduction] : runs) {
+  for (const AttentionKernel kernel : {AttentionKernel::mma, AttentionKernel::wgmma}) {
     if (!cuda::attention_kernel_available(kernel)) continue;
-    SCOPED_TRACE(std::string("kernel ") + cuda::attention_kernel_name(kernel) + ", dQ reduction " +
-                 cuda::dq_reduction_name(reduction));
+    SCOPED_TRACE(std::string("kernel ") + cuda::attention_kernel_name(kernel));
     cuda::set_attention_kernel(kernel);
-    cuda::set_attention_dq_reduction(reduction);
     body();
   }
   cuda::set_attention_kernel(AttentionKernel::automatic);
-  cuda::set_attention_dq_reduction(DqReduction::automatic);
 }
 #else
 template <class Body>
