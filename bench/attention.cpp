@@ -21,6 +21,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <numeric>
 #include <random>
@@ -99,6 +100,7 @@ void measure(const std::string& kernel, const std::string& name, const std::vect
   fmt::print("{:<10} {:<36} {:>8.3f} {:>8.1f} {:>8.3f} {:>8.1f} {:>10.1f}  {}\n", name,
              fmt::format("T={} S={} H={} Hkv={} D={}", T, S, H, Hkv, D), fwd * 1e3, fwd_flops / fwd / 1e12,
              bwd * 1e3, bwd_flops / bwd / 1e12, (fwd_flops + bwd_flops) / (fwd + bwd) / 1e12, kernel);
+  std::fflush(stdout);  // row by row: a run cut short by a time limit keeps its rows
 }
 
 }  // namespace
