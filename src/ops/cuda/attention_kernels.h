@@ -121,7 +121,7 @@ template <int D>
 void launch_dq_convert(const Args& a, const BackwardScratch& scratch, cudaStream_t stream);
 template <int D>
 void launch_backward(const Args& a, const BackwardScratch& scratch, cudaStream_t stream);
-// With scratch.dq_tiled, the wgmma backward sums dQ by bulk reductions instead of atomics.
+// The wgmma backward sums dQ by bulk reductions into the tiled layout: scratch.dq_tiled must be set.
 template <int D>
 void launch_backward_sm90(const Args& a, const BackwardScratch& scratch, cudaStream_t stream);
 
