@@ -216,7 +216,7 @@ void attention_backward(const AttentionParams& p, const AttentionGrads& g) {
     a.delta = reinterpret_cast<float*>(extra);
     int* tiles = reinterpret_cast<int*>(extra + delta_bytes + accum_bytes);
     const attn::BackwardScratch scratch{reinterpret_cast<float*>(extra + delta_bytes), tiles,
-                                        tiles + 1 + key_capacity, static_cast<int>(key_capacity), wgmma};
+                                        tiles + 1 + key_capacity, static_cast<int>(key_capacity)};
     if (wgmma)
       c.head_dim == 64 ? attn::launch_backward_sm90<64>(a, scratch, nullptr)
                        : attn::launch_backward_sm90<128>(a, scratch, nullptr);

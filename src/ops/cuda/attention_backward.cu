@@ -282,35 +282,33 @@ void launch_backward_kernel(const Args& a, const BackwardScratch& scratch, cudaS
 
 }  // namespace
 
-template <int D>
+template <int D, bool kTiled>
 void launch_backward_prologue(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
   const int64_t rows = static_cast<int64_t>(a.T) * a.H;
-  const auto delta = scratch.dq_tiled ? delta_kernel<D, true> : delta_kernel<D, false>;
-  delta<<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(a, scratch.dq_accum);
+  delta_kernel<D, kTiled><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(a, scratch.dq_accum);
   order_kernel<<<1, kOrderThreads, 0, stream>>>(a, scratch);
 }
 
-template <int D>
+template <int D, bool kTiled>
 void launch_dq_convert(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
   const int64_t elements = static_cast<int64_t>(a.T) * a.H * D;
-  const auto convert = scratch.dq_tiled ? dq_convert_kernel<D, true> : dq_convert_kernel<D, false>;
-  convert<<<static_cast<unsigned>((elements / 8 + 255) / 256), 256, 0, stream>>>(a, scratch.dq_accum,
-                                                                                 elements);
+  dq_convert_kernel<D, kTiled>
+      <<<static_cast<unsigned>((elements / 8 + 255) / 256), 256, 0, stream>>>(a, scratch.dq_accum, elements);
 }
 
 template <int D>
 void launch_backward(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
-  launch_backward_prologue<D>(a, scratch, stream);
+  launch_backward_prologue<D, false>(a, scratch, stream);
   with_mask(a, [&](auto windowed, auto causal) {
     launch_backward_kernel<D, decltype(windowed)::value, decltype(causal)::value>(a, scratch, stream);
   });
-  launch_dq_convert<D>(a, scratch, stream);
+  launch_dq_convert<D, false>(a, scratch, stream);
 }
 
-template void launch_backward_prologue<64>(const Args&, const BackwardScratch&, cudaStream_t);
-template void launch_backward_prologue<128>(const Args&, const BackwardScratch&, cudaStream_t);
-template void launch_dq_convert<64>(const Args&, const BackwardScratch&, cudaStream_t);
-template void launch_dq_convert<128>(const Args&, const BackwardScratch&, cudaStream_t);
+template void launch_backward_prologue<64, true>(const Args&, const BackwardScratch&, cudaStream_t);
+template void launch_backward_prologue<128, true>(const Args&, const BackwardScratch&, cudaStream_t);
+template void launch_dq_convert<64, true>(const Args&, const BackwardScratch&, cudaStream_t);
+template void launch_dq_convert<128, true>(const Args&, const BackwardScratch&, cudaStream_t);
 template void launch_backward<64>(const Args&, const BackwardScratch&, cudaStream_t);
 template void launch_backward<128>(const Args&, const BackwardScratch&, cudaStream_t);
 

@@ -377,11 +377,11 @@ void launch_backward_kernel_sm90(const Args& a, const BackwardScratch& scratch, 
 
 template <int D>
 void launch_backward_sm90(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
-  launch_backward_prologue<D>(a, scratch, stream);
+  launch_backward_prologue<D, true>(a, scratch, stream);
   with_mask(a, [&](auto windowed, auto causal) {
     launch_backward_kernel_sm90<D, decltype(windowed)::value, decltype(causal)::value>(a, scratch, stream);
   });
-  launch_dq_convert<D>(a, scratch, stream);
+  launch_dq_convert<D, true>(a, scratch, stream);
 }
 
 template void launch_backward_sm90<64>(const Args&, const BackwardScratch&, cudaStream_t);

@@ -89,11 +89,10 @@ void launch_forward_sm90(const Args& a, int* order, cudaStream_t stream);
 constexpr int kBackwardKeys = 128, kBackwardRows = 64;
 
 struct BackwardScratch {
-  float* dq_accum;   // [T,H,D], or with dq_tiled the tiled layout below: dq / scale
+  float* dq_accum;   // dq / scale: [T,H,D] (mma.sync backward), or the tiled layout below (wgmma)
   int* key_tiles;    // [1 + key_capacity]: a count, then that many schedule item indices
   int* next_tile;    // the persistent wgmma kernel's work counter, zeroed with the order
   int key_capacity;  // the bound above
-  bool dq_tiled;     // dq_accum in the tiled layout below (the wgmma backward's bulk reductions)
 };
 
 // The tiled dq_accum layout of the bulk-reduction backward: per query head and half of D, the rows of every
@@ -114,14 +113,14 @@ __host__ __device__ inline int64_t dq_tiled_index(int T, int head, int64_t row, 
 // One pass over key tiles: dK and dV per block, dQ summed by atomics in scratch.dq_accum. The mma.sync
 // version (attention_backward.cu) runs on any sm_80+ GPU, the wgmma one (attention_backward_sm90.cu) where
 // forward_sm90_available(). Both are launch_backward_prologue (delta = rowsum(dout * out), dq_accum
-// cleared, the key-tile order), their kernel, then launch_dq_convert (dq = scale * dq_accum in bf16).
-template <int D>
+// cleared, the key-tile order), their kernel, then launch_dq_convert (dq = scale * dq_accum in bf16);
+// kTiled: dq_accum in the tiled layout, which the wgmma backward's bulk reductions add to.
+template <int D, bool kTiled>
 void launch_backward_prologue(const Args& a, const BackwardScratch& scratch, cudaStream_t stream);
-template <int D>
+template <int D, bool kTiled>
 void launch_dq_convert(const Args& a, const BackwardScratch& scratch, cudaStream_t stream);
 template <int D>
 void launch_backward(const Args& a, const BackwardScratch& scratch, cudaStream_t stream);
-// The wgmma backward sums dQ by bulk reductions into the tiled layout: scratch.dq_tiled must be set.
 template <int D>
 void launch_backward_sm90(const Args& a, const BackwardScratch& scratch, cudaStream_t stream);
 
