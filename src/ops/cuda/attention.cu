@@ -177,7 +177,9 @@ AttentionKernel attention_kernel() {
 void attention_forward(const AttentionParams& p) {
   const bool wgmma = attention_kernel() == AttentionKernel::wgmma;
   Call c = prepare("attention_forward", p, wgmma ? attn::kSm90Rows : attn::kTile);
-  const size_t order_bytes = wgmma ? sizeof(int) * static_cast<size_t>(c.args.schedule.capacity) : 0;
+  // The wgmma forward's work list: the order of the schedule items, and its claim counter.
+  require(int64_t{c.args.schedule.capacity} * c.args.H < INT_MAX, c.op, "too many query tiles times heads");
+  const size_t order_bytes = wgmma ? sizeof(int) * (static_cast<size_t>(c.args.schedule.capacity) + 1) : 0;
   run(c, order_bytes, [&](char* extra) {
     int* order = reinterpret_cast<int*>(extra);
     if (wgmma)

@@ -1,15 +1,18 @@
 // Forward kernel for Hopper (sm_90a), on warpgroup MMA (ops/cuda/wgmma.cuh). It computes what the mma.sync
 // forward (attention_forward.cu) computes, from the same schedule with kSm90Rows-row tiles.
 //
-// One CTA of 384 threads per (query tile of 128 rows of one segment, head), warp-specialized as in FA3:
-// - the producer, warpgroup 0 (24 registers a thread), copies Q, then K(j) and V(j) of step j into stage
-//   j % kStages with cp.async; each copy completes a "full" mbarrier, and waits for the stage's "empty" one;
+// Persistent, one CTA of 384 threads per SM, over work items (query tile of 128 rows of one segment, head),
+// warp-specialized as in FA3:
+// - the producer, warpgroup 0 (24 registers a thread), claims the items from a counter, longest first and
+//   head by head, and copies each one's Q into one of two Q buffers, then its K(j) and V(j) of the CTA's
+//   step g into stage g % kStages with cp.async; each copy completes a "full" mbarrier, and waits for the
+//   buffer's "empty" one. So the next item's Q and first keys arrive while the current one computes;
 // - two consumers, warpgroups 1 and 2 (240 registers), own query rows 64 (wg - 1) .. + 63. Per step:
 //     S[64 x 128] = Q[64 x D] K^T   wgmma m64n128k16, Q and K K-major in shared memory
 //     mask (causal, segment end, window), online softmax in registers (running max and sum per row, base 2)
 //     O[64 x D] += P V              wgmma m64nDk16, P from registers (bf16), V MN-major in shared memory
 //   and release each K or V stage as soon as their MMAs have read it; lse = max * scale + log(sum) per row
-//   at the end.
+//   at the end, and O leaves through their rows of the Q buffer, which they then release.
 // The consumers issue S(j) and P V(j - 1) back to back and take turns to do so (pingpong: named barriers),
 // so that one's softmax runs while the other's MMAs hold the tensor cores. With a sliding window
 // (kWindowed) step j covers keys key_begin + 128 j on, key_begin the key tile of the first key the tile's
@@ -19,12 +22,15 @@
 // The kernel lab (bench_attention, H100, 2026-12-06) measured it against the previous design (256 threads,
 // every thread loading, a CTA barrier a step): 1.27x on one 8k sequence at head dim 128, 1.20x at 64,
 // 1.15x and 1.09x on SFT-like batches; the producer alone gave two thirds of that, the turns the rest.
+// Persistence (one CTA per item before) and the second Q buffer:
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
 #include "ops/cuda/attention_kernels.h"
 #include "ops/cuda/attention_order.cuh"
 #include "ops/cuda/attention_sm90.cuh"
+#include "ops/cuda/vector.cuh"
 
 namespace pt::ops::cuda::attn {
 
@@ -33,17 +39,28 @@ namespace {
 constexpr int kBlockN = 128;  // keys per step
 constexpr int kThreads = 384;
 constexpr int kStages = 2;
+#ifndef LAB_QBUF
+#define LAB_QBUF 2
+#endif
+#ifndef LAB_PREG
+#define LAB_PREG 24
+#endif
+#ifndef LAB_ONE
+#define LAB_ONE 0
+#endif
+constexpr int kQBuffers = LAB_QBUF;
 static_assert(kSm90Rows == 128, "two consumer warpgroups of 64 query rows");
 
 template <int D>
 __host__ __device__ constexpr int tile_bytes(int rows) {
   return rows * D * 2;
 }
-// The Q tile, kStages stages of {K tile, V tile}, 1 + 4 kStages mbarriers, plus slack to align the base to
-// 1024 bytes.
+// Two Q tiles, kStages stages of {K tile, V tile}, 4 + 4 kStages mbarriers, the items of the Q tiles and the
+// producer's claim, plus slack to align the base to 1024 bytes.
 template <int D>
 constexpr int smem_bytes() {
-  return 1024 + tile_bytes<D>(kSm90Rows) + kStages * 2 * tile_bytes<D>(kBlockN) + (1 + 4 * kStages) * 8;
+  return 1024 + kQBuffers * tile_bytes<D>(kSm90Rows) + kStages * 2 * tile_bytes<D>(kBlockN) +
+         (4 + 4 * kStages) * 8 + 3 * 4;
 }
 
 #if PT_SM90A
@@ -51,16 +68,35 @@ using namespace sm90;
 
 constexpr float kLog2e = 1.4426950408889634f;
 
-// A tile of pads only (row0 >= real): out rows zero and lse 0, as the mma.sync kernel writes them.
+// A warpgroup's rows of a tile of pads only (row0 >= real): out rows zero and lse 0, as the mma.sync kernel
+// writes them. tid: the thread's index in the warpgroup.
 template <int D>
-__device__ void write_pad_tile(const Args& a, int64_t start, int row0, int rows, int head) {
+__device__ void write_pad_rows(const Args& a, int64_t start, int row0, int rows, int head, int tid) {
   constexpr int kChunks = D / 8;
-  for (int c = static_cast<int>(threadIdx.x); c < rows * kChunks; c += kThreads) {
+  for (int c = tid; c < rows * kChunks; c += 128) {
     const int64_t token = start + row0 + c / kChunks;
     *reinterpret_cast<uint4*>(a.out + (token * a.H + head) * D + (c % kChunks) * 8) = make_uint4(0, 0, 0, 0);
   }
-  for (int r = static_cast<int>(threadIdx.x); r < rows; r += kThreads)
-    a.lse[static_cast<int64_t>(head) * a.T + start + row0 + r] = 0.0f;
+  for (int r = tid; r < rows; r += 128) a.lse[static_cast<int64_t>(head) * a.T + start + row0 + r] = 0.0f;
+}
+
+// Work item `work` of the CTAs' list: query tile order[work % count] of head work / count (the tiles of one
+// head run together: they share its K and V in L2). Causal, the tile's last query sees keys < row0 + 128;
+// step j covers keys key_begin + 128 j on, key_begin <= row0 < key_end, so a real tile has a step or more.
+// A tile of pads has none.
+struct QueryTile {
+  int start;  // T < 2^31
+  int real, len, row0, head, key_begin, steps;
+};
+
+template <bool kWindowed, bool kCausal>
+__device__ inline QueryTile query_tile(const Args& a, const int* order, int count, int work) {
+  const int4 seg = a.schedule.items[order[work % count]];  // {start, real, len, row0}
+  const int real = seg.y, row0 = seg.w;
+  const int key_end = kCausal ? min(real, row0 + kSm90Rows) : real;
+  const int key_begin = kWindowed ? window_key_begin(row0, a.window, kBlockN) : 0;
+  const int steps = row0 < real ? (key_end - key_begin + kBlockN - 1) / kBlockN : 0;
+  return {seg.x, real, seg.z, row0, work / count, key_begin, steps};
 }
 
 // Whether step j's scores, keys key0 .. key0 + kBlockN - 1 against the warpgroup's rows wg_row0 ..
@@ -164,44 +200,39 @@ __device__ inline void finish_rows(const Args& a, float (&o)[D / 2], const float
 #endif  // PT_SM90A
 
 // Registers: the launch bound (384, 1) gives every thread 168 at entry; setmaxnreg moves them to the
-// consumers. With CUDA 13.0 no build spills.
+// consumers.
 template <int D, bool kWindowed, bool kCausal>
-__global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a, const int* order) {
+__global__ void __launch_bounds__(kThreads, 1)
+    forward_kernel_sm90(const Args a, const int* order, int* next) {
   static_assert(kCausal || !kWindowed, "a sliding window is causal");
 #if PT_SM90A
-  if (static_cast<int>(blockIdx.x) >= *a.schedule.count) return;
-  const int4 seg = a.schedule.items[order[blockIdx.x]];  // {start, real, len, row0}
-  const int64_t start = seg.x;
-  const int real = seg.y, len = seg.z, row0 = seg.w;
-  const int head = static_cast<int>(blockIdx.y), kv_head = head / (a.H / a.Hkv);
-  if (row0 >= real) {
-    write_pad_tile<D>(a, start, row0, min(kSm90Rows, len - row0), head);
-    return;
-  }
+  const int count = *a.schedule.count, items = count * a.H;
+  if (static_cast<int>(blockIdx.x) >= items) return;
 
   // The swizzle pattern repeats every 1024 bytes and the descriptors assume base offset 0: the dynamic base
   // (only 16-byte aligned) is rounded up inside the slack smem_bytes() adds.
   extern __shared__ unsigned char smem_raw[];
   constexpr uint32_t kQBytes = tile_bytes<D>(kSm90Rows), kKVBytes = tile_bytes<D>(kBlockN);
-  const uint32_t sq = (smem_u32(smem_raw) + 1023u) & ~1023u;
-  const auto sk = [&](int stage) { return sq + kQBytes + static_cast<uint32_t>(stage) * 2 * kKVBytes; };
+  const uint32_t raw = smem_u32(smem_raw), base = (raw + 1023u) & ~1023u;
+  const auto sq = [&](int b) { return base + static_cast<uint32_t>(b) * kQBytes; };
+  const auto sk = [&](int stage) { return sq(kQBuffers) + static_cast<uint32_t>(stage) * 2 * kKVBytes; };
   const auto sv = [&](int stage) { return sk(stage) + kKVBytes; };
-  // Barriers: Q full, then per stage K full, V full, K empty, V empty.
+  // Barriers: per Q buffer full and empty, then per stage K full, V full, K empty, V empty; then the items
+  // of the Q buffers and the producer's claim.
   const uint32_t bars = sk(kStages);
-  const uint32_t q_full = bars;
-  const auto k_full = [&](int stage) { return bars + 8 * (1 + stage); };
-  const auto v_full = [&](int stage) { return bars + 8 * (1 + kStages + stage); };
-  const auto k_empty = [&](int stage) { return bars + 8 * (1 + 2 * kStages + stage); };
-  const auto v_empty = [&](int stage) { return bars + 8 * (1 + 3 * kStages + stage); };
-
-  // Causal: the tile's last query sees keys < row0 + 128. Step j: keys key_begin + 128 j ..; key_begin <=
-  // row0 < key_end, so there is at least one step.
-  const int key_end = kCausal ? min(real, row0 + kSm90Rows) : real;
-  const int key_begin = kWindowed ? window_key_begin(row0, a.window, kBlockN) : 0;
-  const int steps = (key_end - key_begin + kBlockN - 1) / kBlockN;
+  const auto q_full = [&](int b) { return bars + 8 * b; };
+  const auto q_empty = [&](int b) { return bars + 8 * (2 + b); };
+  const auto k_full = [&](int stage) { return bars + 8 * (4 + stage); };
+  const auto v_full = [&](int stage) { return bars + 8 * (4 + kStages + stage); };
+  const auto k_empty = [&](int stage) { return bars + 8 * (4 + 2 * kStages + stage); };
+  const auto v_empty = [&](int stage) { return bars + 8 * (4 + 3 * kStages + stage); };
+  int* const slots = reinterpret_cast<int*>(smem_raw + (bars - raw) + 8 * (4 + 4 * kStages));
 
   if (threadIdx.x == 0) {
-    mbarrier_init(q_full, 128);
+    for (int b = 0; b < 2; ++b) {
+      mbarrier_init(q_full(b), 129);   // every producer thread's copies, and thread 0's item
+      mbarrier_init(q_empty(b), 256);  // every consumer thread, after its rows left through the buffer
+    }
     for (int stage = 0; stage < kStages; ++stage) {
       mbarrier_init(k_full(stage), 128);  // every producer thread's copies
       mbarrier_init(v_full(stage), 128);
@@ -213,127 +244,185 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel_sm90(const Args a,
   __syncthreads();
 
   const int wg = static_cast<int>(threadIdx.x) / 128;
-  if (wg == 0) {  // the producer: Q, then K(j) and V(j) into stage j % kStages once the consumers freed it
-    setmaxnreg_dec<24>();
+  // Persistent: items claimed from a counter, each's Q into Q buffer n % 2, and K(j) and V(j) of the CTA's
+  // step g (counted over its life) into stage g % kStages once the consumers freed it.
+  if (wg == 0) {  // the producer
+    setmaxnreg_dec<LAB_PREG>();
     const int tid = static_cast<int>(threadIdx.x);
-    producer_load<D, kSm90Rows>(sq, a.q, start, row0, real, a.H, head, tid);
-    cp_async_mbarrier_arrive(q_full);
-    for (int j = 0; j < steps; ++j) {
-      const int stage = j % kStages, key0 = key_begin + j * kBlockN;
-      const uint32_t parity = (j / kStages + 1) & 1;  // the previous use's release
-      if (j >= kStages) mbarrier_wait(k_empty(stage), parity);
-      producer_load<D, kBlockN>(sk(stage), a.k, start, key0, real, a.Hkv, kv_head, tid);
-      cp_async_mbarrier_arrive(k_full(stage));
-      if (j >= kStages) mbarrier_wait(v_empty(stage), parity);
-      producer_load<D, kBlockN>(sv(stage), a.v, start, key0, real, a.Hkv, kv_head, tid);
-      cp_async_mbarrier_arrive(v_full(stage));
+    int work = static_cast<int>(blockIdx.x);
+    for (int n = 0, g = 0;; ++n) {
+      const int qb = n % kQBuffers;
+      if (n >= kQBuffers)
+        mbarrier_wait(q_empty(qb), ((n / kQBuffers) + 1) & 1);  // the buffer's previous item has left
+      const bool done = work >= items;
+      const QueryTile qt = done ? QueryTile{} : query_tile<kWindowed, kCausal>(a, order, count, work);
+      if (qt.steps > 0)
+        producer_load<D, kSm90Rows>(sq(qb), a.q, qt.start, qt.row0, qt.real, a.H, qt.head, tid);
+      cp_async_mbarrier_arrive(q_full(qb));
+      if (tid == 0) {
+        slots[qb] = work;  // items or more: the consumers stop
+        mbarrier_arrive(q_full(qb));
+      }
+      if (done) break;
+      const int kv_head = qt.head / (a.H / a.Hkv);
+      for (int j = 0; j < qt.steps; ++j, ++g) {
+        const int stage = g % kStages, key0 = qt.key_begin + j * kBlockN;
+        const uint32_t parity = (g / kStages + 1) & 1;  // the previous use's release
+        if (g >= kStages) mbarrier_wait(k_empty(stage), parity);
+        producer_load<D, kBlockN>(sk(stage), a.k, qt.start, key0, qt.real, a.Hkv, kv_head, tid);
+        cp_async_mbarrier_arrive(k_full(stage));
+        if (g >= kStages) mbarrier_wait(v_empty(stage), parity);
+        producer_load<D, kBlockN>(sv(stage), a.v, qt.start, key0, qt.real, a.Hkv, kv_head, tid);
+        cp_async_mbarrier_arrive(v_full(stage));
+      }
+      if (tid == 0) slots[2] = LAB_ONE ? items : static_cast<int>(gridDim.x) + atomicAdd(next, 1);
+      asm volatile("bar.sync 5, 128;\n" ::: "memory");
+      work = slots[2];
+      asm volatile("bar.sync 5, 128;\n" ::: "memory");  // read by all before thread 0 claims again
     }
     cp_async_wait_all();  // no copy outlives its thread
     return;
   }
-  setmaxnreg_inc<240>();
+  setmaxnreg_inc<LAB_PREG == 24 ? 240 : 232>();
 
   const int c = wg - 1, tid = static_cast<int>(threadIdx.x) - 128;  // consumer warpgroup, its thread index
-  const int warp = tid / 32 % 4, lane = tid % 32, g = lane / 4, t = lane % 4;
-  const int wg_row0 = row0 + 64 * c;
-  const int thread_row0 = wg_row0 + 16 * warp + g;
+  const int warp = tid / 32 % 4, lane = tid % 32, t = lane % 4;
   const float scale_log2 = a.scale * kLog2e;
   // cp.async writes through the generic proxy and wgmma reads through the async one: after seeing a full
   // barrier complete, each consumer thread fences before its MMAs read the stage.
-  const auto wait_full = [&](uint32_t bar, int j) {
-    mbarrier_wait(bar, static_cast<uint32_t>(j / kStages) & 1);
+  const auto wait_full = [&](uint32_t bar, int g) {
+    mbarrier_wait(bar, static_cast<uint32_t>(g / kStages) & 1);
     fence_proxy_async();
   };
   const auto release = [&](uint32_t bar) {
     if (tid % 128 == 0) mbarrier_arrive(bar);
   };
   // Turns: consumer c waits on barrier 3 + c (its 128 threads with the other's 128 arrivals) before it
-  // issues, and arrives on the other's after. Consumer 1 lets consumer 0 go first and skips its last
-  // arrival, which no turn would wait for.
+  // issues, and arrives on the other's after. Consumer 1 lets consumer 0 go first; consumer 0 takes the
+  // turn consumer 1 passes last, which no issue waits for, before the CTA ends.
   const auto take_turn = [&] { asm volatile("bar.sync %0, 256;\n" ::"r"(3 + c) : "memory"); };
   const auto pass_turn = [&] { asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - c) : "memory"); };
   if (c == 1) pass_turn();
-  const auto issue_s = [&](float(&s)[64], int stage) {
-    wgmma_fence();
+  for (int n = 0, g = 0;; ++n) {
+    const int qb = n % kQBuffers;
+    mbarrier_wait(q_full(qb), (n / kQBuffers) & 1);
+    fence_proxy_async();
+    const int work = slots[qb];
+    if (work >= items) break;
+    const QueryTile qt = query_tile<kWindowed, kCausal>(a, order, count, work);
+    const int wg_row0 = qt.row0 + 64 * c, real = qt.real;
+    if (qt.steps == 0) {
+      write_pad_rows<D>(a, qt.start, wg_row0, max(min(qt.len - wg_row0, 64), 0), qt.head, tid % 128);
+      mbarrier_arrive(q_empty(qb));
+      continue;
+    }
+    const int thread_row0 = wg_row0 + 16 * warp + lane / 4;
+    // The descriptors of the Q tile and of the stages are the same every step; hoisted out of the loop they
+    // would hold tens of registers and spill. Hiding the base from the optimizer recomputes them, a few
+    // integer operations per wgmma.
+    const auto hidden_base = [&] {
+      uint32_t at = base;
+      asm volatile("" : "+r"(at));
+      return at;
+    };
+    const auto issue_s = [&](float(&s)[64], int stage) {
+      const uint32_t at = hidden_base(), q_tile = at + static_cast<uint32_t>(qb) * kQBytes;
+      const uint32_t k_tile = at + kQBuffers * kQBytes + static_cast<uint32_t>(stage) * 2 * kKVBytes;
+      wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-      wgmma_m64nNk16_ss<128>(s, desc_k_major(sq, kSm90Rows, 64 * c, kk),
-                             desc_k_major(sk(stage), kBlockN, 0, kk), kk > 0);
-    wgmma_commit();
-  };
-  const auto issue_pv = [&](float(&o)[D / 2], uint32_t(&p)[kBlockN / 16][4], int stage) {
-    pin(o);
-    pin(p);
-    wgmma_fence();
+      for (int kk = 0; kk < D / 16; ++kk)
+        wgmma_m64nNk16_ss<128>(s, desc_k_major(q_tile, kSm90Rows, 64 * c, kk),
+                               desc_k_major(k_tile, kBlockN, 0, kk), kk > 0);
+      wgmma_commit();
+    };
+    const auto issue_pv = [&](float(&o)[D / 2], uint32_t(&p)[kBlockN / 16][4], int stage) {
+      const uint32_t v_tile =
+          hidden_base() + kQBuffers * kQBytes + static_cast<uint32_t>(stage) * 2 * kKVBytes + kKVBytes;
+      pin(o);
+      pin(p);
+      wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk)
-      wgmma_m64nNk16_rs<D>(o, p[kk], desc_mn_major(sv(stage), kBlockN, kk));
-    wgmma_commit();
-  };
+      for (int kk = 0; kk < kBlockN / 16; ++kk)
+        wgmma_m64nNk16_rs<D>(o, p[kk], desc_mn_major(v_tile, kBlockN, kk));
+      wgmma_commit();
+    };
 
-  float o[D / 2], s[64], row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f}, rescale[2];
-  uint32_t p[kBlockN / 16][4];
+    float o[D / 2], s[64], row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f}, rescale[2];
+    uint32_t p[kBlockN / 16][4];
 #pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
-  mbarrier_wait(q_full, 0);
-  wait_full(k_full(0), 0);
-  take_turn();
-  issue_s(s, 0);
-  pass_turn();
-  wgmma_wait<0>();
-  pin(s);
-  release(k_empty(0));
-  online_softmax_any<kWindowed, kCausal>(s, key_begin, real, a.window, wg_row0, thread_row0, t, scale_log2,
-                                         row_max, row_sum, rescale);
-  to_a_fragments(s, p);
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.0f;
+    wait_full(k_full(g % kStages), g);
+    take_turn();
+    issue_s(s, g % kStages);
+    pass_turn();
+    wgmma_wait<0>();
+    pin(s);
+    release(k_empty(g % kStages));
+    online_softmax_any<kWindowed, kCausal>(s, qt.key_begin, real, a.window, wg_row0, thread_row0, t,
+                                           scale_log2, row_max, row_sum, rescale);
+    to_a_fragments(s, p);
 
-  // Step j >= 1: S(j) and P V of step j - 1 issued back to back, step j's softmax under P V (FA3's
-  // intra-warpgroup overlap). Each body is built with and without masking and holds no branch: ptxas waits
-  // for every wgmma in flight where control flow merges.
-  const auto step = [&](int j, auto mask) {
-    const int ks = j % kStages, vs = (j - 1) % kStages;
-    wait_full(k_full(ks), j);
-    wait_full(v_full(vs), j - 1);
+    // Step j >= 1 (the CTA's step g + j): S(j) and P V of step j - 1 issued back to back, step j's softmax
+    // under P V (FA3's intra-warpgroup overlap). Each body is built with and without masking and holds no
+    // branch: ptxas waits for every wgmma in flight where control flow merges.
+    const auto step = [&](int j, auto mask) {
+      const int ks = (g + j) % kStages, vs = (g + j - 1) % kStages;
+      wait_full(k_full(ks), g + j);
+      wait_full(v_full(vs), g + j - 1);
+      rescale_rows<D>(o, rescale);
+      take_turn();
+      issue_s(s, ks);
+      issue_pv(o, p, vs);
+      pass_turn();
+      wgmma_wait<1>();  // S(j) is done
+      pin(s);
+      release(k_empty(ks));
+      online_softmax<kWindowed, kCausal, decltype(mask)::value>(s, qt.key_begin + j * kBlockN, real, a.window,
+                                                                thread_row0, t, scale_log2, row_max, row_sum,
+                                                                rescale);
+      pin(s);  // the exponentials before the wait: they run under P V
+      wgmma_wait<0>();
+      pin(o);
+      pin(p);
+      release(v_empty(vs));
+      to_a_fragments(s, p);
+    };
+    for (int j = 1; j < qt.steps; ++j) {
+      if (step_needs_mask<kWindowed, kCausal>(qt.key_begin + j * kBlockN, real, a.window, wg_row0))
+        step(j, std::true_type{});
+      else
+        step(j, std::false_type{});
+    }
+
+    g += qt.steps;
+    const int last = (g - 1) % kStages;
+    wait_full(v_full(last), g - 1);
     rescale_rows<D>(o, rescale);
     take_turn();
-    issue_s(s, ks);
-    issue_pv(o, p, vs);
+    issue_pv(o, p, last);
     pass_turn();
-    wgmma_wait<1>();  // S(j) is done
-    pin(s);
-    release(k_empty(ks));
-    online_softmax<kWindowed, kCausal, decltype(mask)::value>(
-        s, key_begin + j * kBlockN, real, a.window, thread_row0, t, scale_log2, row_max, row_sum, rescale);
-    pin(s);  // the exponentials before the wait: they run under P V
     wgmma_wait<0>();
     pin(o);
-    pin(p);
-    release(v_empty(vs));
-    to_a_fragments(s, p);
-  };
-  for (int j = 1; j < steps; ++j) {
-    if (step_needs_mask<kWindowed, kCausal>(key_begin + j * kBlockN, real, a.window, wg_row0))
-      step(j, std::true_type{});
-    else
-      step(j, std::false_type{});
+    release(v_empty(last));
+    // The item's fields again, and the thread's index hidden from the optimizer: the epilogue's addresses
+    // would otherwise be hoisted out of the item loop and held (spilled) across every step.
+    int work_again = slots[qb], id = tid;
+    asm volatile("" : "+r"(work_again), "+r"(id));
+    const QueryTile fin = query_tile<kWindowed, kCausal>(a, order, count, work_again);
+    finish_rows<D>(a, o, row_max, row_sum, sq(qb), c, fin.row0 + 64 * c + 16 * (id / 32 % 4) + id % 32 / 4,
+                   fin.start, fin.row0 + 64 * c, fin.real, fin.len, fin.head, id);
+    mbarrier_arrive(q_empty(qb));  // this thread's rows have left through the buffer
   }
-
-  wait_full(v_full((steps - 1) % kStages), steps - 1);
-  rescale_rows<D>(o, rescale);
-  take_turn();
-  issue_pv(o, p, (steps - 1) % kStages);
-  if (c == 0) pass_turn();
-  wgmma_wait<0>();
-  pin(o);
-  finish_rows<D>(a, o, row_max, row_sum, sq, c, thread_row0, start, wg_row0, real, len, head, tid);
+  if (c == 0) take_turn();
 #endif  // PT_SM90A: other targets hold an empty kernel that forward_sm90_available() never selects
 }
 
-// The blocks' order: every schedule item, by decreasing number of key steps (with a window, those from
+// The work list's order: every schedule item, by decreasing number of key steps (with a window, those from
 // key_begin; bidirectional, those over the segment's real keys; a tile of pads then counts none).
-__global__ void __launch_bounds__(kOrderThreads) order_kernel(const Args a, int* order) {
+__global__ void __launch_bounds__(kOrderThreads) order_kernel(const Args a, int* order, int* next) {
   const int window = a.window;
   const bool causal = a.causal;
+  if (threadIdx.x == 0) *next = 0;
   order_by_work(
       a.schedule, [](int4) { return true; },
       [window, causal](int4 item) {
@@ -363,23 +452,27 @@ bool forward_sm90_available() {
 
 namespace {
 
+// One resident CTA per SM (registers and shared memory allow no more), no more than the work bound.
 template <int D, bool kWindowed, bool kCausal>
-void launch_forward_kernel_sm90(const Args& a, const int* order, cudaStream_t stream) {
+void launch_forward_kernel_sm90(const Args& a, const int* order, int* next, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<D>();
   const auto kernel = forward_kernel_sm90<D, kWindowed, kCausal>;
   static const cudaError_t configured =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   (void)configured;  // a failure resurfaces as the launch error, which the caller checks
-  kernel<<<dim3(a.schedule.capacity, a.H), kThreads, kSmem, stream>>>(a, order);
+  const int64_t items = int64_t{a.schedule.capacity} * a.H;
+  const unsigned blocks = static_cast<unsigned>(LAB_ONE ? items : std::min<int64_t>(items, sm_count()));
+  kernel<<<blocks, kThreads, kSmem, stream>>>(a, order, next);
 }
 
 }  // namespace
 
 template <int D>
 void launch_forward_sm90(const Args& a, int* order, cudaStream_t stream) {
-  order_kernel<<<1, kOrderThreads, 0, stream>>>(a, order);
+  int* const next = order + a.schedule.capacity;
+  order_kernel<<<1, kOrderThreads, 0, stream>>>(a, order, next);
   with_mask(a, [&](auto windowed, auto causal) {
-    launch_forward_kernel_sm90<D, decltype(windowed)::value, decltype(causal)::value>(a, order, stream);
+    launch_forward_kernel_sm90<D, decltype(windowed)::value, decltype(causal)::value>(a, order, next, stream);
   });
 }
 

@@ -78,7 +78,8 @@ void launch_forward(const Args& a, cudaStream_t stream);
 // Available when the GPU is sm_90 and the build holds sm_90a code for it.
 constexpr int kSm90Rows = 128;
 bool forward_sm90_available();
-// order: scratch for schedule.capacity ints (the blocks' order, longest work first).
+// order: scratch for schedule.capacity + 1 ints (the work list's order, longest work first, and the
+// persistent CTAs' claim counter).
 template <int D>
 void launch_forward_sm90(const Args& a, int* order, cudaStream_t stream);
 

@@ -44,8 +44,10 @@ void check_linear(DType dtype, DType dw_type, Case s, Write mode) {
   EXPECT_CLOSE(d_dw.t, dw, tolerance(dw_type == DType::f32 ? dtype : dw_type, true));
 }
 
-const std::vector<Case> kCases = {{1, 1, 1},      {1, 768, 64},     {3, 5, 7},        {37, 61, 129},
-                                  {64, 768, 768}, {257, 2048, 768}, {200, 768, 2048}, {16, 32000, 64}};
+// {33, 2053, 96}: dW's transposed B runs as aligned columns and a tail (linear.cpp's gemm).
+const std::vector<Case> kCases = {{1, 1, 1},        {1, 768, 64},    {3, 5, 7},
+                                  {37, 61, 129},    {64, 768, 768},  {257, 2048, 768},
+                                  {200, 768, 2048}, {16, 32000, 64}, {33, 2053, 96}};
 
 TEST(CudaLinear, F32MatchesCpuWithoutTf32) {
   SKIP_WITHOUT_GPU();
