@@ -22,7 +22,9 @@
 // The kernel lab (bench_attention, H100, 2026-12-06) measured it against the previous design (256 threads,
 // every thread loading, a CTA barrier a step): 1.27x on one 8k sequence at head dim 128, 1.20x at 64,
 // 1.15x and 1.09x on SFT-like batches; the producer alone gave two thirds of that, the turns the rest.
-// Persistence (one CTA per item before) and the second Q buffer:
+// Persistence with the second Q buffer, against one CTA per item (same lab, H100, 2026-12-06): forward
+// 1.14-1.16x on SFT-like batches, rows of 1k and bidirectional batches at head dim 64, 1.07-1.13x at 128;
+// on one 8k sequence 1.00x at 64 and 0.95x at 128.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -39,28 +41,19 @@ namespace {
 constexpr int kBlockN = 128;  // keys per step
 constexpr int kThreads = 384;
 constexpr int kStages = 2;
-#ifndef LAB_QBUF
-#define LAB_QBUF 2
-#endif
-#ifndef LAB_PREG
-#define LAB_PREG 24
-#endif
-#ifndef LAB_ONE
-#define LAB_ONE 0
-#endif
-constexpr int kQBuffers = LAB_QBUF;
+constexpr int kQBuffers = 2;
 static_assert(kSm90Rows == 128, "two consumer warpgroups of 64 query rows");
 
 template <int D>
 __host__ __device__ constexpr int tile_bytes(int rows) {
   return rows * D * 2;
 }
-// Two Q tiles, kStages stages of {K tile, V tile}, 4 + 4 kStages mbarriers, the items of the Q tiles and the
-// producer's claim, plus slack to align the base to 1024 bytes.
+// kQBuffers Q tiles, kStages stages of {K tile, V tile}, 2 kQBuffers + 4 kStages mbarriers, the items of
+// the Q tiles and the producer's claim, plus slack to align the base to 1024 bytes.
 template <int D>
 constexpr int smem_bytes() {
   return 1024 + kQBuffers * tile_bytes<D>(kSm90Rows) + kStages * 2 * tile_bytes<D>(kBlockN) +
-         (4 + 4 * kStages) * 8 + 3 * 4;
+         (2 * kQBuffers + 4 * kStages) * 8 + (kQBuffers + 1) * 4;
 }
 
 #if PT_SM90A
@@ -221,15 +214,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   // of the Q buffers and the producer's claim.
   const uint32_t bars = sk(kStages);
   const auto q_full = [&](int b) { return bars + 8 * b; };
-  const auto q_empty = [&](int b) { return bars + 8 * (2 + b); };
-  const auto k_full = [&](int stage) { return bars + 8 * (4 + stage); };
-  const auto v_full = [&](int stage) { return bars + 8 * (4 + kStages + stage); };
-  const auto k_empty = [&](int stage) { return bars + 8 * (4 + 2 * kStages + stage); };
-  const auto v_empty = [&](int stage) { return bars + 8 * (4 + 3 * kStages + stage); };
-  int* const slots = reinterpret_cast<int*>(smem_raw + (bars - raw) + 8 * (4 + 4 * kStages));
+  const auto q_empty = [&](int b) { return bars + 8 * (kQBuffers + b); };
+  const auto k_full = [&](int stage) { return bars + 8 * (2 * kQBuffers + stage); };
+  const auto v_full = [&](int stage) { return bars + 8 * (2 * kQBuffers + kStages + stage); };
+  const auto k_empty = [&](int stage) { return bars + 8 * (2 * kQBuffers + 2 * kStages + stage); };
+  const auto v_empty = [&](int stage) { return bars + 8 * (2 * kQBuffers + 3 * kStages + stage); };
+  int* const slots = reinterpret_cast<int*>(smem_raw + (bars - raw) + 8 * (2 * kQBuffers + 4 * kStages));
 
   if (threadIdx.x == 0) {
-    for (int b = 0; b < 2; ++b) {
+    for (int b = 0; b < kQBuffers; ++b) {
       mbarrier_init(q_full(b), 129);   // every producer thread's copies, and thread 0's item
       mbarrier_init(q_empty(b), 256);  // every consumer thread, after its rows left through the buffer
     }
@@ -247,7 +240,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Persistent: items claimed from a counter, each's Q into Q buffer n % 2, and K(j) and V(j) of the CTA's
   // step g (counted over its life) into stage g % kStages once the consumers freed it.
   if (wg == 0) {  // the producer
-    setmaxnreg_dec<LAB_PREG>();
+    setmaxnreg_dec<24>();
     const int tid = static_cast<int>(threadIdx.x);
     int work = static_cast<int>(blockIdx.x);
     for (int n = 0, g = 0;; ++n) {
@@ -275,15 +268,15 @@ __global__ void __launch_bounds__(kThreads, 1)
         producer_load<D, kBlockN>(sv(stage), a.v, qt.start, key0, qt.real, a.Hkv, kv_head, tid);
         cp_async_mbarrier_arrive(v_full(stage));
       }
-      if (tid == 0) slots[2] = LAB_ONE ? items : static_cast<int>(gridDim.x) + atomicAdd(next, 1);
+      if (tid == 0) slots[kQBuffers] = static_cast<int>(gridDim.x) + atomicAdd(next, 1);
       asm volatile("bar.sync 5, 128;\n" ::: "memory");
-      work = slots[2];
+      work = slots[kQBuffers];
       asm volatile("bar.sync 5, 128;\n" ::: "memory");  // read by all before thread 0 claims again
     }
     cp_async_wait_all();  // no copy outlives its thread
     return;
   }
-  setmaxnreg_inc<LAB_PREG == 24 ? 240 : 232>();
+  setmaxnreg_inc<240>();
 
   const int c = wg - 1, tid = static_cast<int>(threadIdx.x) - 128;  // consumer warpgroup, its thread index
   const int warp = tid / 32 % 4, lane = tid % 32, t = lane % 4;
@@ -461,7 +454,7 @@ void launch_forward_kernel_sm90(const Args& a, const int* order, int* next, cuda
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   (void)configured;  // a failure resurfaces as the launch error, which the caller checks
   const int64_t items = int64_t{a.schedule.capacity} * a.H;
-  const unsigned blocks = static_cast<unsigned>(LAB_ONE ? items : std::min<int64_t>(items, sm_count()));
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(items, sm_count()));
   kernel<<<blocks, kThreads, kSmem, stream>>>(a, order, next);
 }
 
