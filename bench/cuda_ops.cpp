@@ -132,6 +132,11 @@ int main(int argc, char** argv) {
   report("cross_entropy", "bf16 [T,32000] in place",
          time_ms([&] { cross_entropy(logits, targets, 1.0 / double(T), logits); }), 2.0 * double(T * V) * 2,
          "GB/s");
+  // GPT-2's LM head chunk: 50257 classes in rows padded to 50304.
+  const Tensor gpt2_logits = pool.make(bf, {T, 50304});
+  report("cross_entropy", "bf16 [T,50257] rows of 50304",
+         time_ms([&] { cross_entropy(gpt2_logits, targets, 1.0 / double(T), gpt2_logits, 50257); }),
+         2.0 * double(T * 50304) * 2, "GB/s");
 
   // ~110M parameters as 12 layers of 9 tensors plus embeddings, all f32.
   std::vector<int64_t> sizes = {V * C, V * C, C};

@@ -1,8 +1,9 @@
 // What the sm_90a (wgmma) attention kernels share: tiles of one head of a [T, heads, D] tensor copied into
 // the 128-byte swizzled shared layout of ops/cuda/wgmma.cuh by a producer warpgroup,
-// register fragments stored into it, and the exponential of the softmax.
+// and register fragments stored into it.
 #pragma once
 
+#include "ops/cuda/elements.cuh"
 #include "ops/cuda/wgmma.cuh"
 
 namespace pt::ops::cuda::attn {
@@ -30,14 +31,6 @@ __device__ inline void producer_load(uint32_t tile, const __nv_bfloat16* src, in
     const bool real = row < limit;
     sm90::cp_async_16(dst, real ? at : first, real ? 16 : 0);
   }
-}
-
-// 2^x by the multi-function unit alone: exp2f's denormal path costs three more instructions per score, and
-// probabilities below 2^-126 may as well be 0.
-__device__ inline float exp2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
 }
 
 // Stores a warpgroup's 64 x 64 register-A fragments (to_a_fragments of a 64 x 64 accumulator) as rows

@@ -17,7 +17,10 @@ constexpr int kRowThreads = 512;
 constexpr int kSumThreads = 1024;
 constexpr unsigned char kNoBadRow = 0x7f;  // memset byte: 0x7f7f7f7f exceeds every row index
 
-// A running softmax denominator: sum of exp(x - max) over the values seen so far.
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+
+// A running softmax denominator in base 2: the values seen so far as x log2(e), their max and the sum of
+// 2^(x log2(e) - max). Base 2 costs one FMA and the multi-function unit's 2^x per value; expf costs several.
 struct MaxSum {
   float max = -INFINITY;
   float sum = 0;
@@ -27,7 +30,7 @@ __device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
   if (a.sum == 0) return b;  // an empty side (all lanes start empty) contributes nothing
   if (b.sum == 0) return a;
   const float m = fmaxf(a.max, b.max);
-  return {m, a.sum * expf(a.max - m) + b.sum * expf(b.max - m)};
+  return {m, a.sum * exp2_ftz(a.max - m) + b.sum * exp2_ftz(b.max - m)};
 }
 
 __device__ MaxSum block_max_sum(MaxSum v) {
@@ -80,15 +83,16 @@ __global__ void row_kernel(const T* logits, const int32_t* __restrict__ targets,
     float m = x[0];
 #pragma unroll
     for (int k = 1; k < kVec; ++k) m = fmaxf(m, x[k]);
+    m *= kLog2e;
     if (m > ms.max) {  // rescale the sum once per vector, not per element
-      ms.sum *= expf(ms.max - m);
+      ms.sum *= exp2_ftz(ms.max - m);
       ms.max = m;
     }
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) ms.sum += expf(x[k] - ms.max);
+    for (int k = 0; k < kVec; ++k) ms.sum += exp2_ftz(fmaf(x[k], kLog2e, -ms.max));
   }
   ms = block_max_sum(ms);
-  const float lse = ms.max + logf(ms.sum);
+  const float lse2 = ms.max + log2f(ms.sum), lse = lse2 * kLn2;  // log-sum-exp in base 2 and e
   const float target_logit = load(row + target);
   __syncthreads();  // every thread has read row[target] before it may be overwritten
   if (threadIdx.x == 0) row_loss[t] = lse - target_logit;
@@ -98,7 +102,7 @@ __global__ void row_kernel(const T* logits, const int32_t* __restrict__ targets,
     load_floats<kVec>(row + j, x);
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
-      const float p = expf(x[k] - lse);
+      const float p = exp2_ftz(fmaf(x[k], kLog2e, -lse2));
       x[k] = j + k >= V ? 0.0f : (j + k == target ? p - 1.0f : p) * grad_scale;
     }
     store_floats<kVec>(grad + j, x);
