@@ -519,9 +519,8 @@ void DecoderModel::layer_forward(size_t l, int64_t T, bool add_to_next) {
   if (c.positions == Positions::rope) ops::rope_forward_qk(q, k, in_.positions, rope_, q, k);
   ops::attention_forward(attention_params(l, T));
   const Tensor mid = arena_.view(a.mid, {T, C});
-  ops::copy(x, mid);
-  ops::linear_forward(arena_.view(a.attn, {T, H * D}), weight(w.wo, {C, H * D}), mid, Write::accumulate,
-                      bias(w.bo, C));
+  ops::linear_residual_forward(arena_.view(a.attn, {T, H * D}), weight(w.wo, {C, H * D}), x, mid,
+                               bias(w.bo, C));
   // The MLP, on xn2: norm 2 of mid (pre-norm) or norm 1 of it (post-norm).
   if (post)
     norm_forward(n1, w.attn_norm, w.attn_norm_bias);
@@ -544,13 +543,13 @@ void DecoderModel::layer_forward(size_t l, int64_t T, bool add_to_next) {
   // rewriting the next layer's input with the values it holds.
   if (!add_to_next && !post) return;
   // The residual sum: the output itself (pre-norm) or what norm 2 takes to it (post-norm).
-  const Tensor next = post ? n2.x : arena_.view(next_input(l), {T, C});
-  ops::copy(post ? mlp_in : mid, next);
+  const Tensor next = post ? n2.x : arena_.view(next_input(l), {T, C}), residual = post ? mlp_in : mid;
   if (const ops::SparseLinear* s = sparse(l, FfnLinear::down)) {
+    ops::copy(residual, next);
     s->forward(act, next, Write::accumulate);
     if (w.b_down >= 0) ops::bias_add(next, bias(w.b_down, C));
   } else {
-    ops::linear_forward(act, weight(w.w_down, {C, F}), next, Write::accumulate, bias(w.b_down, C));
+    ops::linear_residual_forward(act, weight(w.w_down, {C, F}), residual, next, bias(w.b_down, C));
   }
   if (post) norm_forward(n2, w.ffn_norm, w.ffn_norm_bias);
 }

@@ -2,6 +2,7 @@
 
 #include "ops/arg_check.h"
 #include "ops/cpu/cpu_ops.h"
+#include "ops/elementwise.h"
 #ifdef PACKTRAIN_CUDA
 #include "ops/cuda/cuda_ops.h"
 #endif
@@ -21,6 +22,30 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mod
     case Device::cuda:
 #ifdef PACKTRAIN_CUDA
       return cuda::linear_forward(x, w, y, mode, bias);
+#else
+      break;
+#endif
+  }
+  a.unsupported_device();
+}
+
+void linear_residual_forward(const Tensor& x, const Tensor& w, const Tensor& residual, const Tensor& y,
+                             const Tensor& bias) {
+  ArgCheck a("linear_residual_forward");
+  a.real("x", x, {-1, -1});
+  const int64_t M = x.size(0), N = w.size(0);
+  a.real("w", w, {-1, x.size(1)}).real("y", y, {M, N}).real("residual", residual, {M, N});
+  a.same_or_disjoint("residual", residual, "y", y);
+  if (!bias.empty()) a.real_or_f32("bias", bias, {N});
+  switch (a.device()) {
+    case Device::cpu:  // the reference: the residual, then the product and bias added to it
+      if (residual.data != y.data) copy(residual, y);
+      cpu::linear_forward(x, w, y, Write::accumulate);
+      if (!bias.empty()) cpu::bias_add(y, bias);
+      return;
+    case Device::cuda:
+#ifdef PACKTRAIN_CUDA
+      return cuda::linear_residual_forward(x, w, residual, y, bias);
 #else
       break;
 #endif

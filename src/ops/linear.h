@@ -21,6 +21,12 @@ inline constexpr size_t kCublasLtWorkspaceBytes = size_t{32} << 20;
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode = Write::overwrite,
                     const Tensor& bias = Tensor());
 
+// The residual stream's add fused into the layer: y[M,N] = residual[M,N] + x W^T (+ bias[N]), y overwritten.
+// residual may be y itself; otherwise it shares no byte with y. CUDA reads the residual as cuBLASLt's C and
+// writes D = y, so the residual is not first copied into y.
+void linear_residual_forward(const Tensor& x, const Tensor& w, const Tensor& residual, const Tensor& y,
+                             const Tensor& bias = Tensor());
+
 // dy[M,N] -> dx[M,K] = dy W and dw[N,K] = dy^T x, each overwritten or added to. Either output may be an
 // empty Tensor() to skip it (no dx for a layer whose input needs no gradient).
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, Write dx_mode,

@@ -50,6 +50,31 @@ TEST(Linear, BiasIsAddedToEveryRowInBothModes) {
                Error);
 }
 
+// y = residual + x W^T + b, with the residual in its own buffer or in y itself; a residual that partly
+// overlaps y is an error. Its gradients are the identity's and linear_backward's.
+TEST(LinearResidual, IsTheResidualPlusTheLayer) {
+  const int64_t M = 3, N = 4, K = 5;
+  std::vector<double> x = random_values(M * K, 1), w = random_values(N * K, 2), b = random_values(N, 3);
+  const std::vector<double> residual = random_values(M * N, 4);
+  for (bool with_bias : {false, true}) {
+    SCOPED_TRACE(with_bias ? "with bias" : "without bias");
+    const Tensor bias = with_bias ? view(b, {N}) : Tensor();
+    std::vector<double> want = residual, y(M * N, NAN), in_place = residual;
+    linear_forward(view(x, {M, K}), view(w, {N, K}), view(want, {M, N}), Write::accumulate, bias);
+    std::vector<double> r = residual;
+    linear_residual_forward(view(x, {M, K}), view(w, {N, K}), view(r, {M, N}), view(y, {M, N}), bias);
+    linear_residual_forward(view(x, {M, K}), view(w, {N, K}), view(in_place, {M, N}), view(in_place, {M, N}),
+                            bias);
+    EXPECT_EQ(y, want);
+    EXPECT_EQ(in_place, want);
+    EXPECT_EQ(r, residual) << "the residual was written";
+  }
+  std::vector<double> buf(M * N + 1);
+  EXPECT_THROW(linear_residual_forward(view(x, {M, K}), view(w, {N, K}), Tensor::of(buf.data(), {M, N}),
+                                       Tensor::of(buf.data() + 1, {M, N})),
+               Error);
+}
+
 TEST(Linear, BackwardMatchesFiniteDifferences) {
   for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {4, 3, 6}, {7, 9, 2}}) {
     std::vector<double> x = random_values(M * K, 3), w = random_values(N * K, 4);

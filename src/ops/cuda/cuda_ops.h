@@ -67,6 +67,8 @@ bool gelu_erf_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Te
 // With a bias, cuBLASLt's bias epilogue adds it when it lies 16-byte aligned in y's type (as the weights'
 // flat buffer usually places it); otherwise bias_add runs after the GEMM.
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode, const Tensor& bias);
+void linear_residual_forward(const Tensor& x, const Tensor& w, const Tensor& residual, const Tensor& y,
+                             const Tensor& bias);
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, Write dx_mode,
                      const Tensor& dw, Write dw_mode);
 // ops/linear.h's GELU-fused pair, each one cuBLASLt matmul: GELU_AUX_BIAS (GELU_AUX without a bias) writes

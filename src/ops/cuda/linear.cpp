@@ -77,6 +77,7 @@ struct Gemm {
   Gelu gelu = Gelu::none;
   void* aux = nullptr;  // with gelu: GELU's input [m,n] of c_type, leading dimension ld_aux
   int64_t ld_aux = 0;
+  const void* c_in = nullptr;  // with accumulate: C read from here (c's layout) instead of c, D written to c
 };
 
 cublasLtEpilogue_t epilogue_of(const Gemm& g) {
@@ -108,7 +109,7 @@ PlanKey key_of(const Gemm& g) {
           g.c_type,
           alignment(g.a),
           alignment(g.b),
-          alignment(g.c),
+          g.c_in ? std::min(alignment(g.c), alignment(g.c_in)) : alignment(g.c),
           g.bias != nullptr,
           g.gelu,
           g.ld_aux,
@@ -171,9 +172,10 @@ class Lt {
                                                   &g.aux, sizeof g.aux),
                    "setting the GELU input");
     const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
-    check_cublas(cublasLtMatmul(handle_, plan.desc, &alpha, g.a, plan.a, g.b, plan.b, &beta, g.c, plan.c, g.c,
-                                plan.c, &plan.algo, workspace_, kWorkspaceBytes, current_stream()),
-                 "cublasLtMatmul");
+    check_cublas(
+        cublasLtMatmul(handle_, plan.desc, &alpha, g.a, plan.a, g.b, plan.b, &beta, g.c_in ? g.c_in : g.c,
+                       plan.c, g.c, plan.c, &plan.algo, workspace_, kWorkspaceBytes, current_stream()),
+        "cublasLtMatmul");
     return true;
   }
 
@@ -361,6 +363,7 @@ bool gemm(const Gemm& g) {
     // Column j of op(B) = B^T is B's row j (j elements on); column j of C starts j * ldc elements on.
     tail.b = static_cast<const char*>(g.b) + bulk.n * dtype_size(g.ab_type);
     tail.c = static_cast<char*>(g.c) + bulk.n * g.ldc * dtype_size(g.c_type);
+    if (g.c_in) tail.c_in = static_cast<const char*>(g.c_in) + bulk.n * g.ldc * dtype_size(g.c_type);
     return Lt::get().run(bulk) && Lt::get().run(tail);
   }
   return Lt::get().run(g);
@@ -370,14 +373,29 @@ bool gemm(const Gemm& g) {
 // ask for a 16-byte aligned start as its other operands have.
 bool aux_fits(const Tensor& h, int64_t ld) { return ld % 8 == 0 && alignment(h.data) >= 16; }
 
+// y = x W^T, added to C (c_in, or y itself) when accumulating, plus the bias in the epilogue where it fits
+// (linear_forward's rule), else after.
+void forward_gemm(const Tensor& x, const Tensor& w, const Tensor& y, bool accumulate, const void* c_in,
+                  const Tensor& bias) {
+  const int64_t M = x.shape[0], K = x.shape[1], N = w.shape[0];
+  const bool epilogue = !bias.empty() && bias.dtype == y.dtype && alignment(bias.data) >= 16 && K > 0;
+  Gemm g{true, false, N, M, K, w.data, K, x.data, K, y.data, y.shape[1], x.dtype, y.dtype, accumulate};
+  g.bias = epilogue ? bias.data : nullptr;
+  g.c_in = c_in;
+  gemm(g);
+  if (!bias.empty() && !epilogue) bias_add(y, bias);
+}
+
 }  // namespace
 
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode, const Tensor& bias) {
-  const int64_t M = x.shape[0], K = x.shape[1], N = w.shape[0];
-  const bool epilogue = !bias.empty() && bias.dtype == y.dtype && alignment(bias.data) >= 16 && K > 0;
-  gemm({true, false, N, M, K, w.data, K, x.data, K, y.data, y.shape[1], x.dtype, y.dtype,
-        mode == Write::accumulate, epilogue ? bias.data : nullptr});
-  if (!bias.empty() && !epilogue) bias_add(y, bias);
+  forward_gemm(x, w, y, mode == Write::accumulate, nullptr, bias);
+}
+
+void linear_residual_forward(const Tensor& x, const Tensor& w, const Tensor& residual, const Tensor& y,
+                             const Tensor& bias) {
+  if (x.shape[1] == 0 && residual.data != y.data) copy(residual, y);  // no GEMM runs then
+  forward_gemm(x, w, y, true, residual.data, bias);
 }
 
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, Write dx_mode,

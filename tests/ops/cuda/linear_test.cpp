@@ -148,6 +148,35 @@ TEST(CudaLinear, EmptyInnerDimensionZeroesOrKeepsTheOutput) {
   EXPECT_CLOSE(y.t, std::vector<double>(M * N, 0.0), 0.0);
 }
 
+// y = residual + x W^T + bias with the residual read as cuBLASLt's C and y written as D: against the cpu op,
+// in place and from a separate residual (which must stay as it was), with the bias in the epilogue or after
+// (an f32 bias beside bf16 y), and with no inner dimension (y = residual + bias).
+TEST(CudaLinear, ResidualFromItsOwnBufferOrInPlaceMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& [dtype, bias_type] :
+       {std::pair{DType::bf16, DType::bf16}, {DType::f32, DType::f32}, {DType::bf16, DType::f32}})
+    for (const Case& s : {Case{1, 768, 64}, Case{37, 61, 129}, Case{257, 768, 2048}, Case{5, 8, 0}})
+      for (bool in_place : {false, true}) {
+        const auto [M, N, K] = s;
+        SCOPED_TRACE(fmt::format("{} bias {} M={} N={} K={} {}", dtype_name(dtype), dtype_name(bias_type), M,
+                                 N, K, in_place ? "in place" : "separate residual"));
+        std::vector<double> x = rounded(random_values(M * K, 1), dtype),
+                            w = rounded(random_values(N * K, 2), dtype),
+                            b = rounded(random_values(N, 3), bias_type);
+        const std::vector<double> residual = rounded(random_values(M * N, 4), dtype);
+        std::vector<double> y(M * N), r = residual;
+        linear_residual_forward(view(x, {M, K}), view(w, {N, K}), view(r, {M, N}), view(y, {M, N}),
+                                view(b, {N}));
+        DeviceTensor d_x = upload(x, dtype, {M, K}), d_w = upload(w, dtype, {N, K}),
+                     d_b = upload(b, bias_type, {N});
+        DeviceTensor d_r = upload(residual, dtype, {M, N});
+        DeviceTensor d_y = in_place ? upload(residual, dtype, {M, N}) : poisoned(dtype, {M, N});
+        linear_residual_forward(d_x.t, d_w.t, in_place ? d_y.t : d_r.t, d_y.t, d_b.t);
+        EXPECT_CLOSE(d_y.t, y, tolerance(dtype, true));
+        if (!in_place) EXPECT_CLOSE(d_r.t, residual, 0.0);
+      }
+}
+
 // y and dy in rows padded past N (the logits' rows, aligned for cuBLASLt): the first N columns against the
 // cpu backend, y's padding kept, dy's padding (NaN) never read.
 TEST(CudaLinear, PaddedRowsMatchCpu) {
