@@ -354,7 +354,7 @@ bool gemm(const Gemm& g) {
   // cuBLAS 13.0 answers a transposed B whose n is not a multiple of 16 with sm80 kernels: GPT-2's LM head
   // dW (n = 50257 vocab rows, k = 8192 tokens) took 1.25 ms on an H100 against 0.80 ms for n = 50256
   // (bench_cublaslt_algos). So a large such n runs as its aligned columns and a narrow tail.
-  // (From 1024 columns on: below, the second launch costs about what the aligned kernel saves.)
+  // (From 1024 columns on, an unmeasured bound: a narrow GEMM gains little and pays a second launch.)
   constexpr int64_t kAlignedColumns = 16, kSplitFrom = 1024;
   if (g.trans_b && g.gelu == Gelu::none && g.n >= kSplitFrom && g.n % kAlignedColumns != 0) {
     Gemm bulk = g, tail = g;
