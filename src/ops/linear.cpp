@@ -33,9 +33,9 @@ void linear_residual_forward(const Tensor& x, const Tensor& w, const Tensor& res
                              const Tensor& bias) {
   ArgCheck a("linear_residual_forward");
   a.real("x", x, {-1, -1});
+  a.real("w", w, {-1, x.size(1)});
   const int64_t M = x.size(0), N = w.size(0);
-  a.real("w", w, {-1, x.size(1)}).real("y", y, {M, N}).real("residual", residual, {M, N});
-  a.same_or_disjoint("residual", residual, "y", y);
+  a.real("y", y, {M, N}).real("residual", residual, {M, N}).same_or_disjoint("residual", residual, "y", y);
   if (!bias.empty()) a.real_or_f32("bias", bias, {N});
   switch (a.device()) {
     case Device::cpu:  // the reference: the residual, then the product and bias added to it

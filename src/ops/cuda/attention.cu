@@ -178,7 +178,8 @@ void attention_forward(const AttentionParams& p) {
   const bool wgmma = attention_kernel() == AttentionKernel::wgmma;
   Call c = prepare("attention_forward", p, wgmma ? attn::kSm90Rows : attn::kTile);
   // The wgmma forward's work list: the order of the schedule items, and its claim counter.
-  require(int64_t{c.args.schedule.capacity} * c.args.H < INT_MAX, c.op, "too many query tiles times heads");
+  if (wgmma)
+    require(int64_t{c.args.schedule.capacity} * c.args.H < INT_MAX, c.op, "too many query tiles times heads");
   const size_t order_bytes = wgmma ? sizeof(int) * (static_cast<size_t>(c.args.schedule.capacity) + 1) : 0;
   run(c, order_bytes, [&](char* extra) {
     int* order = reinterpret_cast<int*>(extra);

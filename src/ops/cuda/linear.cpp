@@ -341,14 +341,19 @@ class Lt {
   std::map<PlanKey, cublasLtMatmulAlgo_t> algos_;  // per bucket (bucket_of)
 };
 
-// C (=|+=) op(A) op(B); an empty inner dimension leaves C = 0 or unchanged. A GELU epilogue needs every
-// dimension non-empty (the fused ops below see to it); false where cuBLASLt has no algorithm for it.
+// C (=|+=) op(A) op(B), C read from c_in where given; an empty inner dimension leaves C = 0, C unchanged or
+// c_in's copy. A GELU epilogue needs every dimension non-empty (the fused ops below see to it); false where
+// cuBLASLt has no algorithm for it.
 bool gemm(const Gemm& g) {
   if (g.m == 0 || g.n == 0) return true;
   if (g.k == 0) {
+    const size_t pitch = static_cast<size_t>(g.ldc * dtype_size(g.c_type));
     if (!g.accumulate)
-      PT_CUDA_CHECK(
-          cudaMemsetAsync(g.c, 0, static_cast<size_t>(g.ldc * g.n * dtype_size(g.c_type)), current_stream()));
+      PT_CUDA_CHECK(cudaMemsetAsync(g.c, 0, pitch * static_cast<size_t>(g.n), current_stream()));
+    else if (g.c_in && g.c_in != g.c)
+      PT_CUDA_CHECK(cudaMemcpy2DAsync(g.c, pitch, g.c_in, pitch,
+                                      static_cast<size_t>(g.m * dtype_size(g.c_type)),
+                                      static_cast<size_t>(g.n), cudaMemcpyDeviceToDevice, current_stream()));
     return true;
   }
   // cuBLAS 13.0 answers a transposed B whose n is not a multiple of 16 with sm80 kernels: GPT-2's LM head
@@ -394,7 +399,6 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mod
 
 void linear_residual_forward(const Tensor& x, const Tensor& w, const Tensor& residual, const Tensor& y,
                              const Tensor& bias) {
-  if (x.shape[1] == 0 && residual.data != y.data) copy(residual, y);  // no GEMM runs then
   forward_gemm(x, w, y, true, residual.data, bias);
 }
 
