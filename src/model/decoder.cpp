@@ -381,14 +381,14 @@ void DecoderModel::norm_forward(const NormActs& n, int64_t w, int64_t b) const {
     ops::rmsnorm_forward(n.x, weight(w, {C}), config_.norm_eps, n.y, n.rstd);
 }
 
-void DecoderModel::norm_backward(const Tensor& dy, const NormActs& n, int64_t w, int64_t b,
-                                 const Tensor& dx) const {
+void DecoderModel::norm_backward(const Tensor& dy, const NormActs& n, int64_t w, int64_t b, const Tensor& dx,
+                                 Write dx_mode) const {
   const int64_t C = config_.hidden_size;
   if (config_.norm == Norm::layer)
-    ops::layernorm_backward(dy, n.x, weight(w, {C}), n.mean, n.rstd, dx, grad(w, {C}), grad(b, {C}),
+    ops::layernorm_backward(dy, n.x, weight(w, {C}), n.mean, n.rstd, dx, dx_mode, grad(w, {C}), grad(b, {C}),
                             Write::accumulate);
   else
-    ops::rmsnorm_backward(dy, n.x, weight(w, {C}), n.rstd, dx, grad(w, {C}), Write::accumulate);
+    ops::rmsnorm_backward(dy, n.x, weight(w, {C}), n.rstd, dx, dx_mode, grad(w, {C}), Write::accumulate);
 }
 
 Tensor DecoderModel::bias(int64_t b, int64_t n, int64_t skip) const {
@@ -697,8 +697,8 @@ void DecoderModel::forward_backward(double grad_scale, const GradientBlocks* blo
     const NormActs n1 = norm1_acts(l, T), n2 = norm2_acts(l, T);
     const Tensor x = arena_.view(a.resid_in, {T, C}), mlp_in = arena_.view(a.xn2, {T, C});
     // MLP: dx flows into the down projection and, unchanged, along the residual. A sparse linear's dW
-    // comes from its MVUE-pruned output gradient: down's lands in dtmp (free until the norm below), since
-    // dx lives on; the up projection's replaces dh, which nothing reads afterwards but its bias gradient,
+    // comes from its MVUE-pruned output gradient: down's lands in dtmp (scratch here), since dx lives
+    // on; the up projection's replaces dh, which nothing reads afterwards but its bias gradient,
     // taken before.
     const Tensor dact = dact_ >= 0 ? arena_.view(dact_, {T, F}) : Tensor(), dh = arena_.view(dh_, {T, U});
     const Tensor act = arena_.view(a.act, {T, F}), h = arena_.view(a.h, {T, U});
@@ -757,8 +757,7 @@ void DecoderModel::forward_backward(double grad_scale, const GradientBlocks* blo
       ops::add(dx, dxn);
       norm_backward(dxn, n1, w.attn_norm, w.attn_norm_bias, dx);
     } else {
-      norm_backward(dxn, n2, w.ffn_norm, w.ffn_norm_bias, dtmp);
-      ops::add(dtmp, dx);
+      norm_backward(dxn, n2, w.ffn_norm, w.ffn_norm_bias, dx, Write::accumulate);
     }
     // Attention.
     const Tensor dq = arena_.view(dq_, {T, H, D}), dk = arena_.view(dk_, {T, Hkv, D}),
@@ -778,10 +777,12 @@ void DecoderModel::forward_backward(double grad_scale, const GradientBlocks* blo
       dk_lin = arena_.view(dk_pre_, {T, Hkv * D});
       ops::rmsnorm_backward(arena_.view(dq_, {T * H, D}), arena_.view(a.q_pre, {T * H, D}),
                             weight(w.q_norm, {D}), arena_.view(a.rstd_q, {T * H}),
-                            arena_.view(dattn_, {T * H, D}), grad(w.q_norm, {D}), Write::accumulate);
+                            arena_.view(dattn_, {T * H, D}), Write::overwrite, grad(w.q_norm, {D}),
+                            Write::accumulate);
       ops::rmsnorm_backward(arena_.view(dk_, {T * Hkv, D}), arena_.view(a.k_pre, {T * Hkv, D}),
                             weight(w.k_norm, {D}), arena_.view(a.rstd_k, {T * Hkv}),
-                            arena_.view(dk_pre_, {T * Hkv, D}), grad(w.k_norm, {D}), Write::accumulate);
+                            arena_.view(dk_pre_, {T * Hkv, D}), Write::overwrite, grad(w.k_norm, {D}),
+                            Write::accumulate);
     }
     if (c.qkv_bias) {
       bias_grad(dq_lin, w.bqkv);
@@ -789,19 +790,17 @@ void DecoderModel::forward_backward(double grad_scale, const GradientBlocks* blo
       bias_grad(dv_lin, w.bqkv + (H + Hkv) * D);
     }
     if (recompute_ == Recompute::norms_and_swiglu && !post) norm_forward(n1, w.attn_norm, w.attn_norm_bias);
-    const Tensor attn_in = post ? x : n1.y;
-    ops::linear_backward(dq_lin, attn_in, weight(w.wq, {H * D, C}), dxn, Write::overwrite,
-                         grad(w.wq, {H * D, C}), Write::accumulate);
-    ops::linear_backward(dk_lin, attn_in, weight(w.wk, {Hkv * D, C}), dxn, Write::accumulate,
+    // The projections' input gradient: added straight to dx where the input is the layer's (post-norm), else
+    // through norm 1, which adds its gradient to dx.
+    const Tensor attn_in = post ? x : n1.y, dattn_in = post ? dx : dxn;
+    ops::linear_backward(dq_lin, attn_in, weight(w.wq, {H * D, C}), dattn_in,
+                         post ? Write::accumulate : Write::overwrite, grad(w.wq, {H * D, C}),
+                         Write::accumulate);
+    ops::linear_backward(dk_lin, attn_in, weight(w.wk, {Hkv * D, C}), dattn_in, Write::accumulate,
                          grad(w.wk, {Hkv * D, C}), Write::accumulate);
-    ops::linear_backward(dv_lin, attn_in, weight(w.wv, {Hkv * D, C}), dxn, Write::accumulate,
+    ops::linear_backward(dv_lin, attn_in, weight(w.wv, {Hkv * D, C}), dattn_in, Write::accumulate,
                          grad(w.wv, {Hkv * D, C}), Write::accumulate);
-    if (post) {
-      ops::add(dxn, dx);
-    } else {
-      norm_backward(dxn, n1, w.attn_norm, w.attn_norm_bias, dtmp);
-      ops::add(dtmp, dx);
-    }
+    if (!post) norm_backward(dxn, n1, w.attn_norm, w.attn_norm_bias, dx, Write::accumulate);
     close(layout_.layer_begin(li), layout_.layer_begin(li + 1));
   }
   embed_backward(dx, dtmp);

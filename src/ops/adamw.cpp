@@ -79,8 +79,9 @@ void check_moments(const AdamWTensor& t, size_t i, MomentFormat format) {
   if (format != MomentFormat::q8) return;
   for (const auto& [name, x] : {std::pair{"m_absmax", &t.m_absmax}, {"v_absmax", &t.v_absmax}})
     if (x->dtype != DType::f32 || x->numel() != quant_blocks(n) || x->device != t.param.device)
-      fail("adamw_step: {} of tensor {} must be f32[{}] (a block of {} of its {} elements each) on {}, got {}",
-           name, i, quant_blocks(n), kQuantBlock, n, device_name(t.param.device), x->str());
+      fail(
+          "adamw_step: {} of tensor {} must be f32[{}] (a block of {} of its {} elements each) on {}, got {}",
+          name, i, quant_blocks(n), kQuantBlock, n, device_name(t.param.device), x->str());
 }
 
 }  // namespace

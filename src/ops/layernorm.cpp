@@ -43,8 +43,8 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
 }
 
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                        const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
-                        Write param_mode) {
+                        const Tensor& rstd, const Tensor& dx, Write dx_mode, const Tensor& dweight,
+                        const Tensor& dbias, Write param_mode) {
   ArgCheck a("layernorm_backward");
   a.real("x", x, {-1, -1});
   const int64_t T = x.size(0), C = x.size(1);
@@ -54,10 +54,10 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
   same_type(a, "dweight", dweight, "dbias", dbias);
   switch (a.device()) {
     case Device::cpu:
-      return cpu::layernorm_backward(dy, x, weight, mean, rstd, dx, dweight, dbias, param_mode);
+      return cpu::layernorm_backward(dy, x, weight, mean, rstd, dx, dx_mode, dweight, dbias, param_mode);
     case Device::cuda:
 #ifdef PACKTRAIN_CUDA
-      return cuda::layernorm_backward(dy, x, weight, mean, rstd, dx, dweight, dbias, param_mode);
+      return cuda::layernorm_backward(dy, x, weight, mean, rstd, dx, dx_mode, dweight, dbias, param_mode);
 #else
       break;
 #endif

@@ -12,11 +12,12 @@ namespace pt::ops {
 void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
                        const Tensor& mean, const Tensor& rstd);
 
-// dy[T,C] -> dx[T,C] (overwritten), dweight[C] and dbias[C] (overwritten or added to, sharing one type).
+// dy[T,C] -> dx[T,C] (overwritten, or added to: a pre-norm layer's residual gradient takes the norm's
+// gradient in the same pass), dweight[C] and dbias[C] (overwritten or added to, sharing one type).
 // dweight and dbias are reduced over tokens in token order per column, so they do not depend on the
 // thread count.
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                        const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
-                        Write param_mode);
+                        const Tensor& rstd, const Tensor& dx, Write dx_mode, const Tensor& dweight,
+                        const Tensor& dbias, Write param_mode);
 
 }  // namespace pt::ops

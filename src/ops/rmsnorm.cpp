@@ -28,7 +28,7 @@ void rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Te
 }
 
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                      const Tensor& dx, const Tensor& dweight, Write dweight_mode) {
+                      const Tensor& dx, Write dx_mode, const Tensor& dweight, Write dweight_mode) {
   ArgCheck a("rmsnorm_backward");
   a.real("x", x, {-1, -1});
   const int64_t T = x.size(0), C = x.size(1);
@@ -36,10 +36,10 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
   a.real("dx", dx, {T, C}).real_or_f32("dweight", dweight, {C});
   switch (a.device()) {
     case Device::cpu:
-      return cpu::rmsnorm_backward(dy, x, weight, rstd, dx, dweight, dweight_mode);
+      return cpu::rmsnorm_backward(dy, x, weight, rstd, dx, dx_mode, dweight, dweight_mode);
     case Device::cuda:
 #ifdef PACKTRAIN_CUDA
-      return cuda::rmsnorm_backward(dy, x, weight, rstd, dx, dweight, dweight_mode);
+      return cuda::rmsnorm_backward(dy, x, weight, rstd, dx, dx_mode, dweight, dweight_mode);
 #else
       break;
 #endif

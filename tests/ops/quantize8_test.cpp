@@ -1,6 +1,6 @@
 // The 8-bit dynamic code maps and the block-wise quantizer of the AdamW moments (ops/quantize8.h).
-#include "ops/adamw.h"
 #include "ops/quantize8.h"
+#include "ops/adamw.h"
 
 #include <gtest/gtest.h>
 
@@ -21,7 +21,9 @@ struct Map {
   const char* name;
 };
 
-std::vector<Map> maps() { return {{signed_map(), kSignedZero, "signed"}, {unsigned_map(), kUnsignedZero, "unsigned"}}; }
+std::vector<Map> maps() {
+  return {{signed_map(), kSignedZero, "signed"}, {unsigned_map(), kUnsignedZero, "unsigned"}};
+}
 
 TEST(Quantize8, MapsAreSortedAndHoldZeroAndOne) {
   for (const Map& m : maps()) {
@@ -108,7 +110,8 @@ void expect_bounded(const Map& m, const std::vector<float>& xs, const char* what
     }
   }
   EXPECT_LE(max_relative, worst_half_gap * (1 + 1e-4));
-  std::cout << "[ measured ] " << m.name << " " << what << ": max |error| / absmax = " << max_relative << "\n";
+  std::cout << "[ measured ] " << m.name << " " << what << ": max |error| / absmax = " << max_relative
+            << "\n";
 }
 
 TEST(Quantize8, RoundTripErrorIsBoundedByHalfTheMapGapTimesTheBlockAbsmax) {

@@ -43,7 +43,7 @@ TEST_P(RmsNormGrad, BackwardMatchesFiniteDifferences) {
   loss();
   std::vector<double> dx(T * C), dw(C, 7.0);
   rmsnorm_backward(view(weights, {T, C}), view(x, {T, C}), view(w, {C}), view(rstd, {T}), view(dx, {T, C}),
-                   view(dw, {C}), Write::overwrite);
+                   Write::overwrite, view(dw, {C}), Write::overwrite);
   EXPECT_GRAD(gradcheck(loss, x, dx));
   EXPECT_GRAD(gradcheck(loss, w, dw));
 }
@@ -53,23 +53,29 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RmsNormGrad,
                                            std::pair<int64_t, int64_t>{4, 8},
                                            std::pair<int64_t, int64_t>{9, 13}));
 
-TEST(RmsNorm, WeightGradientAccumulatesAndIgnoresThreadCount) {
+TEST(RmsNorm, GradientsAccumulateAndIgnoreThreadCount) {
   const int64_t T = 257, C = 19;
-  std::vector<float> x(T * C), dy(T * C), w(C, 1.0f), y(T * C), rstd(T), dx(T * C);
+  std::vector<float> x(T * C), dy(T * C), w(C, 1.0f), y(T * C), rstd(T);
   std::vector<double> r = random_values(2 * T * C, 6);
   for (int64_t i = 0; i < T * C; ++i) x[i] = float(r[i]), dy[i] = float(r[T * C + i]);
   rmsnorm_forward(view(x, {T, C}), view(w, {C}), 1e-5, view(y, {T, C}), view(rstd, {T}));
-  auto dweight = [&](int threads, Write mode, std::vector<float> dw) {
-    set_cpu_threads(threads);
-    rmsnorm_backward(view(dy, {T, C}), view(x, {T, C}), view(w, {C}), view(rstd, {T}), view(dx, {T, C}),
-                     view(dw, {C}), mode);
-    set_cpu_threads(0);
-    return dw;
+  struct Grads {
+    std::vector<float> dx, dw;
   };
-  const std::vector<float> one = dweight(1, Write::overwrite, std::vector<float>(C));
-  EXPECT_EQ(one, dweight(7, Write::overwrite, std::vector<float>(C, 5.0f)));
-  const std::vector<float> added = dweight(3, Write::accumulate, std::vector<float>(C, 1.0f));
-  for (int64_t c = 0; c < C; ++c) EXPECT_FLOAT_EQ(added[c], one[c] + 1.0f);
+  auto grads = [&](int threads, Write mode, float old) {
+    Grads g{std::vector<float>(T * C, 9.0f), std::vector<float>(C, old)};
+    set_cpu_threads(threads);
+    rmsnorm_backward(view(dy, {T, C}), view(x, {T, C}), view(w, {C}), view(rstd, {T}), view(g.dx, {T, C}),
+                     mode, view(g.dw, {C}), mode);
+    set_cpu_threads(0);
+    return g;
+  };
+  const Grads one = grads(1, Write::overwrite, 0.0f), seven = grads(7, Write::overwrite, 5.0f);
+  EXPECT_EQ(one.dx, seven.dx);
+  EXPECT_EQ(one.dw, seven.dw);
+  const Grads added = grads(3, Write::accumulate, 1.0f);
+  for (int64_t i = 0; i < T * C; ++i) EXPECT_FLOAT_EQ(added.dx[i], one.dx[i] + 9.0f);
+  for (int64_t c = 0; c < C; ++c) EXPECT_FLOAT_EQ(added.dw[c], one.dw[c] + 1.0f);
 }
 
 }  // namespace

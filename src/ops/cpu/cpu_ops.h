@@ -18,13 +18,13 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dta
 
 void rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Tensor& y, const Tensor& rstd);
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                      const Tensor& dx, const Tensor& dweight, Write dweight_mode);
+                      const Tensor& dx, Write dx_mode, const Tensor& dweight, Write dweight_mode);
 
 void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
                        const Tensor& mean, const Tensor& rstd);
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                        const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
-                        Write param_mode);
+                        const Tensor& rstd, const Tensor& dx, Write dx_mode, const Tensor& dweight,
+                        const Tensor& dbias, Write param_mode);
 
 // sign = +1 rotates forward, -1 applies the transposed rotation (the backward); both scaled by
 // freq.attention_scale.

@@ -37,8 +37,8 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
 // With r = rstd, xhat = (x - mean) r and g = dy w: dx = r (g - mean(g) - xhat mean(g xhat)),
 // dweight = sum over tokens of dy xhat, dbias = sum over tokens of dy.
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                        const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
-                        Write param_mode) {
+                        const Tensor& rstd, const Tensor& dx, Write dx_mode, const Tensor& dweight,
+                        const Tensor& dbias, Write param_mode) {
   const int64_t T = x.size(0), C = x.size(1);
   dispatch_real("layernorm_backward", x.dtype, [&](auto tag) {
     using R = decltype(tag);
@@ -56,7 +56,8 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
         }
         const R r = rs[t], mean_g = R(sum_g / double(C)), mean_gx = R(sum_gx / double(C));
         for (int64_t c = 0; c < C; ++c)
-          dxp[t * C + c] = r * (gr[c] * w[c] - mean_g - (xr[c] - mu[t]) * r * mean_gx);
+          dxp[t * C + c] = (dx_mode == Write::accumulate ? dxp[t * C + c] : R(0)) +
+                           r * (gr[c] * w[c] - mean_g - (xr[c] - mu[t]) * r * mean_gx);
       }
     });
     // Columns split across threads: each column's sums run over tokens in order in one thread, then are

@@ -30,7 +30,7 @@ void rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Te
 
 // With r = rstd and y = x r w: dx = r (w dy - x r^2 mean(w dy x)), dw = sum over tokens of dy x r.
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                      const Tensor& dx, const Tensor& dweight, Write dweight_mode) {
+                      const Tensor& dx, Write dx_mode, const Tensor& dweight, Write dweight_mode) {
   const int64_t T = x.size(0), C = x.size(1);
   dispatch_real("rmsnorm_backward", x.dtype, [&](auto tag) {
     using R = decltype(tag);
@@ -42,7 +42,9 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
         double dot = 0;
         for (int64_t c = 0; c < C; ++c) dot += double(gr[c]) * double(w[c]) * double(xr[c]);
         const R r = rs[t], coef = R(double(r) * double(r) * dot / double(C));
-        for (int64_t c = 0; c < C; ++c) dxp[t * C + c] = r * (w[c] * gr[c] - xr[c] * coef);
+        for (int64_t c = 0; c < C; ++c)
+          dxp[t * C + c] =
+              (dx_mode == Write::accumulate ? dxp[t * C + c] : R(0)) + r * (w[c] * gr[c] - xr[c] * coef);
       }
     });
     // Columns split across threads: each dw[c] is summed by one thread in token order, then added to

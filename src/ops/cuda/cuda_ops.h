@@ -28,14 +28,14 @@ void embedding_backward(const Tensor& ids, const Tensor& dout, const Tensor& dta
 void rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Tensor& y, const Tensor& rstd);
 // dweight is f32 or x's type and is reduced over tokens in a fixed order.
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                      const Tensor& dx, const Tensor& dweight, Write dweight_mode);
+                      const Tensor& dx, Write dx_mode, const Tensor& dweight, Write dweight_mode);
 // weight and bias share a type, f32 or x's; mean and rstd are f32.
 void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
                        const Tensor& mean, const Tensor& rstd);
 // dweight and dbias share a type, f32 or x's, and are reduced over tokens in a fixed order.
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                        const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
-                        Write param_mode);
+                        const Tensor& rstd, const Tensor& dx, Write dx_mode, const Tensor& dweight,
+                        const Tensor& dbias, Write param_mode);
 // sign = +1 rotates forward, -1 applies the transposed rotation (the backward); both scaled by
 // freq.attention_scale. k may be empty (one tensor); otherwise q and k are rotated in one launch. Head dims
 // up to 512 (the frequencies travel in the kernel's parameters). Position ids are not range-checked on the

@@ -72,7 +72,8 @@ __global__ void forward_kernel(const T* __restrict__ x, const W* __restrict__ w,
 template <class T, class W, int kVec>
 __global__ void backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const W* __restrict__ w,
                                 const float* __restrict__ mean, const float* __restrict__ rstd,
-                                T* __restrict__ dx, float* __restrict__ partial, int64_t T_, int64_t C) {
+                                T* __restrict__ dx, bool accumulate, float* __restrict__ partial, int64_t T_,
+                                int64_t C) {
   extern __shared__ float warp_rows[];  // per warp: its dweight row, then its dbias row
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t vectors = C / kVec;
@@ -105,10 +106,11 @@ __global__ void backward_kernel(const T* __restrict__ dy, const T* __restrict__ 
       load_floats<kVec>(gr + v * kVec, g);
       load_floats<kVec>(xr + v * kVec, xv);
       load_floats<kVec>(w + v * kVec, wv);
+      load_or_zero<kVec>(accumulate, dx + t * C + v * kVec, out);
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
         const float xhat = (xv[k] - mu) * r;
-        out[k] = r * (__fmul_rn(g[k], wv[k]) - mean_g - xhat * mean_gx);
+        out[k] += r * (__fmul_rn(g[k], wv[k]) - mean_g - xhat * mean_gx);
         dw[k * vectors + v] += g[k] * xhat;
         db[k * vectors + v] += g[k];
       }
@@ -156,8 +158,8 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
 }
 
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
-                        const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
-                        Write param_mode) {
+                        const Tensor& rstd, const Tensor& dx, Write dx_mode, const Tensor& dweight,
+                        const Tensor& dbias, Write param_mode) {
   const int64_t T = x.shape[0], C = x.shape[1];
   require_f32("layernorm_backward", "mean", mean.dtype);
   require_f32("layernorm_backward", "rstd", rstd.dtype);
@@ -182,8 +184,8 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
     allow_shared_memory(kernel, shared, "layernorm_backward", C, 2 * sizeof(float));
     if (T == 0) return;  // dweight and dbias still get their (empty) sums below
     kernel<<<static_cast<unsigned>(partials), warps * 32, shared, stream>>>(
-        data<E>(dy), data<E>(x), data<W>(weight), data<float>(mean), data<float>(rstd), data<E>(dx), partial,
-        T, C);
+        data<E>(dy), data<E>(x), data<W>(weight), data<float>(mean), data<float>(rstd), data<E>(dx),
+        dx_mode == Write::accumulate, partial, T, C);
     PT_CUDA_CHECK_LAUNCH();
   });
   dispatch_with_param("layernorm_backward", "x", x, dweight, [&](auto, auto w) {

@@ -85,7 +85,7 @@ __device__ inline void write_block_partial(const float* warp_dw, int64_t C, floa
 // comes out of the same pass over dy and x as dx, in a fixed order.
 template <class T, class W, int kVec>
 __global__ void backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const W* __restrict__ w,
-                                const float* __restrict__ rstd, T* __restrict__ dx,
+                                const float* __restrict__ rstd, T* __restrict__ dx, bool accumulate,
                                 float* __restrict__ partial, int64_t T_, int64_t C) {
   extern __shared__ float warp_dw[];
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -110,9 +110,10 @@ __global__ void backward_kernel(const T* __restrict__ dy, const T* __restrict__ 
       load_floats<kVec>(gr + v * kVec, g);
       load_floats<kVec>(xr + v * kVec, xv);
       load_floats<kVec>(w + v * kVec, wv);
+      load_or_zero<kVec>(accumulate, dx + t * C + v * kVec, out);
 #pragma unroll
       for (int k = 0; k < kVec; ++k) {
-        out[k] = r * (wv[k] * g[k] - xv[k] * coef);
+        out[k] += r * (wv[k] * g[k] - xv[k] * coef);
         dw[k * vectors + v] += g[k] * xv[k] * r;
       }
       store_floats<kVec>(dx + t * C + v * kVec, out);
@@ -129,8 +130,8 @@ __global__ void backward_kernel(const T* __restrict__ dy, const T* __restrict__ 
 template <class T, class W, int kVec, int kPerLane>
 __global__ void __launch_bounds__(kRegisterRowsThreads)
     backward_rows_kernel(const T* __restrict__ dy, const T* __restrict__ x, const W* __restrict__ w,
-                         const float* __restrict__ rstd, T* __restrict__ dx, float* __restrict__ partial,
-                         int64_t T_, int64_t C) {
+                         const float* __restrict__ rstd, T* __restrict__ dx, bool accumulate,
+                         float* __restrict__ partial, int64_t T_, int64_t C) {
   extern __shared__ float warp_dw[];
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int vectors = static_cast<int>(C / kVec);
@@ -160,10 +161,11 @@ __global__ void __launch_bounds__(kRegisterRowsThreads)
       if (const int v = lane + 32 * i; v < vectors) {
         float wv[kVec], out[kVec];
         load_floats<kVec>(w + v * kVec, wv);
+        load_or_zero<kVec>(accumulate, dx + t * C + v * kVec, out);
 #pragma unroll
         for (int k = 0; k < kVec; ++k) {
           const float gk = load(&g[i].v[k]), xk = load(&xv[i].v[k]);
-          out[k] = r * (wv[k] * gk - xk * coef);
+          out[k] += r * (wv[k] * gk - xk * coef);
           dw[k * vectors + v] += gk * xk * r;
         }
         store_floats<kVec>(dx + t * C + v * kVec, out);
@@ -220,7 +222,7 @@ void rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Te
 }
 
 void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                      const Tensor& dx, const Tensor& dweight, Write dweight_mode) {
+                      const Tensor& dx, Write dx_mode, const Tensor& dweight, Write dweight_mode) {
   const int64_t T = x.shape[0], C = x.shape[1];
   require_f32("rmsnorm_backward", "rstd", rstd.dtype);
   if (C == 0) return;
@@ -252,7 +254,8 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
       const auto shared = static_cast<size_t>(kWarps * C * int64_t{sizeof(float)});
       allow_shared_memory(kernel, shared, "rmsnorm_backward", C, sizeof(float));
       kernel<<<static_cast<unsigned>(partials), kRegisterRowsThreads, shared, stream>>>(
-          data<E>(dy), data<E>(x), data<W>(weight), data<float>(rstd), data<E>(dx), partial, T, C);
+          data<E>(dy), data<E>(x), data<W>(weight), data<float>(rstd), data<E>(dx),
+          dx_mode == Write::accumulate, partial, T, C);
       PT_CUDA_CHECK_LAUNCH();
       return;
     }
@@ -265,7 +268,8 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
     allow_shared_memory(kernel, shared, "rmsnorm_backward", C, sizeof(float));
     if (T == 0) return;  // dweight still gets its (empty) sum below
     kernel<<<static_cast<unsigned>(partials), warps * 32, shared, stream>>>(
-        data<E>(dy), data<E>(x), data<W>(weight), data<float>(rstd), data<E>(dx), partial, T, C);
+        data<E>(dy), data<E>(x), data<W>(weight), data<float>(rstd), data<E>(dx),
+        dx_mode == Write::accumulate, partial, T, C);
     PT_CUDA_CHECK_LAUNCH();
   });
   dispatch_pair("rmsnorm_backward", x, dweight, [&](auto, auto w) {

@@ -38,6 +38,17 @@ __device__ __forceinline__ void store_floats(T* p, const float (&in)[kVec]) {
   }
 }
 
+// out = p's kVec elements where an output accumulates, zeros where it is overwritten (p is then not read).
+template <int kVec, class T>
+__device__ __forceinline__ void load_or_zero(bool accumulate, const T* p, float (&out)[kVec]) {
+  if (accumulate) {
+    load_floats<kVec>(p, out);
+  } else {
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) out[k] = 0;
+  }
+}
+
 // Whether every pointer is 16-byte aligned.
 inline bool aligned16(std::initializer_list<const void*> pointers) {
   for (const void* p : pointers)

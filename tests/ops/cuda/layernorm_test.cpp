@@ -25,13 +25,15 @@ void check_layernorm(Dtypes types, int64_t T, int64_t C, Write mode, int64_t off
   std::vector<double> b = rounded(random_values(C, 3), types.param);
   std::vector<double> dy = rounded(random_values(T * C, 4), types.x);
   std::vector<double> dw0 = rounded(random_values(C, 5), types.param),
-                      db0 = rounded(random_values(C, 6), types.param);
-  // f64 reference: forward, then backward from the reference statistics.
-  std::vector<double> y(T * C), mean(T), rstd(T), dx(T * C), dw = dw0, db = db0;
+                      db0 = rounded(random_values(C, 6), types.param),
+                      dx0 = rounded(random_values(T * C, 7), types.x);
+  // f64 reference: forward, then backward from the reference statistics; mode applies to dx and the
+  // parameter gradients alike.
+  std::vector<double> y(T * C), mean(T), rstd(T), dx = dx0, dw = dw0, db = db0;
   layernorm_forward(view(x, {T, C}), view(w, {C}), view(b, {C}), eps, view(y, {T, C}), view(mean, {T}),
                     view(rstd, {T}));
   layernorm_backward(view(dy, {T, C}), view(x, {T, C}), view(w, {C}), view(mean, {T}), view(rstd, {T}),
-                     view(dx, {T, C}), view(dw, {C}), view(db, {C}), mode);
+                     view(dx, {T, C}), mode, view(dw, {C}), view(db, {C}), mode);
 
   DeviceTensor d_x = upload_shifted(x, types.x, {T, C}, offset),
                d_w = upload_shifted(w, types.param, {C}, offset),
@@ -44,13 +46,14 @@ void check_layernorm(Dtypes types, int64_t T, int64_t C, Write mode, int64_t off
   EXPECT_CLOSE(d_mean.t, mean, tolerance(DType::f32, true));
   EXPECT_CLOSE(d_rstd.t, rstd, tolerance(DType::f32, true));
 
-  DeviceTensor d_dx = poisoned_shifted(types.x, {T, C}, offset);
   const bool add = mode == Write::accumulate;
+  DeviceTensor d_dx =
+      add ? upload_shifted(dx0, types.x, {T, C}, offset) : poisoned_shifted(types.x, {T, C}, offset);
   DeviceTensor d_dw =
       add ? upload_shifted(dw0, types.param, {C}, offset) : poisoned_shifted(types.param, {C}, offset);
   DeviceTensor d_db =
       add ? upload_shifted(db0, types.param, {C}, offset) : poisoned_shifted(types.param, {C}, offset);
-  layernorm_backward(d_dy.t, d_x.t, d_w.t, d_mean.t, d_rstd.t, d_dx.t, d_dw.t, d_db.t, mode);
+  layernorm_backward(d_dy.t, d_x.t, d_w.t, d_mean.t, d_rstd.t, d_dx.t, mode, d_dw.t, d_db.t, mode);
   EXPECT_CLOSE(d_dx.t, dx, tolerance(types.x, true));
   const double param_tol = tolerance(types.param == DType::bf16 ? DType::bf16 : types.x, true);
   EXPECT_CLOSE(d_dw.t, dw, param_tol);
@@ -114,9 +117,9 @@ TEST(CudaLayerNorm, ParameterGradientsAreBitwiseReproducible) {
                rstd = poisoned(DType::f32, {T}), dx = poisoned(DType::bf16, {T, C});
   DeviceTensor dw = poisoned(DType::f32, {C}), db = poisoned(DType::f32, {C});
   layernorm_forward(x.t, w.t, b.t, 1e-5, y.t, mean.t, rstd.t);
-  layernorm_backward(dy.t, x.t, w.t, mean.t, rstd.t, dx.t, dw.t, db.t, Write::overwrite);
+  layernorm_backward(dy.t, x.t, w.t, mean.t, rstd.t, dx.t, Write::overwrite, dw.t, db.t, Write::overwrite);
   const auto first_dw = download_bytes(dw.t), first_db = download_bytes(db.t);
-  layernorm_backward(dy.t, x.t, w.t, mean.t, rstd.t, dx.t, dw.t, db.t, Write::overwrite);
+  layernorm_backward(dy.t, x.t, w.t, mean.t, rstd.t, dx.t, Write::overwrite, dw.t, db.t, Write::overwrite);
   EXPECT_EQ(download_bytes(dw.t), first_dw);
   EXPECT_EQ(download_bytes(db.t), first_db);
 }

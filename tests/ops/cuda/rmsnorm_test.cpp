@@ -14,20 +14,21 @@ struct Dtypes {
 };
 
 // offset > 0 places every tensor that many elements into its buffer: rows off 16-byte alignment.
-void check_rmsnorm(Dtypes types, int64_t T, int64_t C, Write dweight_mode, int64_t offset = 0) {
+void check_rmsnorm(Dtypes types, int64_t T, int64_t C, Write mode, int64_t offset = 0) {
   SCOPED_TRACE(fmt::format("x {} weight {} T={} C={} {} offset {}", dtype_name(types.x),
                            dtype_name(types.weight), T, C,
-                           dweight_mode == Write::accumulate ? "accumulate" : "overwrite", offset));
+                           mode == Write::accumulate ? "accumulate" : "overwrite", offset));
   const double eps = 1e-5;
   std::vector<double> x = rounded(random_values(T * C, 1, -2, 2), types.x);
   std::vector<double> w = rounded(random_values(C, 2, 0.5, 1.5), types.weight);
   std::vector<double> dy = rounded(random_values(T * C, 3), types.x);
-  std::vector<double> dw0 = rounded(random_values(C, 4), types.weight);
-  // f64 reference: forward, then backward from the reference rstd.
-  std::vector<double> y(T * C), rstd(T), dx(T * C), dw = dw0;
+  std::vector<double> dw0 = rounded(random_values(C, 4), types.weight),
+                      dx0 = rounded(random_values(T * C, 5), types.x);
+  // f64 reference: forward, then backward from the reference rstd; mode applies to dx and dweight alike.
+  std::vector<double> y(T * C), rstd(T), dx = dx0, dw = dw0;
   rmsnorm_forward(view(x, {T, C}), view(w, {C}), eps, view(y, {T, C}), view(rstd, {T}));
-  rmsnorm_backward(view(dy, {T, C}), view(x, {T, C}), view(w, {C}), view(rstd, {T}), view(dx, {T, C}),
-                   view(dw, {C}), dweight_mode);
+  rmsnorm_backward(view(dy, {T, C}), view(x, {T, C}), view(w, {C}), view(rstd, {T}), view(dx, {T, C}), mode,
+                   view(dw, {C}), mode);
 
   DeviceTensor dx_in = upload_shifted(x, types.x, {T, C}, offset),
                dw_in = upload_shifted(w, types.weight, {C}, offset);
@@ -38,10 +39,12 @@ void check_rmsnorm(Dtypes types, int64_t T, int64_t C, Write dweight_mode, int64
   EXPECT_CLOSE(d_rstd.t, rstd, tolerance(DType::f32, true));
 
   const DType dw_type = types.weight;
-  DeviceTensor d_dx = poisoned_shifted(types.x, {T, C}, offset);
-  DeviceTensor d_dw = dweight_mode == Write::accumulate ? upload_shifted(dw0, dw_type, {C}, offset)
-                                                        : poisoned_shifted(dw_type, {C}, offset);
-  rmsnorm_backward(dy_in.t, dx_in.t, dw_in.t, d_rstd.t, d_dx.t, d_dw.t, dweight_mode);
+  const bool add = mode == Write::accumulate;
+  DeviceTensor d_dx =
+      add ? upload_shifted(dx0, types.x, {T, C}, offset) : poisoned_shifted(types.x, {T, C}, offset);
+  DeviceTensor d_dw =
+      add ? upload_shifted(dw0, dw_type, {C}, offset) : poisoned_shifted(dw_type, {C}, offset);
+  rmsnorm_backward(dy_in.t, dx_in.t, dw_in.t, d_rstd.t, d_dx.t, mode, d_dw.t, mode);
   EXPECT_CLOSE(d_dx.t, dx, tolerance(types.x, true));
   EXPECT_CLOSE(d_dw.t, dw, tolerance(dw_type == DType::bf16 ? DType::bf16 : types.x, true));
 }
@@ -93,9 +96,9 @@ TEST(CudaRmsNorm, DweightIsBitwiseReproducible) {
                dx = poisoned(DType::bf16, {T, C});
   DeviceTensor dw = poisoned(DType::f32, {C});
   rmsnorm_forward(x.t, w.t, 1e-5, y.t, rstd.t);
-  rmsnorm_backward(dy.t, x.t, w.t, rstd.t, dx.t, dw.t, Write::overwrite);
+  rmsnorm_backward(dy.t, x.t, w.t, rstd.t, dx.t, Write::overwrite, dw.t, Write::overwrite);
   const auto first = download_bytes(dw.t);
-  rmsnorm_backward(dy.t, x.t, w.t, rstd.t, dx.t, dw.t, Write::overwrite);
+  rmsnorm_backward(dy.t, x.t, w.t, rstd.t, dx.t, Write::overwrite, dw.t, Write::overwrite);
   EXPECT_EQ(download_bytes(dw.t), first);
 }
 
