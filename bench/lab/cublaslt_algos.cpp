@@ -2,8 +2,10 @@
 // checked against an f64 reference on sampled entries: which of them gets the shape wrong, and how (a dropped
 // last token shows as an error equal to the last row's contribution), and which is fastest. The layout is
 // ops/cuda/linear.cpp's dW: dW^T[K,N] = x^T op_T(dy^T), m = K, n = N, k = M tokens, bf16 inputs, fp32
-// compute; "accumulate" adds to dW (beta 1, as the LM head's chunks do), LDY is dy's row stride (>= N).
-//   bench_cublaslt_algos [M N K [bf16|f32 output [LDY [accumulate]]]]      (default 4097 192 320 bf16)
+// compute; "accumulate" adds to dW (beta 1, as the LM head's chunks do), LDY is dy's row stride (>= N);
+// "bgradb" asks for the bias gradient (dy summed over tokens, f32) in the epilogue, checked as dW is: whether
+// the algorithms that can fuse it are as fast as those that cannot.
+//   bench_cublaslt_algos [M N K [bf16|f32 output [LDY [accumulate] [bgradb]]]]  (default 4097 192 320 bf16)
 // e.g. GPT-2's LM head over one 8192-token chunk: bench_cublaslt_algos 8192 50257 768 f32 50304 accumulate
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -48,7 +50,11 @@ int main(int argc, char** argv) {
                 K = argc > 3 ? std::atoll(argv[3]) : 320;
   const bool bf16_out = argc > 4 ? std::string(argv[4]) == "bf16" : true;
   const int64_t ldy = argc > 5 ? std::atoll(argv[5]) : N;
-  const bool accumulate = argc > 6 && std::string(argv[6]) == "accumulate";
+  bool accumulate = false, bgradb = false;
+  for (int i = 6; i < argc; ++i) {
+    accumulate |= std::string(argv[i]) == "accumulate";
+    bgradb |= std::string(argv[i]) == "bgradb";
+  }
   if (ldy < N) {
     std::fprintf(stderr, "LDY %lld is below N %lld\n", (long long)ldy, (long long)N);
     return 2;
@@ -69,6 +75,9 @@ int main(int argc, char** argv) {
     double want = 0, last = 0;
   };
   std::vector<Entry> entries{{0, 0}, {N - 1, K - 1}, {N - 1, 0}, {0, K - 1}};
+  std::vector<double> dbias(static_cast<size_t>(N));
+  for (int64_t t = 0; t < M; ++t)
+    for (int64_t n = 0; n < N; ++n) dbias[n] += __bfloat162float(dy[t * ldy + n]);
   std::uniform_int_distribution<int64_t> pick_n(0, N - 1), pick_k(0, K - 1);
   while (entries.size() < 512) entries.push_back({pick_n(rng), pick_k(rng)});
   for (auto& e : entries) {
@@ -78,12 +87,13 @@ int main(int argc, char** argv) {
     e.last = double(__bfloat162float(dy[(M - 1) * ldy + e.n])) * __bfloat162float(x[(M - 1) * K + e.k]);
   }
 
-  void *d_x, *d_dy, *d_dw, *d_start, *workspace;
+  void *d_x, *d_dy, *d_dw, *d_start, *d_dbias, *workspace;
   const size_t out_size = bf16_out ? 2 : 4, workspace_bytes = 32u << 20, dw_count = start.size();
   check(cudaMalloc(&d_x, x.size() * 2), "cudaMalloc");
   check(cudaMalloc(&d_dy, dy.size() * 2), "cudaMalloc");
   check(cudaMalloc(&d_dw, dw_count * out_size), "cudaMalloc");
   check(cudaMalloc(&d_start, dw_count * out_size), "cudaMalloc");
+  check(cudaMalloc(&d_dbias, N * sizeof(float)), "cudaMalloc");
   check(cudaMalloc(&workspace, workspace_bytes), "cudaMalloc");
   check(cudaMemcpy(d_x, x.data(), x.size() * 2, cudaMemcpyHostToDevice), "upload");
   check(cudaMemcpy(d_dy, dy.data(), dy.size() * 2, cudaMemcpyHostToDevice), "upload");
@@ -103,6 +113,17 @@ int main(int argc, char** argv) {
   check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &no, sizeof no), "transa");
   check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &yes, sizeof yes), "transb");
   const cudaDataType_t out_type = bf16_out ? CUDA_R_16BF : CUDA_R_32F;
+  if (bgradb) {
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BGRADB;
+    const cudaDataType_t bias_type = CUDA_R_32F;
+    check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
+          "epilogue");
+    check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                         sizeof bias_type),
+          "bias type");
+    check(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &d_dbias, sizeof d_dbias),
+          "bias pointer");
+  }
   cublasLtMatrixLayout_t a, b, c;
   check(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, K, M, K), "layout a");    // x^T [K, M]
   check(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, N, M, ldy), "layout b");  // dy^T [N, M], transposed
@@ -117,13 +138,13 @@ int main(int argc, char** argv) {
   int found = 0;
   check(cublasLtMatmulAlgoGetHeuristic(handle, desc, a, b, c, c, pref, 16, results, &found), "heuristic");
 
-  std::printf("dW[%lld,%lld] over %lld tokens (dy stride %lld), %s output%s: %d algorithms\n", (long long)N,
+  std::printf("dW[%lld,%lld] over %lld tokens (dy stride %lld), %s output%s%s: %d algorithms\n", (long long)N,
               (long long)K, (long long)M, (long long)ldy, bf16_out ? "bf16" : "f32",
-              accumulate ? ", accumulated" : "", found);
+              accumulate ? ", accumulated" : "", bgradb ? ", bias gradient in the epilogue" : "", found);
   std::printf(
       "rank   id  tile stages splitk reduction swizzle custom  workspace        ms  TFLOP/s  rel.error  "
-      "(last "
-      "token's share)\n");
+      "(last token's share)%s\n",
+      bgradb ? "  dbias rel.error" : "");
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   auto matmul = [&](const cublasLtMatmulAlgo_t& algo) {
     check(cublasLtMatmul(handle, desc, &alpha, d_x, a, d_dy, b, &beta, d_dw, c, d_dw, c, &algo, workspace,
@@ -152,6 +173,7 @@ int main(int argc, char** argv) {
       check(cudaMemcpy(d_dw, d_start, dw_count * out_size, cudaMemcpyDeviceToDevice), "reset");
     else
       check(cudaMemset(d_dw, 0xff, dw_count * out_size), "poison");
+    check(cudaMemset(d_dbias, 0xff, N * sizeof(float)), "poison");
     matmul(algo);
     check(cudaDeviceSynchronize(), "run");
     double diff = 0, scale = 0, last_diff = 0;
@@ -169,7 +191,16 @@ int main(int argc, char** argv) {
       last_diff = std::max(last_diff, std::abs(g - (e.want - e.last)));
       scale = std::max(scale, std::abs(e.want));
     }
-    std::printf("%4d %4d %5d %6d %6d %9d %7d %6d %10zu %9.4f %8.1f  %9.2e  %s\n", i,
+    double bias_diff = 0, bias_scale = 0;
+    if (bgradb) {
+      std::vector<float> got(static_cast<size_t>(N));
+      check(cudaMemcpy(got.data(), d_dbias, N * sizeof(float), cudaMemcpyDeviceToHost), "download");
+      for (int64_t n = 0; n < N; ++n) {
+        bias_diff = std::max(bias_diff, std::isfinite(got[n]) ? std::abs(got[n] - dbias[n]) : INFINITY);
+        bias_scale = std::max(bias_scale, std::abs(dbias[n]));
+      }
+    }
+    std::printf("%4d %4d %5d %6d %6d %9d %7d %6d %10zu %9.4f %8.1f  %9.2e  %s", i,
                 config<int>(algo, CUBLASLT_ALGO_CONFIG_ID), config<int>(algo, CUBLASLT_ALGO_CONFIG_TILE_ID),
                 config<int>(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID),
                 config<int>(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
@@ -178,6 +209,8 @@ int main(int argc, char** argv) {
                 config<int>(algo, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION), results[i].workspaceSize, ms,
                 2.0 * static_cast<double>(M * N * K) / (ms * 1e9), diff / scale,
                 last_diff < diff ? "closer to the sum without the last token" : "");
+    if (bgradb) std::printf("  %9.2e", bias_diff / bias_scale);
+    std::printf("\n");
   }
   return 0;
 }
