@@ -16,6 +16,7 @@
 #include "ops/swiglu.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace pt {
 
@@ -711,11 +712,11 @@ void DecoderModel::forward_backward(double grad_scale, const GradientBlocks* blo
       else
         norm_forward(n2, w.ffn_norm, w.ffn_norm_bias);
     }
-    // Post-norm: dx goes through norm 2 first, to the residual sum's gradient (kept in dx, as pre-norm's
-    // residual gradient is; dtmp stays free for the sparse down projection's pruned gradient).
+    // Post-norm: dx goes through norm 2 first, to the residual sum's gradient, which becomes dx (the two
+    // buffers trade places; dtmp stays scratch for the sparse down projection's pruned gradient).
     if (post) {
       norm_backward(dx, n2, w.ffn_norm, w.ffn_norm_bias, dtmp);
-      ops::copy(dtmp, dx);
+      std::swap(dx, dtmp);
     }
     const Tensor dw_down = grad(w.w_down, {C, F}), dw_up = grad(w.w_up, {U, C});
     bias_grad(dx, w.b_down);
