@@ -14,11 +14,13 @@
 
 #include "core/device.h"
 #include "core/device_buffer.h"
+#include "core/float16.h"
 #include "gpu_bench.h"
 #include "ops/adamw.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
+#include "ops/gelu.h"
 #include "ops/grad_norm.h"
 #include "ops/linear.h"
 #include "ops/rmsnorm.h"
@@ -120,6 +122,24 @@ int main(int argc, char** argv) {
          "GB/s");
   report("swiglu bwd", fmt::format("bf16 [T,2x{}]", F), time_ms([&] { swiglu_backward(a, h, dh); }),
          5 * act_f, "GB/s");
+
+  // GELU at GPT-2's and BERT's MLP width (4 C), exact and tanh forms: both unfused where a GEMM epilogue
+  // cannot take them (BERT's erf GELU always).
+  const Tensor gh = pool.make(bf, {T, 4 * C});
+  {  // pre-activations spread as a layer's are (the erf's cost depends on |h|)
+    std::mt19937 rng(1);
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    std::vector<uint16_t> values(static_cast<size_t>(gh.numel()));
+    for (auto& v : values) v = float_to_bf16(normal(rng));
+    pool.buffers.back().upload(values.data(), values.size() * sizeof(uint16_t));
+  }
+  const Tensor ga = pool.make(bf, {T, 4 * C}), gdh = pool.make(bf, {T, 4 * C});
+  const double act_g = double(T * 4 * C) * 2;
+  const std::string gshape = fmt::format("bf16 [T,{}]", 4 * C);
+  report("gelu_erf fwd", gshape, time_ms([&] { gelu_erf_forward(gh, ga); }), 2 * act_g, "GB/s");
+  report("gelu_erf bwd", gshape, time_ms([&] { gelu_erf_backward(ga, gh, gdh); }), 3 * act_g, "GB/s");
+  report("gelu (tanh) fwd", gshape, time_ms([&] { gelu_forward(gh, ga); }), 2 * act_g, "GB/s");
+  report("gelu (tanh) bwd", gshape, time_ms([&] { gelu_backward(ga, gh, gdh); }), 3 * act_g, "GB/s");
 
   bench_linear(pool, "linear qkv", T, 3 * C, C, bf);
   bench_linear(pool, "linear o", T, C, C, bf);
