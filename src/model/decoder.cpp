@@ -734,6 +734,10 @@ void DecoderModel::forward_backward(double grad_scale, const GradientBlocks* blo
       ops::linear_backward(dx, act, weight(w.w_down, {C, F}), dact, Write::overwrite, dw_down,
                            Write::accumulate);
     }
+    // The MLP's input gradient: added to the residual's in dx (post-norm, as norm 1 then takes their sum),
+    // or into dxn for norm 2 (pre-norm).
+    const Tensor dmlp_in = post ? dx : dxn;
+    const Write dmlp_mode = post ? Write::accumulate : Write::overwrite;
     if (const ops::SparseLinear* s = sparse(l, FfnLinear::gate_up)) {
       // With MVUE dW, the activation's backward also prunes and packs dh for the sparse dW GEMM where it can.
       const bool mvue = mvue_dw(*s, dw_up, T);
@@ -744,19 +748,18 @@ void DecoderModel::forward_backward(double grad_scale, const GradientBlocks* blo
       const bool packed = mvue ? s->activation_backward(activation, dact, h, dh, seed, dw_up.dtype)
                                : (activation_backward(dact, h, dh), false);
       bias_grad(dh, w.b_up);
-      s->backward(dh, mlp_in, dxn, Write::overwrite, dw_up, Write::accumulate, mvue ? dh : Tensor(), seed,
+      s->backward(dh, mlp_in, dmlp_in, dmlp_mode, dw_up, Write::accumulate, mvue ? dh : Tensor(), seed,
                   packed, mvue_only_if_sparse());
     } else {
       if (!fused) activation_backward(dact, h, dh);
       bias_grad(dh, w.b_up);
-      ops::linear_backward(dh, mlp_in, weight(w.w_up, {U, C}), dxn, Write::overwrite, dw_up,
-                           Write::accumulate);
+      ops::linear_backward(dh, mlp_in, weight(w.w_up, {U, C}), dmlp_in, dmlp_mode, dw_up, Write::accumulate);
     }
-    // dx becomes mid's gradient: through norm 2 plus the residual (pre-norm), or the residual's part of
-    // xn2's gradient plus the MLP's, through norm 1 (post-norm).
+    // dx becomes mid's gradient: through norm 2 plus the residual (pre-norm), or through norm 1 (post-norm,
+    // into dxn, and the two buffers trade places).
     if (post) {
-      ops::add(dx, dxn);
-      norm_backward(dxn, n1, w.attn_norm, w.attn_norm_bias, dx);
+      norm_backward(dx, n1, w.attn_norm, w.attn_norm_bias, dxn);
+      std::swap(dx, dxn);
     } else {
       norm_backward(dxn, n2, w.ffn_norm, w.ffn_norm_bias, dx, Write::accumulate);
     }
