@@ -125,14 +125,12 @@ int main(int argc, char** argv) {
 
   // GELU at GPT-2's and BERT's MLP width (4 C), exact and tanh forms: both unfused where a GEMM epilogue
   // cannot take them (BERT's erf GELU always).
-  const Tensor gh = pool.make(bf, {T, 4 * C});
-  {  // pre-activations spread as a layer's are (the erf's cost depends on |h|)
-    std::mt19937 rng(1);
-    std::normal_distribution<float> normal(0.0f, 2.0f);
-    std::vector<uint16_t> values(static_cast<size_t>(gh.numel()));
-    for (auto& v : values) v = float_to_bf16(normal(rng));
-    pool.buffers.back().upload(values.data(), values.size() * sizeof(uint16_t));
-  }
+  // Pre-activations spread as a layer's are (the erf's cost depends on |h|).
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<uint16_t> pre_activations(static_cast<size_t>(T * 4 * C));
+  for (auto& v : pre_activations) v = float_to_bf16(normal(rng));
+  const Tensor gh = pool.bf16(pre_activations, {T, 4 * C});
   const Tensor ga = pool.make(bf, {T, 4 * C}), gdh = pool.make(bf, {T, 4 * C});
   const double act_g = double(T * 4 * C) * 2;
   const std::string gshape = fmt::format("bf16 [T,{}]", 4 * C);

@@ -40,7 +40,7 @@ inline std::vector<int32_t> sft_batch(int64_t tokens) {
 }
 
 // Device tensors that live as long as the pool: zero-filled from make() (a valid input for every op the
-// benchmarks time), uploaded from ints().
+// benchmarks time), uploaded from ints() or bf16() (bf16 bit patterns, float_to_bf16's).
 struct Pool {
   std::vector<DeviceBuffer> buffers;
   Tensor make(DType dtype, std::initializer_list<int64_t> dims) {
@@ -52,6 +52,12 @@ struct Pool {
   Tensor ints(const std::vector<int32_t>& v) {
     Tensor t = make(DType::i32, {static_cast<int64_t>(v.size())});
     buffers.back().upload(v.data(), v.size() * sizeof(int32_t));
+    return t;
+  }
+  Tensor bf16(const std::vector<uint16_t>& bits, std::initializer_list<int64_t> dims) {
+    Tensor t = make(DType::bf16, dims);
+    PT_ASSERT(static_cast<size_t>(t.numel()) == bits.size());
+    buffers.back().upload(bits.data(), bits.size() * sizeof(uint16_t));
     return t;
   }
 };

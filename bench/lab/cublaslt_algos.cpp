@@ -75,8 +75,8 @@ int main(int argc, char** argv) {
     double want = 0, last = 0;
   };
   std::vector<Entry> entries{{0, 0}, {N - 1, K - 1}, {N - 1, 0}, {0, K - 1}};
-  std::vector<double> dbias(static_cast<size_t>(N));
-  for (int64_t t = 0; t < M; ++t)
+  std::vector<double> dbias(static_cast<size_t>(N));  // with bgradb: dy summed over tokens
+  for (int64_t t = 0; bgradb && t < M; ++t)
     for (int64_t n = 0; n < N; ++n) dbias[n] += __bfloat162float(dy[t * ldy + n]);
   std::uniform_int_distribution<int64_t> pick_n(0, N - 1), pick_k(0, K - 1);
   while (entries.size() < 512) entries.push_back({pick_n(rng), pick_k(rng)});

@@ -734,10 +734,10 @@ void DecoderModel::forward_backward(double grad_scale, const GradientBlocks* blo
       ops::linear_backward(dx, act, weight(w.w_down, {C, F}), dact, Write::overwrite, dw_down,
                            Write::accumulate);
     }
-    // The MLP's input gradient: added to the residual's in dx (post-norm, as norm 1 then takes their sum),
-    // or into dxn for norm 2 (pre-norm).
+    // The MLP's (and below, the q/k/v projections') input gradient: added to the residual's in dx
+    // (post-norm, as norm 1 then takes their sum), or into dxn for the norm before it (pre-norm).
+    const Write dinput_mode = post ? Write::accumulate : Write::overwrite;
     const Tensor dmlp_in = post ? dx : dxn;
-    const Write dmlp_mode = post ? Write::accumulate : Write::overwrite;
     if (const ops::SparseLinear* s = sparse(l, FfnLinear::gate_up)) {
       // With MVUE dW, the activation's backward also prunes and packs dh for the sparse dW GEMM where it can.
       const bool mvue = mvue_dw(*s, dw_up, T);
@@ -748,12 +748,13 @@ void DecoderModel::forward_backward(double grad_scale, const GradientBlocks* blo
       const bool packed = mvue ? s->activation_backward(activation, dact, h, dh, seed, dw_up.dtype)
                                : (activation_backward(dact, h, dh), false);
       bias_grad(dh, w.b_up);
-      s->backward(dh, mlp_in, dmlp_in, dmlp_mode, dw_up, Write::accumulate, mvue ? dh : Tensor(), seed,
+      s->backward(dh, mlp_in, dmlp_in, dinput_mode, dw_up, Write::accumulate, mvue ? dh : Tensor(), seed,
                   packed, mvue_only_if_sparse());
     } else {
       if (!fused) activation_backward(dact, h, dh);
       bias_grad(dh, w.b_up);
-      ops::linear_backward(dh, mlp_in, weight(w.w_up, {U, C}), dmlp_in, dmlp_mode, dw_up, Write::accumulate);
+      ops::linear_backward(dh, mlp_in, weight(w.w_up, {U, C}), dmlp_in, dinput_mode, dw_up,
+                           Write::accumulate);
     }
     // dx becomes mid's gradient: through norm 2 plus the residual (pre-norm), or through norm 1 (post-norm,
     // into dxn, and the two buffers trade places).
@@ -794,12 +795,10 @@ void DecoderModel::forward_backward(double grad_scale, const GradientBlocks* blo
       bias_grad(dv_lin, w.bqkv + (H + Hkv) * D);
     }
     if (recompute_ == Recompute::norms_and_swiglu && !post) norm_forward(n1, w.attn_norm, w.attn_norm_bias);
-    // The projections' input gradient: added straight to dx where the input is the layer's (post-norm), else
-    // through norm 1, which adds its gradient to dx.
+    // Pre-norm: norm 1 takes the projections' input gradient and adds its own to dx.
     const Tensor attn_in = post ? x : n1.y, dattn_in = post ? dx : dxn;
-    ops::linear_backward(dq_lin, attn_in, weight(w.wq, {H * D, C}), dattn_in,
-                         post ? Write::accumulate : Write::overwrite, grad(w.wq, {H * D, C}),
-                         Write::accumulate);
+    ops::linear_backward(dq_lin, attn_in, weight(w.wq, {H * D, C}), dattn_in, dinput_mode,
+                         grad(w.wq, {H * D, C}), Write::accumulate);
     ops::linear_backward(dk_lin, attn_in, weight(w.wk, {Hkv * D, C}), dattn_in, Write::accumulate,
                          grad(w.wk, {Hkv * D, C}), Write::accumulate);
     ops::linear_backward(dv_lin, attn_in, weight(w.wv, {Hkv * D, C}), dattn_in, Write::accumulate,
