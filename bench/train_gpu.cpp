@@ -5,12 +5,14 @@
 // flatten. Reports real (non-pad) tokens per second, the device memory the step's arenas hold, the
 // flatten/padding throughput ratio, and MFU on real tokens against the H200's dense bf16 peak. An encoder
 // preset (bert-base) trains on the same examples masked for masked LM (15%, 80/10/10), ids below its vocab.
-// Usage: bench_train_gpu [--steps 6] [--examples 16,64] [--skip-1b] [--sparse24] [--sparse-1b-examples 16,64]
-//                        [--recompute[=norms|layers]] [--json FILE] [--dump-batches FILE]
+// Usage: bench_train_gpu [--steps 6] [--warmup 3] [--examples 16,64] [--skip-1b] [--sparse24]
+//                        [--sparse-1b-examples 16,64] [--recompute[=norms|layers]] [--json FILE]
+//                        [--dump-batches FILE]
 // --sparse24 compares dense FFNs against 2:4 sparse ones (both flatten) on 110m and 1b instead.
 // --json writes one JSON object per configuration (median step too, for bench/report.py); --dump-batches
-// writes the model config and the flatten batches of every configuration (batch 0 warms up, the others are
-// timed) so bench/peers/train_hf.py trains Hugging Face's Llama on exactly the same tokens.
+// writes the model config and the flatten batches of every configuration (batches 1, 2, ... are timed after
+// --warmup untimed steps on batches 0, 1, ..., as there) so bench/peers/train_hf.py trains Hugging Face's
+// model on exactly the same tokens.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -115,6 +117,7 @@ struct Outputs {
   std::optional<std::ofstream> json_lines, dump;
   bool first_dump = true;
   std::string recompute = "none";  // --recompute[=norms|layers]: what every configuration recomputes
+  int warmup = 3;                  // --warmup: untimed steps on batches 0, 1, ... as train_hf.py takes them
 };
 
 std::ofstream open_output(const std::string& path, const char* flag) {
@@ -222,10 +225,11 @@ Result bench(const ModelConfig& config, const std::vector<float>& init, const st
     ops::adamw_step(opt.tensors, step_config, n);
     return loss;
   };
-  const double first_loss = step(0, 1, false);  // warm-up: cuBLASLt plans, scratch buffers
-  // The sparse GEMMs' autotuner decides once per token-count bucket: let it see every batch untimed.
-  if (sparse)
-    for (size_t i = 1; i < batches.size(); ++i) step(i, 1, false);
+  // Warm-up: cuBLASLt plans and the first use of each kernel, scratch buffers. The sparse GEMMs' autotuner
+  // decides once per token-count bucket: it sees every batch untimed.
+  const double first_loss = step(0, 1, false);
+  const size_t warmup = sparse ? batches.size() : static_cast<size_t>(out.warmup);
+  for (size_t i = 1; i < warmup; ++i) step(i % batches.size(), static_cast<int64_t>(i) + 1, false);
   cuda_synchronize();
   queue_s.clear();
   double real = 0, processed = 0, flops = 0;
@@ -255,6 +259,8 @@ Result bench(const ModelConfig& config, const std::vector<float>& init, const st
       preset, examples, label, processed / steps, 100 * real / processed, 1e3 * s / steps,
       1e3 * median(queue_s), r.real_tokens_per_s, 100 * r.mfu, r.gib);
   if (out.json_lines) {
+    std::vector<double> step_ms;
+    for (double t : step_s) step_ms.push_back(1e3 * t);
     json j = {{"bench", "train_gpu"},
               {"engine", "packtrain"},
               {"device", cuda_device_name(0)},
@@ -270,6 +276,8 @@ Result bench(const ModelConfig& config, const std::vector<float>& init, const st
               {"median_real_tokens_per_s", median(step_tokens_per_s)},
               {"median_step_ms", 1e3 * median(step_s)},
               {"median_queue_ms", 1e3 * median(queue_s)},
+              {"warmup_steps", warmup},
+              {"step_ms", step_ms},
               {"mfu_pct", 100 * r.mfu},
               {"arena_gib", r.gib},
               {"device_used_gib", cuda_memory_used_gib()},
@@ -304,10 +312,14 @@ void compare_sparse(const std::string& preset, int32_t examples, int steps, Outp
 
 int main(int argc, char** argv) {
   CLI::App app{"GPU training-step throughput: padding vs flatten"};
+  Outputs out;
   int steps = 6;
   bool skip_1b = false;
   std::string json_path, dump_path;
   app.add_option("--steps", steps, "timed optimizer steps per configuration")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", out.warmup,
+                 "untimed steps first, on batches 0, 1, ... (bench/peers/train_hf.py's default: 3)")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--skip-1b", skip_1b, "only the --models presets");
   std::vector<std::string> models = {"110m"};
   app.add_option("--models", models,
@@ -339,7 +351,6 @@ int main(int argc, char** argv) {
     fmt::print("no CUDA device: nothing to benchmark (build with nvcc and run on a GPU machine)\n");
     return 0;
   }
-  Outputs out;
   out.recompute = recompute;
   try {
     if (!json_path.empty()) out.json_lines = open_output(json_path, "--json");

@@ -36,12 +36,31 @@ struct TanhForm {
   static __device__ __forceinline__ float grad(float h) { return gelu_grad(h); }
 };
 
-// Exact GELU h Phi(h) and its derivative Phi(h) + h phi(h); normcdff has no cancellation for negative h.
+// Exact GELU h Phi(h) and its derivative Phi(h) + h phi(h), with Phi(h) = erfc(-h / sqrt 2) / 2 from the
+// Chebyshev fit of erfc in Press et al., Numerical Recipes, sec. 6.2 (fractional error below 1.2e-7 for
+// z >= 0): one reciprocal, nine FMAs and one hardware exp a value, branch-free. Through erfc the negative
+// tail keeps its relative accuracy (7.3e-6 in float at h = -8, from rounding the exponent), where
+// (1 + erf(h / sqrt 2)) / 2 cancels to 0. It runs at about twice normcdff's speed, near the tanh form's
+// (`bench_cuda_ops --tokens 20480 --hidden 768`).
 struct ErfForm {
-  static constexpr float kInvSqrt2Pi = 0.3989422804f;
-  static __device__ __forceinline__ float value(float h) { return h * normcdff(h); }
+  static constexpr float kInvSqrt2 = 0.7071067812f, kInvSqrt2Pi = 0.3989422804f;
+  // erfc(z) for z >= 0.
+  static __device__ __forceinline__ float erfc_fit(float z) {
+    const float t = __fdividef(1.0f, 1.0f + 0.5f * z);
+    constexpr float kCoefficients[] = {-0.82215223f, 1.48851587f, -1.13520398f, 0.27886807f,
+                                       -0.18628806f, 0.09678418f, 0.37409196f,  1.00002368f};
+    float p = 0.17087277f;
+#pragma unroll
+    for (const float c : kCoefficients) p = fmaf(p, t, c);
+    return t * __expf(fmaf(p, t, -1.26551223f) - z * z);
+  }
+  static __device__ __forceinline__ float cdf(float h) {
+    const float half_tail = 0.5f * erfc_fit(fabsf(h) * kInvSqrt2);
+    return h < 0.0f ? half_tail : 1.0f - half_tail;
+  }
+  static __device__ __forceinline__ float value(float h) { return h * cdf(h); }
   static __device__ __forceinline__ float grad(float h) {
-    return normcdff(h) + h * kInvSqrt2Pi * expf(-0.5f * h * h);
+    return cdf(h) + h * kInvSqrt2Pi * __expf(-0.5f * h * h);
   }
 };
 
