@@ -96,6 +96,8 @@ cublasLtEpilogue_t epilogue_of(const Gemm& g) {
 using PlanKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, DType, DType,
                            uint32_t, uint32_t, uint32_t, bool, Gelu, int64_t, uint32_t>;
 
+constexpr size_t kKeyN = 3, kKeyK = 4;  // where n and k sit in a PlanKey
+
 PlanKey key_of(const Gemm& g) {
   return {g.trans_a,
           g.trans_b,
@@ -124,8 +126,8 @@ int64_t bucket(int64_t x) {
 }
 
 PlanKey bucket_of(PlanKey key) {
-  std::get<3>(key) = bucket(std::get<3>(key));
-  std::get<4>(key) = bucket(std::get<4>(key));
+  std::get<kKeyN>(key) = bucket(std::get<kKeyN>(key));
+  std::get<kKeyK>(key) = bucket(std::get<kKeyK>(key));
   return key;
 }
 
@@ -229,12 +231,12 @@ class Lt {
 
   // A bucket met for the first time borrows the algorithm the heuristic found for the nearest bucket of the
   // same GEMM within 1.5x in n and k: packing meets new token counts for many steps, and the first launch
-  // of a kernel the heuristic picks anew loads it (4-9 ms each on an H100, 10 ms of a 31 ms BERT step).
+  // of a kernel the heuristic picks anew loads it (2-9 ms each on an H100: a BERT step of 30 ms took 42).
   // Borrowed algorithms are never lent on, so a run whose batches grow searches again past 1.5x.
   std::optional<cublasLtMatmulAlgo_t> searched_nearby(const PlanKey& bucket_key) const {
     constexpr double kReach = 1.5;
     const auto rest = [](PlanKey k) {
-      std::get<3>(k) = std::get<4>(k) = 0;
+      std::get<kKeyN>(k) = std::get<kKeyK>(k) = 0;
       return k;
     };
     const auto ratio = [](int64_t a, int64_t b) {
@@ -245,8 +247,8 @@ class Lt {
     double best_distance = kReach * kReach;
     for (const auto& [key, found] : algos_) {
       if (!found.searched || rest(key) != mine) continue;
-      const double rn = ratio(std::get<3>(key), std::get<3>(bucket_key)),
-                   rk = ratio(std::get<4>(key), std::get<4>(bucket_key));
+      const double rn = ratio(std::get<kKeyN>(key), std::get<kKeyN>(bucket_key)),
+                   rk = ratio(std::get<kKeyK>(key), std::get<kKeyK>(bucket_key));
       if (rn <= kReach && rk <= kReach && rn * rk < best_distance) best_distance = rn * rk, best = found.algo;
     }
     return best;
