@@ -1,8 +1,9 @@
 // Throughput of the CUDA backend's ops on shapes of a ~110M-parameter Llama (hidden 768, 12 heads of 64,
-// FFN 2048, vocab 32000; --hidden and --ffn change the first two, e.g. 2048 and 8192 for llama3.2-1b's
-// layers) at T tokens per micro-batch: GB/s for memory-bound ops (bytes each op must move
-// at least once), TFLOP/s for GEMMs. Activations bf16, master weights, gradients and optimizer state f32.
-// Usage: bench_cuda_ops [--tokens 8192] [--iters 20] [--hidden 768] [--ffn 2048]
+// FFN 2048, vocab 32000; --hidden, --ffn and --head-dim change the first three, e.g. 2048, 8192 and 64 for
+// llama3.2-1b's layers, 1024, 3072 and 128 for qwen3-0.6b's) at T tokens per micro-batch: GB/s for
+// memory-bound ops (bytes each op must move at least once), TFLOP/s for GEMMs. Activations bf16, master
+// weights, gradients and optimizer state f32. Usage: bench_cuda_ops [--tokens 8192] [--iters 20] [--hidden
+// 768] [--ffn 2048] [--head-dim 64]
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -22,6 +23,7 @@
 #include "ops/embedding.h"
 #include "ops/gelu.h"
 #include "ops/grad_norm.h"
+#include "ops/head_norm_rope.h"
 #include "ops/linear.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
@@ -72,17 +74,23 @@ int main(int argc, char** argv) {
   int64_t T = 8192;
   app.add_option("--tokens", T, "tokens per micro-batch (T)")->check(CLI::Range(64, 1 << 20));
   app.add_option("--iters", iters, "timed calls per op")->check(CLI::Range(1, 10000));
-  int64_t C = 768, F = 2048;
-  app.add_option("--hidden", C, "hidden size (heads of 64)")->check(CLI::Range(64, 16384));
+  int64_t C = 768, F = 2048, D = 64;
+  app.add_option("--hidden", C, "hidden size")->check(CLI::Range(64, 16384));
   app.add_option("--ffn", F, "FFN size")->check(CLI::Range(64, 65536));
+  app.add_option("--head-dim", D, "attention head size, dividing the hidden size")
+      ->check(CLI::Range(16, 256));
   CLI11_PARSE(app, argc, argv);
+  if (C % D != 0) {
+    fmt::print(stderr, "--head-dim {} does not divide --hidden {}\n", D, C);
+    return 2;
+  }
   if (cuda_device_count() == 0) {
     fmt::print("no CUDA device{}: nothing to benchmark\n", built_with_cuda() ? "" : " (CPU-only build)");
     return 0;
   }
   fmt::print("device: {}, T = {}, {} timed calls per op\n", cuda_device_name(0), T, iters);
 
-  const int64_t V = 32000, D = 64, H = C / D;
+  const int64_t V = 32000, H = C / D;
   const DType bf = DType::bf16, f32 = DType::f32;
   const double act = double(T * C) * 2;  // bytes of one bf16 [T,C] activation
   Pool pool;
@@ -102,6 +110,33 @@ int main(int argc, char** argv) {
   report("rmsnorm bwd", fmt::format("bf16 [T,{}]", C),
          time_ms([&] { rmsnorm_backward(y, x, w, rstd, dx, Write::overwrite, dw, Write::accumulate); }),
          3 * act, "GB/s");
+  // As a pre-norm block calls it: dx adds into the residual stream's gradient.
+  report("rmsnorm bwd, dx +=", fmt::format("bf16 [T,{}]", C),
+         time_ms([&] { rmsnorm_backward(y, x, w, rstd, dx, Write::accumulate, dw, Write::accumulate); }),
+         4 * act, "GB/s");
+  // Qwen3's per-head q norm: rows of one head.
+  const Tensor wh = pool.make(f32, {D}), dwh = pool.make(f32, {D}), rstd_h = pool.make(f32, {T * H});
+  const Tensor xh = x.reshape({T * H, D}), yh = y.reshape({T * H, D}), dxh = dx.reshape({T * H, D});
+  report("rmsnorm bwd heads", fmt::format("bf16 [T*{},{}]", H, D), time_ms([&] {
+           rmsnorm_backward(yh, xh, wh, rstd_h, dxh, Write::overwrite, dwh, Write::accumulate);
+         }),
+         3 * act, "GB/s");
+
+  // The same rows normed and rotated in one pass (Qwen3), q and k of H heads each.
+  const Tensor positions = pool.ints(random_ids(T, 2048)), kh = pool.make(bf, {T, H, D}),
+               rstd_kh = pool.make(f32, {T * H}), dwkh = pool.make(f32, {D});
+  const RopeFrequencies head_freq = RopeFrequencies::plain(D, 1e6);
+  HeadNormRope heads{x.reshape({T, H, D}), y.reshape({T, H, D}), wh, wh, rstd_h, rstd_kh, positions};
+  heads.freq = &head_freq;
+  heads.eps = 1e-6;
+  report("q/k norm+rope fwd", fmt::format("bf16 2x [T,{},{}]", H, D), time_ms([&] {
+           head_norm_rope_forward(heads, dx.reshape({T, H, D}), kh);
+         }),
+         4 * act, "GB/s");
+  report("q/k norm+rope bwd", fmt::format("bf16 2x [T,{},{}]", H, D), time_ms([&] {
+           head_norm_rope_backward(heads, dx.reshape({T, H, D}), kh, dx.reshape({T, H, D}), kh, dwh, dwkh);
+         }),
+         6 * act, "GB/s");
 
   report("add (residual)", fmt::format("bf16 [T,{0}] += [T,{0}]", C), time_ms([&] { add(y, dx); }), 3 * act,
          "GB/s");

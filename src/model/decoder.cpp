@@ -146,7 +146,6 @@ DecoderModel::DecoderModel(const ModelConfig& config, int64_t max_tokens, Device
   dk_ = real({T, Hkv, D});
   dv_ = real({T, Hkv, D});
   dattn_ = real({T, H, D});
-  if (qk_norm) dk_pre_ = real({T, Hkv, D});
   arena_.allocate();
   loss_sums_ = arena_.view(loss_sums_slot_);
   for (int padded : {padded_head_, padded_head_bias_}) {  // the padding rows stay 0; the rest is refreshed
@@ -348,6 +347,22 @@ ops::AttentionParams DecoderModel::attention_params(size_t l, int64_t T) const {
   return p;
 }
 
+ops::HeadNormRope DecoderModel::head_norms(size_t l, int64_t T) const {
+  const int64_t H = config_.num_attention_heads, Hkv = config_.num_key_value_heads, D = config_.head_dim;
+  const LayerActs& a = layers_[l];
+  const LayerParams& w = layout_.layer(static_cast<int>(l));
+  ops::HeadNormRope p{arena_.view(a.q_pre, {T, H, D}),
+                      arena_.view(a.k_pre, {T, Hkv, D}),
+                      weight(w.q_norm, {D}),
+                      weight(w.k_norm, {D}),
+                      arena_.view(a.rstd_q, {T * H}),
+                      arena_.view(a.rstd_k, {T * Hkv}),
+                      in_.positions};
+  if (config_.positions == Positions::rope) p.freq = &rope_;
+  p.eps = config_.norm_eps;
+  return p;
+}
+
 DecoderModel::NormActs DecoderModel::norm_acts(int x, int y, int mean, int rstd, int64_t T) const {
   const int64_t C = config_.hidden_size;
   return {arena_.view(x, {T, C}), arena_.view(y, {T, C}), mean < 0 ? Tensor() : arena_.view(mean, {T}),
@@ -511,13 +526,10 @@ void DecoderModel::layer_forward(size_t l, int64_t T, bool add_to_next) {
                       bias(w.bqkv, Hkv * D, H * D));
   ops::linear_forward(attn_in, weight(w.wv, {Hkv * D, C}), v_lin, Write::overwrite,
                       bias(w.bqkv, Hkv * D, (H + Hkv) * D));
-  if (c.qk_norm) {
-    ops::rmsnorm_forward(arena_.view(a.q_pre, {T * H, D}), weight(w.q_norm, {D}), c.norm_eps,
-                         arena_.view(a.q, {T * H, D}), arena_.view(a.rstd_q, {T * H}));
-    ops::rmsnorm_forward(arena_.view(a.k_pre, {T * Hkv, D}), weight(w.k_norm, {D}), c.norm_eps,
-                         arena_.view(a.k, {T * Hkv, D}), arena_.view(a.rstd_k, {T * Hkv}));
-  }
-  if (c.positions == Positions::rope) ops::rope_forward_qk(q, k, in_.positions, rope_, q, k);
+  if (c.qk_norm)
+    ops::head_norm_rope_forward(head_norms(l, T), q, k);
+  else if (c.positions == Positions::rope)
+    ops::rope_forward_qk(q, k, in_.positions, rope_, q, k);
   ops::attention_forward(attention_params(l, T));
   const Tensor mid = arena_.view(a.mid, {T, C});
   ops::linear_residual_forward(arena_.view(a.attn, {T, H * D}), weight(w.wo, {C, H * D}), x, mid,
@@ -772,23 +784,15 @@ void DecoderModel::forward_backward(double grad_scale, const GradientBlocks* blo
                          arena_.view(dattn_, {T, H * D}), Write::overwrite, grad(w.wo, {C, H * D}),
                          Write::accumulate);
     ops::attention_backward(attention_params(l, T), {arena_.view(dattn_, {T, H, D}), dq, dk, dv});
-    if (c.positions == Positions::rope) ops::rope_backward_qk(dq, dk, in_.positions, rope_, dq, dk);
-    // The gradients of the q/k/v projections' outputs: through the per-head norms where there are any
-    // (into dattn, free again, and dk_pre).
-    Tensor dq_lin = arena_.view(dq_, {T, H * D}), dk_lin = arena_.view(dk_, {T, Hkv * D});
+    // The gradients of the q/k/v projections' outputs: back through the rotation, and the per-head norms
+    // where there are any (in place).
+    if (c.qk_norm)
+      ops::head_norm_rope_backward(head_norms(l, T), dq, dk, dq, dk, grad(w.q_norm, {D}),
+                                   grad(w.k_norm, {D}));
+    else if (c.positions == Positions::rope)
+      ops::rope_backward_qk(dq, dk, in_.positions, rope_, dq, dk);
+    const Tensor dq_lin = arena_.view(dq_, {T, H * D}), dk_lin = arena_.view(dk_, {T, Hkv * D});
     const Tensor dv_lin = arena_.view(dv_, {T, Hkv * D});
-    if (c.qk_norm) {
-      dq_lin = arena_.view(dattn_, {T, H * D});
-      dk_lin = arena_.view(dk_pre_, {T, Hkv * D});
-      ops::rmsnorm_backward(arena_.view(dq_, {T * H, D}), arena_.view(a.q_pre, {T * H, D}),
-                            weight(w.q_norm, {D}), arena_.view(a.rstd_q, {T * H}),
-                            arena_.view(dattn_, {T * H, D}), Write::overwrite, grad(w.q_norm, {D}),
-                            Write::accumulate);
-      ops::rmsnorm_backward(arena_.view(dk_, {T * Hkv, D}), arena_.view(a.k_pre, {T * Hkv, D}),
-                            weight(w.k_norm, {D}), arena_.view(a.rstd_k, {T * Hkv}),
-                            arena_.view(dk_pre_, {T * Hkv, D}), Write::overwrite, grad(w.k_norm, {D}),
-                            Write::accumulate);
-    }
     if (c.qkv_bias) {
       bias_grad(dq_lin, w.bqkv);
       bias_grad(dk_lin, w.bqkv + H * D);

@@ -30,6 +30,7 @@
 #include "model/parameters.h"
 #include "model/sparsity.h"
 #include "ops/attention.h"
+#include "ops/head_norm_rope.h"
 #include "ops/rope.h"
 #include "ops/sparse_linear.h"
 
@@ -219,6 +220,8 @@ class DecoderModel {
   void begin_pass(const StagedBatch& batch);
   // The attention inputs of layer l for the pass's batch of T tokens.
   ops::AttentionParams attention_params(size_t l, int64_t T) const;
+  // Layer l's per-head q/k norms (Qwen3) and the rotation after them, for the pass's batch of T tokens.
+  ops::HeadNormRope head_norms(size_t l, int64_t T) const;
   // The pre-norm at weight offset w (bias b, -1 for none) as the config says: RMSNorm or LayerNorm.
   void norm_forward(const NormActs& n, int64_t w, int64_t b) const;
   // dy -> dx (overwritten, or added to: a pre-norm layer's residual gradient); the weight's (and bias's)
@@ -312,7 +315,7 @@ class DecoderModel {
   int head_h_ = -1, head_act_ = -1;                   // the head transform's dense output and activation
   int64_t logits_begin_ = 0;                          // the first head row of the chunk logits_ holds
   int padded_head_ = -1, padded_head_bias_ = -1;      // [logit_row_width, C] and [logit_row_width]
-  int dx_, dtmp_, dxn_, dh_, dq_, dk_, dv_, dattn_, dact_ = -1, dk_pre_ = -1;
+  int dx_, dtmp_, dxn_, dh_, dq_, dk_, dv_, dattn_, dact_ = -1;
 };
 
 }  // namespace pt

@@ -22,6 +22,15 @@ RopeFrequencies RopeFrequencies::plain(int64_t head_dim, double theta) {
   return f;
 }
 
+void check_frequencies(const char* op, int64_t head_dim, const RopeFrequencies& freq) {
+  if (static_cast<int64_t>(freq.inv_freq.size()) != head_dim / 2)
+    fail("{}: {} rope frequencies for head dim {}; need head_dim / 2 = {}", op, freq.inv_freq.size(),
+         head_dim, head_dim / 2);
+  for (size_t i = 0; i < freq.inv_freq.size(); ++i)
+    if (!std::isfinite(freq.inv_freq[i])) fail("{}: rope frequency {} is {}", op, i, freq.inv_freq[i]);
+  if (!std::isfinite(freq.attention_scale)) fail("{}: rope attention scale is {}", op, freq.attention_scale);
+}
+
 namespace {
 
 // The checks of one tensor's rotation (forward or backward).
@@ -32,15 +41,6 @@ void check_rope(ArgCheck& a, const char* in_name, const Tensor& x, const Tensor&
   if (x.size(2) % 2 != 0)
     fail("{}: head dim of {} must be even for rotate_half pairs, got {}", a.op(), in_name, x.size(2));
   a.same_or_disjoint(in_name, x, out_name, out);
-}
-
-void check_frequencies(const char* op, int64_t head_dim, const RopeFrequencies& freq) {
-  if (static_cast<int64_t>(freq.inv_freq.size()) != head_dim / 2)
-    fail("{}: {} rope frequencies for head dim {}; need head_dim / 2 = {}", op, freq.inv_freq.size(),
-         head_dim, head_dim / 2);
-  for (size_t i = 0; i < freq.inv_freq.size(); ++i)
-    if (!std::isfinite(freq.inv_freq[i])) fail("{}: rope frequency {} is {}", op, i, freq.inv_freq[i]);
-  if (!std::isfinite(freq.attention_scale)) fail("{}: rope attention scale is {}", op, freq.attention_scale);
 }
 
 void rope(const char* op, const Tensor& x, const Tensor& position_ids, const RopeFrequencies& freq, int sign,

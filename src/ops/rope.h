@@ -19,6 +19,9 @@ struct RopeFrequencies {
   static RopeFrequencies plain(int64_t head_dim, double theta);  // theta^(-2i/D), scale 1
 };
 
+// Fails, naming op, unless freq holds head_dim / 2 finite frequencies and a finite scale.
+void check_frequencies(const char* op, int64_t head_dim, const RopeFrequencies& freq);
+
 // x[T,N,D] (D even), position_ids[T] (i32, >= 0) -> out[T,N,D]. out may be x itself (in place).
 // Angles, cos and sin are computed in double, then rounded to the tensor type.
 void rope_forward(const Tensor& x, const Tensor& position_ids, const RopeFrequencies& freq,

@@ -75,7 +75,7 @@ int64_t activation_arena_bytes(const ModelConfig& c, int64_t T, DType dtype, Rec
   if (DecoderModel::keeps_activation_grad(c, sparse)) bytes += slot(real * T * F);  // dact
   bytes += slot(real * T * U);                                                      // dh
   bytes += 2 * slot(real * T * H * D);                                              // dq, dattn
-  bytes += (c.qk_norm ? 3 : 2) * slot(real * T * Hkv * D);                          // dk, dv (, dk_pre)
+  bytes += 2 * slot(real * T * Hkv * D);                                            // dk, dv
   return bytes;
 }
 

@@ -6,6 +6,7 @@
 #include "ops/adamw.h"
 #include "ops/attention.h"
 #include "ops/cross_entropy.h"
+#include "ops/head_norm_rope.h"
 #include "ops/rope.h"
 #include "ops/write_mode.h"
 
@@ -30,6 +31,10 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
 // freq.attention_scale.
 void rope_rotate(const Tensor& x, const Tensor& position_ids, const RopeFrequencies& freq, int sign,
                  const Tensor& out);
+
+void head_norm_rope_forward(const HeadNormRope& p, const Tensor& q, const Tensor& k);
+void head_norm_rope_backward(const HeadNormRope& p, const Tensor& dq, const Tensor& dk, const Tensor& dq_pre,
+                             const Tensor& dk_pre, const Tensor& dq_weight, const Tensor& dk_weight);
 
 void attention_forward(const AttentionParams& p);
 void attention_backward(const AttentionParams& p, const AttentionGrads& g);

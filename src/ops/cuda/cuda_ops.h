@@ -11,6 +11,7 @@
 
 #include "ops/adamw.h"
 #include "ops/cross_entropy.h"
+#include "ops/head_norm_rope.h"
 #include "ops/rope.h"
 #include "ops/state_transfer.h"
 #include "ops/upload.h"
@@ -42,6 +43,12 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
 // device (that would wait for the GPU in every layer).
 void rope_rotate(const Tensor& q, const Tensor& k, const Tensor& position_ids, const RopeFrequencies& freq,
                  int sign, const Tensor& q_out, const Tensor& k_out);
+// Fused where every row is one 16-byte vector a lane of a team of 8, 16 or 32 lanes (head dims 64, 128 and
+// 256 in bf16; 32, 64 and 128 in f32) and the tensors are 16-byte aligned; the norm and rotation kernels
+// one after the other otherwise.
+void head_norm_rope_forward(const HeadNormRope& p, const Tensor& q, const Tensor& k);
+void head_norm_rope_backward(const HeadNormRope& p, const Tensor& dq, const Tensor& dk, const Tensor& dq_pre,
+                             const Tensor& dk_pre, const Tensor& dq_weight, const Tensor& dk_weight);
 void swiglu_forward(const Tensor& h, const Tensor& out);
 void swiglu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh);
 // out may be h, and dh may be dout or h (each element is read before it is written).

@@ -4,6 +4,7 @@
 #include "ops/cuda/check.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/elements.cuh"
+#include "ops/cuda/rope_angles.cuh"
 #include "ops/cuda/stream.h"
 #include "ops/cuda/vector.cuh"
 
@@ -15,7 +16,6 @@ constexpr int kMaxThreads = 256;
 constexpr int kItemsPerBlock = 512;  // vector pairs a block rotates: ~2 per thread
 constexpr int kMaxTokensPerBlock = 64;
 constexpr int kMaxSharedBytes = 48 << 10;
-constexpr int kMaxHalf = 256;  // head dims up to 512
 
 // Up to two tensors [T, heads, D] (q and k) rotated by the same per-token angles, in one launch.
 template <class T>
@@ -25,37 +25,19 @@ struct Rotation {
   int heads[2];  // heads[1] = 0 rotates one tensor
 };
 
-// The frequency table passed by value: it rides in the kernel's parameter space (2 KB of its 4 KB), so a
-// launch needs no device buffer and no copy of its own.
-struct Frequencies {
-  double inv_freq[kMaxHalf];
-  double scale;
-};
-
-// Each block takes `tokens` consecutive tokens. It first copies inv_freq to shared memory and computes
-// the scaled cos and sin of every (token, i < D/2) angle in double, as the cpu does, into shared memory;
-// then its threads rotate pairs (i..i+kVec, i+D/2..i+D/2+kVec) of every head of those tokens with
-// kVec-wide accesses. A thread reads a pair before writing it, so out may be in.
+// Each block takes `tokens` consecutive tokens. It first computes the scaled cos and sin of every (token,
+// i < D/2) angle into shared memory (rope_angles); then its threads rotate pairs (i..i+kVec,
+// i+D/2..i+D/2+kVec) of every head of those tokens with kVec-wide accesses. A thread reads a pair before
+// writing it, so out may be in.
 template <class T, int kVec>
-__global__ void rotate_kernel(Rotation<T> r, Frequencies f, const int32_t* __restrict__ pos, float sign,
+__global__ void rotate_kernel(Rotation<T> r, RopeTable f, const int32_t* __restrict__ pos, float sign,
                               int64_t T_, int D, int tokens) {
   extern __shared__ double shared[];
   const int half = D / 2;
-  double* inv_freq = shared;
-  float* cos_t = reinterpret_cast<float*>(inv_freq + half);
-  float* sin_t = cos_t + tokens * half;
   const int64_t t0 = int64_t{blockIdx.x} * tokens;
   tokens = static_cast<int>(min(int64_t{tokens}, T_ - t0));
-  for (int i = threadIdx.x; i < half; i += blockDim.x) inv_freq[i] = f.inv_freq[i];
-  __syncthreads();
-  for (int j = threadIdx.x; j < tokens * half; j += blockDim.x) {
-    const int token = j / half, i = j - token * half;
-    double s, c;
-    sincos(double(pos[t0 + token]) * inv_freq[i], &s, &c);
-    cos_t[j] = float(c * f.scale);
-    sin_t[j] = sign * float(s * f.scale);
-  }
-  __syncthreads();
+  float *cos_t, *sin_t;
+  rope_angles(f, pos, t0, tokens, half, sign, shared, cos_t, sin_t);
   const int vectors = half / kVec, per_token = (r.heads[0] + r.heads[1]) * vectors;
   for (int j = threadIdx.x; j < tokens * per_token; j += blockDim.x) {
     const int token = j / per_token, rest = j - token * per_token, head = rest / vectors;
@@ -84,15 +66,13 @@ void rope_rotate(const Tensor& q, const Tensor& k, const Tensor& position_ids, c
   const int64_t heads = q.shape[1] + (k.empty() ? 0 : k.shape[1]);
   if (T * heads * D == 0) return;
   const char* op = sign > 0 ? "rope_forward" : "rope_backward";
-  const int64_t half = D / 2, shared_per_token = half * 2 * int64_t{sizeof(float)},
-                shared_fixed = half * int64_t{sizeof(double)};
-  if (half > kMaxHalf || heads > (1 << 20))
+  const int64_t half = D / 2, shared_per_token = rope_angles_bytes(1, half) - rope_angles_bytes(0, half),
+                shared_fixed = rope_angles_bytes(0, half);
+  if (half > kMaxRopeHalf || heads > (1 << 20))
     throw Error(std::string(op) + ": " + std::to_string(heads) + " heads of dim " + std::to_string(D) +
-                ": the cuda kernel takes head dims up to " + std::to_string(2 * kMaxHalf) +
+                ": the cuda kernel takes head dims up to " + std::to_string(2 * kMaxRopeHalf) +
                 " and up to 2^20 heads per token");
-  Frequencies f{};
-  std::copy(freq.inv_freq.begin(), freq.inv_freq.end(), f.inv_freq);
-  f.scale = freq.attention_scale;
+  const RopeTable f = rope_table(freq);
   dispatch_float(op, "input", q.dtype, [&](auto tag) {
     using E = decltype(tag);
     constexpr int kVec = kPack16<E>;
