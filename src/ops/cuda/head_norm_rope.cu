@@ -234,26 +234,22 @@ Rows<E, W> rows_of(const HeadNormRope& p, const Tensor& dq, const Tensor& dk, co
           {static_cast<int>(p.q_pre.shape[1]), static_cast<int>(p.k_pre.shape[1])}};
 }
 
-// Calls fn(kernel instance for l.lanes).
-template <template <class, class, int, int> class Kernel, class E, class W, class Fn>
-void with_lanes(int lanes, Fn&& fn) {
+// The kernel instances for rows of 8, 16 or 32 lanes.
+template <class E, class W>
+auto forward_for(int lanes) {
   constexpr int kVec = kPack16<E>;
-  if (lanes == 8)
-    fn(Kernel<E, W, kVec, 8>::get());
-  else if (lanes == 16)
-    fn(Kernel<E, W, kVec, 16>::get());
-  else
-    fn(Kernel<E, W, kVec, 32>::get());
+  return lanes == 8    ? forward_kernel<E, W, kVec, 8>
+         : lanes == 16 ? forward_kernel<E, W, kVec, 16>
+                       : forward_kernel<E, W, kVec, 32>;
 }
 
-template <class E, class W, int kVec, int kLanes>
-struct Forward {
-  static auto get() { return forward_kernel<E, W, kVec, kLanes>; }
-};
-template <class E, class W, int kVec, int kLanes>
-struct Backward {
-  static auto get() { return backward_kernel<E, W, kVec, kLanes>; }
-};
+template <class E, class W>
+auto backward_for(int lanes) {
+  constexpr int kVec = kPack16<E>;
+  return lanes == 8    ? backward_kernel<E, W, kVec, 8>
+         : lanes == 16 ? backward_kernel<E, W, kVec, 16>
+                       : backward_kernel<E, W, kVec, 32>;
+}
 
 Tensor rows_view(const Tensor& x) { return x.reshape({x.shape[0] * x.shape[1], x.shape[2]}); }
 
@@ -278,12 +274,10 @@ void head_norm_rope_forward(const HeadNormRope& p, const Tensor& q, const Tensor
       return;
     }
     const RopeTable f = p.freq ? rope_table(*p.freq) : RopeTable{};
-    with_lanes<Forward, E, W>(l.lanes, [&](auto kernel) {
-      kernel<<<l.blocks, kThreads, static_cast<size_t>(l.angles_bytes), current_stream()>>>(
-          rows_of<E, W>(p, Tensor(), Tensor(), q, k), f, positions(p), p.freq != nullptr, float(p.eps), T,
-          l.tokens);
-      PT_CUDA_CHECK_LAUNCH();
-    });
+    forward_for<E, W>(l.lanes)<<<l.blocks, kThreads, static_cast<size_t>(l.angles_bytes), current_stream()>>>(
+        rows_of<E, W>(p, Tensor(), Tensor(), q, k), f, positions(p), p.freq != nullptr, float(p.eps), T,
+        l.tokens);
+    PT_CUDA_CHECK_LAUNCH();
   });
 }
 
@@ -315,12 +309,10 @@ void head_norm_rope_backward(const HeadNormRope& p, const Tensor& dq, const Tens
     float* partial = plan.at<float>(at);
     const int teams = kThreads / l.lanes;
     const auto shared = static_cast<size_t>(l.angles_bytes + (teams + 1) * 2 * D * int64_t{sizeof(float)});
-    with_lanes<Backward, E, W>(l.lanes, [&](auto kernel) {
-      kernel<<<l.blocks, kThreads, shared, current_stream()>>>(rows_of<E, W>(p, dq, dk, dq_pre, dk_pre), f,
-                                                               positions(p), p.freq != nullptr, partial, T,
-                                                               l.tokens, l.angles_bytes);
-      PT_CUDA_CHECK_LAUNCH();
-    });
+    backward_for<E, W>(l.lanes)<<<l.blocks, kThreads, shared, current_stream()>>>(
+        rows_of<E, W>(p, dq, dk, dq_pre, dk_pre), f, positions(p), p.freq != nullptr, partial, T, l.tokens,
+        l.angles_bytes);
+    PT_CUDA_CHECK_LAUNCH();
     weight_grad_kernel<<<dim3(blocks_for(D, 32), 2), dim3(32, kColumnSumRows), 0, current_stream()>>>(
         partial, l.blocks, D, data<W>(dq_weight), data<W>(dk_weight));
     PT_CUDA_CHECK_LAUNCH();
