@@ -4,6 +4,7 @@
 #include "ops/cuda/check.h"
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/elements.cuh"
+#include "ops/cuda/param_sums.cuh"
 #include "ops/cuda/reduce.cuh"
 #include "ops/cuda/scratch.h"
 #include "ops/cuda/shared_memory.cuh"
@@ -17,7 +18,6 @@ namespace {
 constexpr int kForwardWarps = 8;  // forward: one warp per token row
 constexpr int kMaxBackwardWarps = 8;
 constexpr int kRowsPerWarp = 4;  // backward: rows each warp handles, so a block's partial covers warps * 4
-constexpr int kReduceRows = 16;  // dweight reduce: threads splitting the partials of one column
 // backward_rows_kernel: blocks of 4 warps, 8 rows a warp, rows of up to kMaxRegisterVectors vectors a lane.
 constexpr int kRegisterRowsThreads = 128;
 constexpr int kRegisterRowsPerWarp = 8;
@@ -174,33 +174,11 @@ __global__ void __launch_bounds__(kRegisterRowsThreads)
   write_block_partial<kVec>(warp_dw, C, partial);
 }
 
-// dweight[c] (=|+=) the sum of partial[p][c] over p: thread row j of the block sums partials j, j + 16,
-// ... in order, then the 16 sums are added in order.
+// The second pass: dweight (=|+=) the partials' column sums.
 template <class W>
 __global__ void dweight_reduce_kernel(const float* __restrict__ partial, int64_t partials, int64_t C,
                                       bool accumulate, W* __restrict__ dweight) {
-  __shared__ float sums[kReduceRows][33];
-  const int64_t c = int64_t{blockIdx.x} * 32 + threadIdx.x;
-  float sum = 0;
-  if (c < C)
-    for (int64_t p = threadIdx.y; p < partials; p += kReduceRows) sum += partial[p * C + c];
-  sums[threadIdx.y][threadIdx.x] = sum;
-  __syncthreads();
-  if (threadIdx.y != 0 || c >= C) return;
-  float total = 0;
-  for (int j = 0; j < kReduceRows; ++j) total += sums[j][threadIdx.x];
-  store(dweight + c, accumulate ? load(dweight + c) + total : total);
-}
-
-// Calls fn(T{}, W{}) for activations T and a companion tensor (weight, dweight) of type W = f32 or T.
-template <class Fn>
-void dispatch_pair(const char* op, const Tensor& x, const Tensor& other, Fn&& fn) {
-  dispatch_float(op, "x", x.dtype, [&](auto t) {
-    if (other.dtype == DType::f32)
-      fn(t, float{});
-    else
-      fn(t, t);
-  });
+  column_sum(partial, partials, C, C, accumulate, dweight);
 }
 
 }  // namespace
@@ -209,7 +187,7 @@ void rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Te
   const int64_t T = x.shape[0], C = x.shape[1];
   require_f32("rmsnorm_forward", "rstd", rstd.dtype);
   if (T == 0) return;
-  dispatch_pair("rmsnorm_forward", x, weight, [&](auto t, auto w) {
+  dispatch_with_param("rmsnorm_forward", "x", x, weight, [&](auto t, auto w) {
     using E = decltype(t);
     using W = decltype(w);
     constexpr int kVec = kPack16<E>;
@@ -237,7 +215,7 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
     plan.allocate();
     partial = plan.at<float>(at);
   };
-  dispatch_pair("rmsnorm_backward", x, weight, [&](auto t, auto w) {
+  dispatch_with_param("rmsnorm_backward", "x", x, weight, [&](auto t, auto w) {
     using E = decltype(t);
     using W = decltype(w);
     constexpr int kVec = kPack16<E>;
@@ -272,9 +250,9 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
         dx_mode == Write::accumulate, partial, T, C);
     PT_CUDA_CHECK_LAUNCH();
   });
-  dispatch_pair("rmsnorm_backward", x, dweight, [&](auto, auto w) {
+  dispatch_with_param("rmsnorm_backward", "x", x, dweight, [&](auto, auto w) {
     using W = decltype(w);
-    dweight_reduce_kernel<<<blocks_for(C, 32), dim3(32, kReduceRows), 0, stream>>>(
+    dweight_reduce_kernel<<<blocks_for(C, 32), dim3(32, kColumnSumRows), 0, stream>>>(
         partial, partials, C, dweight_mode == Write::accumulate, data<W>(dweight));
     PT_CUDA_CHECK_LAUNCH();
   });

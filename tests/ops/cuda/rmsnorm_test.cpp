@@ -86,6 +86,17 @@ TEST(CudaRmsNorm, VectorAndScalarPathsAndOddShapesMatchCpu) {
   }
 }
 
+// Rows of one attention head (32, 64 and 128 columns: lanes left idle in the register kernel) and many rows
+// (hundreds of blocks, a part block at the end).
+TEST(CudaRmsNorm, ShortRowsAndManyRowsMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  for (auto [T, C] :
+       std::vector<std::pair<int64_t, int64_t>>{{17, 32}, {5003, 64}, {20011, 128}, {9001, 1024}})
+    check_rmsnorm({DType::bf16, DType::f32}, T, C, Write::accumulate);
+  check_rmsnorm({DType::f32, DType::f32}, 20011, 128, Write::overwrite);
+  check_rmsnorm({DType::bf16, DType::bf16}, 3, 128, Write::overwrite);
+}
+
 TEST(CudaRmsNorm, DweightIsBitwiseReproducible) {
   SKIP_WITHOUT_GPU();
   const int64_t T = 1000, C = 768;
