@@ -14,6 +14,7 @@
 #include "ops/cuda/attention_kernels.h"
 #include "ops/cuda/attention_mma.cuh"
 #include "ops/cuda/attention_order.cuh"
+#include "ops/cuda/vector.cuh"
 
 namespace pt::ops::cuda::attn {
 
@@ -21,28 +22,49 @@ namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
 
-// delta[h, i] = sum_d dout[i, h, d] * out[i, h, d], one warp per (token, head); also clears the (token,
-// head) row of dq_accum.
+// delta[h, i] = sum_d dout[i, h, d] * out[i, h, d] for every (token, head) row, and the row of dq_accum
+// cleared. A row is D / 8 lanes reading one 16-byte vector each of out and dout; a warp covers
+// consecutive rows (its loads coalesce) and each thread holds kDeltaRows rows' loads in flight at once,
+// which a row of 128 or 256 bytes alone would leave the memory system too little work to stream.
+constexpr int kDeltaRows = 4;
+constexpr int kDeltaThreads = 256;
+
+template <int D>
+__host__ __device__ constexpr int64_t delta_rows_per_block() {
+  return kDeltaThreads / (D / 8) * kDeltaRows;
+}
+
 template <int D, bool kTiled>
-__global__ void __launch_bounds__(256) delta_kernel(const Args a, float* dq_accum) {
-  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (warp >= static_cast<int64_t>(a.T) * a.H) return;
-  const int64_t token = warp / a.H;
-  const int head = static_cast<int>(warp % a.H);
-  const __nv_bfloat162* o = reinterpret_cast<const __nv_bfloat162*>(a.out + warp * D);
-  const __nv_bfloat162* d = reinterpret_cast<const __nv_bfloat162*>(a.dout + warp * D);
-  float sum = 0.0f;
+__global__ void __launch_bounds__(kDeltaThreads) delta_kernel(const Args a, float* dq_accum) {
+  constexpr int kLanes = D / 8, kRowsPerPass = kDeltaThreads / kLanes;
+  const int64_t rows = static_cast<int64_t>(a.T) * a.H;
+  const int64_t first = blockIdx.x * delta_rows_per_block<D>() + threadIdx.x / kLanes;
+  const int col = threadIdx.x % kLanes * 8;
+  float o[kDeltaRows][8], d[kDeltaRows][8];
 #pragma unroll
-  for (int c = lane; c < D / 2; c += 32) {
-    const float2 x = __bfloat1622float2(o[c]), y = __bfloat1622float2(d[c]);
-    sum += x.x * y.x + x.y * y.y;
+  for (int r = 0; r < kDeltaRows; ++r) {
+    const int64_t row = first + r * kRowsPerPass;
+    if (row < rows) {
+      load_floats<8>(a.out + row * D + col, o[r]);
+      load_floats<8>(a.dout + row * D + col, d[r]);
+    }
   }
-  for (int m = 16; m > 0; m /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, m);
-  if (lane == 0) a.delta[static_cast<int64_t>(head) * a.T + token] = sum;
-  for (int c = lane; c < D / 4; c += 32) {
-    const int64_t at = kTiled ? dq_tiled_index<D>(a.T, head, token, 4 * c) : warp * D + 4 * c;
-    *reinterpret_cast<float4*>(dq_accum + at) = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+  for (int r = 0; r < kDeltaRows; ++r) {
+    const int64_t row = first + r * kRowsPerPass;
+    float sum = 0.0f;
+    if (row < rows)
+#pragma unroll
+      for (int k = 0; k < 8; ++k) sum += o[r][k] * d[r][k];
+    for (int m = kLanes / 2; m > 0; m /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, m);
+    if (row >= rows) continue;
+    const int64_t token = row / a.H;
+    const int head = static_cast<int>(row % a.H);
+    if (col == 0) a.delta[static_cast<int64_t>(head) * a.T + token] = sum;
+    // Eight consecutive floats in either layout: the tiled one keeps runs of 8 columns together.
+    float4* zero = reinterpret_cast<float4*>(
+        dq_accum + (kTiled ? dq_tiled_index<D>(a.T, head, token, col) : row * D + col));
+    zero[0] = zero[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
 }
 
@@ -285,7 +307,8 @@ void launch_backward_kernel(const Args& a, const BackwardScratch& scratch, cudaS
 template <int D, bool kTiled>
 void launch_backward_prologue(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
   const int64_t rows = static_cast<int64_t>(a.T) * a.H;
-  delta_kernel<D, kTiled><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(a, scratch.dq_accum);
+  const int64_t blocks = (rows + delta_rows_per_block<D>() - 1) / delta_rows_per_block<D>();
+  delta_kernel<D, kTiled><<<static_cast<unsigned>(blocks), kDeltaThreads, 0, stream>>>(a, scratch.dq_accum);
   order_kernel<<<1, kOrderThreads, 0, stream>>>(a, scratch);
 }
 
