@@ -18,6 +18,7 @@
 #include "core/float16.h"
 #include "gpu_bench.h"
 #include "ops/adamw.h"
+#include "ops/bias.h"
 #include "ops/cross_entropy.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
@@ -171,6 +172,15 @@ int main(int argc, char** argv) {
   const std::string gshape = fmt::format("bf16 [T,{}]", 4 * C);
   report("gelu_erf fwd", gshape, time_ms([&] { gelu_erf_forward(gh, ga); }), 2 * act_g, "GB/s");
   report("gelu_erf bwd", gshape, time_ms([&] { gelu_erf_backward(ga, gh, gdh); }), 3 * act_g, "GB/s");
+  // BERT's fc bias gradient: taken in the backward's pass, against the backward then bias_backward.
+  const Tensor gdb = pool.make(f32, {4 * C});
+  report("gelu_erf bwd + dbias", gshape,
+         time_ms([&] { gelu_erf_backward(ga, gh, gdh, gdb, Write::accumulate); }), 3 * act_g, "GB/s");
+  report("gelu_erf bwd, then bias_backward", gshape, time_ms([&] {
+           gelu_erf_backward(ga, gh, gdh);
+           bias_backward(gdh, gdb, Write::accumulate);
+         }),
+         4 * act_g, "GB/s");
   report("gelu (tanh) fwd", gshape, time_ms([&] { gelu_forward(gh, ga); }), 2 * act_g, "GB/s");
   report("gelu (tanh) bwd", gshape, time_ms([&] { gelu_backward(ga, gh, gdh); }), 3 * act_g, "GB/s");
 

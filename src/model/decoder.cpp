@@ -499,8 +499,7 @@ void DecoderModel::head_transform_forward(int64_t rows) const {
 void DecoderModel::head_transform_backward(const Tensor& dy, const Tensor& dx) const {
   const int64_t rows = dy.size(0), C = config_.hidden_size;
   // In place: dy becomes the gradient of the dense's output.
-  activation_backward(dy, arena_.view(head_h_, {rows, C}), dy);
-  bias_grad(dy, layout_.head_dense_bias());
+  activation_backward(dy, arena_.view(head_h_, {rows, C}), dy, layout_.head_dense_bias());
   ops::linear_backward(dy, arena_.view(head_in(), {rows, C}), weight(layout_.head_dense(), {C, C}), dx,
                        Write::overwrite, grad(layout_.head_dense(), {C, C}), Write::accumulate);
 }
@@ -758,13 +757,15 @@ void DecoderModel::forward_backward(double grad_scale, const GradientBlocks* blo
                                          : c.mlp == Mlp::gelu ? ops::Activation::gelu_tanh
                                                               : ops::Activation::gelu_erf;
       const bool packed = mvue ? s->activation_backward(activation, dact, h, dh, seed, dw_up.dtype)
-                               : (activation_backward(dact, h, dh), false);
-      bias_grad(dh, w.b_up);
+                               : (activation_backward(dact, h, dh, w.b_up), false);
+      if (mvue) bias_grad(dh, w.b_up);
       s->backward(dh, mlp_in, dmlp_in, dinput_mode, dw_up, Write::accumulate, mvue ? dh : Tensor(), seed,
                   packed, mvue_only_if_sparse());
     } else {
-      if (!fused) activation_backward(dact, h, dh);
-      bias_grad(dh, w.b_up);
+      if (fused)
+        bias_grad(dh, w.b_up);
+      else
+        activation_backward(dact, h, dh, w.b_up);
       ops::linear_backward(dh, mlp_in, weight(w.w_up, {U, C}), dmlp_in, dinput_mode, dw_up,
                            Write::accumulate);
     }
@@ -814,14 +815,17 @@ void DecoderModel::forward_backward(double grad_scale, const GradientBlocks* blo
   close(0, layout_.layer_begin(0));
 }
 
-void DecoderModel::activation_backward(const Tensor& dact, const Tensor& h, const Tensor& dh) const {
+void DecoderModel::activation_backward(const Tensor& dact, const Tensor& h, const Tensor& dh,
+                                       int64_t b) const {
+  const Tensor dbias = b < 0 ? Tensor() : grad(b, {dh.size(1)});
   switch (config_.mlp) {
     case Mlp::swiglu:
-      return ops::swiglu_backward(dact, h, dh);
+      ops::swiglu_backward(dact, h, dh);
+      return bias_grad(dh, b);
     case Mlp::gelu:
-      return ops::gelu_backward(dact, h, dh);
+      return ops::gelu_backward(dact, h, dh, dbias, Write::accumulate);
     case Mlp::gelu_erf:
-      return ops::gelu_erf_backward(dact, h, dh);
+      return ops::gelu_erf_backward(dact, h, dh, dbias, Write::accumulate);
   }
 }
 

@@ -262,9 +262,10 @@ class DecoderModel {
   void head_transform_backward(const Tensor& dy, const Tensor& dx) const;
   // Layer l's forward from its input; with add_to_next, also its output (the next layer's input).
   void layer_forward(size_t l, int64_t T, bool add_to_next);
-  // The MLP's activation, SwiGLU or GELU, and its backward.
+  // The MLP's activation, SwiGLU or GELU, and its backward; with b >= 0 (the bias of the linear making h),
+  // also that bias's gradient from dh (GELU's backward sums it in the same pass).
   void activation_forward(const Tensor& h, const Tensor& act) const;
-  void activation_backward(const Tensor& dact, const Tensor& h, const Tensor& dh) const;
+  void activation_backward(const Tensor& dact, const Tensor& h, const Tensor& dh, int64_t b) const;
   // The LM head and the loss over the final norm's output, chunk by chunk, added to loss_sums_. With
   // backward, the head's backward too: dlogits in place of each chunk's logits, then dxn and the head's
   // weight gradient (added to the pass's).

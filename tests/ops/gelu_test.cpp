@@ -115,6 +115,44 @@ TEST(GeluErf, F32MatchesF64AndInPlaceEqualsOutOfPlace) {
   EXPECT_EQ(grad, dh);
 }
 
+// The bias gradient taken in the backward's pass: h = x + bias on every row, checked against finite
+// differences in the bias, for both forms and both write modes.
+TEST(Gelu, BiasGradientMatchesFiniteDifferences) {
+  using Backward = void (*)(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Write);
+  using Forward = void (*)(const Tensor&, const Tensor&);
+  const std::pair<Forward, Backward> forms[] = {{gelu_forward, gelu_backward},
+                                                {gelu_erf_forward, gelu_erf_backward}};
+  for (auto [forward, backward] : forms)
+    for (auto [T, F] : {std::pair<int64_t, int64_t>{1, 1}, {5, 7}, {9, 16}}) {
+      SCOPED_TRACE(::testing::Message() << "T=" << T << " F=" << F);
+      const std::vector<double> x = random_values(T * F, 8, -4, 4);
+      std::vector<double> weights = random_values(T * F, 9);
+      std::vector<double> bias = random_values(F, 10), h(T * F), out(T * F), dh(T * F);
+      auto add_bias = [&] {
+        for (int64_t i = 0; i < T * F; ++i) h[i] = x[i] + bias[i % F];
+      };
+      auto loss = [&] {
+        add_bias();
+        forward(view(h, {T, F}), view(out, {T, F}));
+        return weighted_sum(out, weights);
+      };
+      add_bias();
+      std::vector<double> dbias(F, 4.0);
+      backward(view(weights, {T, F}), view(h, {T, F}), view(dh, {T, F}), view(dbias, {F}), Write::overwrite);
+      EXPECT_GRAD(gradcheck(loss, bias, dbias));
+      std::vector<double> added(F, 1.5);
+      add_bias();  // the finite differences left h perturbed
+      backward(view(weights, {T, F}), view(h, {T, F}), view(dh, {T, F}), view(added, {F}), Write::accumulate);
+      for (int64_t c = 0; c < F; ++c) EXPECT_DOUBLE_EQ(added[c], 1.5 + dbias[c]);
+    }
+}
+
+TEST(Gelu, BiasGradientOfTheWrongWidthIsRejected) {
+  std::vector<double> h(8), dh(8), dbias(3);
+  EXPECT_THROW(gelu_erf_backward(view(h, {2, 4}), view(h, {2, 4}), view(dh, {2, 4}), view(dbias, {3})),
+               Error);
+}
+
 TEST(Gelu, PartlyOverlappingOutputIsRejected) {
   std::vector<double> buf(10);
   const Tensor h = Tensor::of(buf.data(), {2, 4}), out = Tensor::of(buf.data() + 1, {2, 4});

@@ -1,7 +1,4 @@
 #include <algorithm>
-#include <initializer_list>
-#include <string>
-#include <type_traits>
 
 #include "ops/cuda/check.h"
 #include "ops/cuda/cuda_ops.h"
@@ -15,15 +12,12 @@ namespace pt::ops::cuda {
 
 namespace {
 
-// Both kernels run blocks of kWarps warps over a tile of 32 vectors of kVec columns (lane l takes vector
-// blockIdx.y 32 + l), so a warp reads 32 kVec consecutive elements of a row.
-constexpr int kWarps = 8;
-constexpr int kSumRowsPerWarp = 8;  // bias_backward: a block sums kWarps * 8 = 64 rows into one partial
-constexpr int kMaxGridY = 65535;
-constexpr int kBlocksPerSm = 8;  // bias_add: resident blocks of kWarps warps that fill an SM
+constexpr int kWarps = 8;        // bias_add: warps of a block, each on its rows of one tile
+constexpr int kBlocksPerSm = 8;  // bias_add: resident blocks that fill an SM
 
-// y[r] += bias for the rows r (ld elements apart) = blockIdx.x kWarps + warp, stepping by gridDim.x kWarps;
-// each thread holds its kVec bias values in registers across the rows.
+// y[r] += bias for the rows r (ld elements apart) = blockIdx.x kWarps + warp, stepping by gridDim.x kWarps,
+// of tile blockIdx.y (32 vectors of kVec columns, lane l taking vector 32 blockIdx.y + l, so a warp reads
+// 32 kVec consecutive elements of a row); each thread holds its kVec bias values in registers across rows.
 template <class T, class W, int kVec>
 __global__ void add_kernel(T* __restrict__ y, const W* __restrict__ bias, int64_t M, int64_t N, int64_t ld) {
   const int64_t v = int64_t{blockIdx.y} * 32 + threadIdx.x;
@@ -39,61 +33,25 @@ __global__ void add_kernel(T* __restrict__ y, const W* __restrict__ bias, int64_
   }
 }
 
-// The first pass of the column sums: block (p, j) takes rows [64 p, 64 p + 64) of its tile, warp w the
-// rows 64 p + w, 64 p + w + kWarps, ... of them summed in order, and writes the warps' sums added in warp
-// order to partial[p N + c]. Row ranges are fixed by M alone, so the order of every addition is too.
+// The first pass of dy's column sums (param_sums.cuh's tiling). Unrolled and branch-free, so the loads of
+// all the warp's rows are in flight together: a row past M reloads row M - 1 (in bounds) and is not added.
 template <class T, int kVec>
 __global__ void partial_kernel(const T* __restrict__ dy, float* __restrict__ partial, int64_t M, int64_t N,
                                int64_t ld) {
-  __shared__ float warp_sums[kWarps][32 * kVec];  // a tile's columns in order, per warp
-  const int lane = threadIdx.x, warp = threadIdx.y;
-  const int64_t v = int64_t{blockIdx.y} * 32 + lane;
-  const int64_t r0 = int64_t{blockIdx.x} * kWarps * kSumRowsPerWarp + warp;
+  const int64_t v = int64_t{blockIdx.y} * 32 + threadIdx.x;
+  const int64_t r0 = int64_t{blockIdx.x} * kPartialRows + threadIdx.y;
   float sum[kVec] = {};
-  // Unrolled and branch-free, so the loads of all the rows are in flight together: a row past M reloads
-  // row M - 1 (in bounds) and is not added.
   if (v < N / kVec) {
 #pragma unroll
-    for (int i = 0; i < kSumRowsPerWarp; ++i) {
-      const int64_t r = r0 + int64_t{i} * kWarps;
+    for (int i = 0; i < kPartialRowsPerWarp; ++i) {
+      const int64_t r = r0 + int64_t{i} * kPartialWarps;
       float g[kVec];
       load_floats<kVec>(dy + min(r, M - 1) * ld + v * kVec, g);
 #pragma unroll
       for (int k = 0; k < kVec; ++k) sum[k] += r < M ? g[k] : 0.0f;
     }
   }
-#pragma unroll
-  for (int k = 0; k < kVec; ++k) warp_sums[warp][lane * kVec + k] = sum[k];
-  __syncthreads();
-  const int64_t c0 = int64_t{blockIdx.y} * 32 * kVec;
-  for (int j = warp * 32 + lane; j < 32 * kVec && c0 + j < N; j += kWarps * 32) {
-    float total = 0;
-    for (int w = 0; w < kWarps; ++w) total += warp_sums[w][j];
-    partial[int64_t{blockIdx.x} * N + c0 + j] = total;
-  }
-}
-
-template <class W>
-__global__ void dbias_kernel(const float* __restrict__ partial, int64_t partials, int64_t N, bool accumulate,
-                             W* __restrict__ dbias) {
-  column_sum(partial, partials, N, N, accumulate, dbias);
-}
-
-// Calls launch(kVec) with 16-byte vectors when N, the row stride ld and every pointer allow them, else
-// kVec = 1, and the number of 32-vector tiles across a row, which must fit the grid's y dimension.
-template <class E, class Launch>
-void launch_tiles(const char* op, int64_t N, int64_t ld, std::initializer_list<const void*> pointers,
-                  Launch&& launch) {
-  constexpr int kVec = kPack16<E>;
-  const bool vector = N % kVec == 0 && ld % kVec == 0 && aligned16(pointers);
-  const int64_t tiles = (N / (vector ? kVec : 1) + 31) / 32;
-  if (tiles > kMaxGridY)
-    throw Error(std::string(op) + ": rows of " + std::to_string(N) +
-                " columns are too wide for the cuda kernel");
-  if (vector)
-    launch(std::integral_constant<int, kVec>{}, static_cast<unsigned>(tiles));
-  else
-    launch(std::integral_constant<int, 1>{}, static_cast<unsigned>(tiles));
+  store_block_partial(sum, N, partial);
 }
 
 }  // namespace
@@ -119,8 +77,7 @@ void bias_add(const Tensor& y, const Tensor& bias) {
 void bias_backward(const Tensor& dy, const Tensor& dbias, Write mode) {
   const int64_t M = dy.shape[0], N = dbias.shape[0], ld = dy.shape[1];
   if (N == 0) return;
-  const int64_t rows_per_block = kWarps * kSumRowsPerWarp;
-  const int64_t partials = (M + rows_per_block - 1) / rows_per_block;
+  const int64_t partials = (M + kPartialRows - 1) / kPartialRows;
   ScratchPlan plan;
   const size_t partial_at = plan.reserve<float>(partials * N);
   plan.allocate();
@@ -132,11 +89,11 @@ void bias_backward(const Tensor& dy, const Tensor& dbias, Write mode) {
     if (M > 0)  // with no rows, dbias still gets its (empty) sum below
       launch_tiles<E>("bias_backward", N, ld, {dy.data}, [&](auto vec, unsigned tiles) {
         partial_kernel<E, decltype(vec)::value>
-            <<<dim3(static_cast<unsigned>(partials), tiles), dim3(32, kWarps), 0, stream>>>(
+            <<<dim3(static_cast<unsigned>(partials), tiles), dim3(32, kPartialWarps), 0, stream>>>(
                 data<E>(dy), partial, M, N, ld);
         PT_CUDA_CHECK_LAUNCH();
       });
-    dbias_kernel<<<blocks_for(N, 32), dim3(32, kColumnSumRows), 0, stream>>>(
+    column_sum_kernel<<<blocks_for(N, 32), dim3(32, kColumnSumRows), 0, stream>>>(
         partial, partials, N, mode == Write::accumulate, data<W>(dbias));
     PT_CUDA_CHECK_LAUNCH();
   });

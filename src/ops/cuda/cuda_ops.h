@@ -53,9 +53,12 @@ void swiglu_forward(const Tensor& h, const Tensor& out);
 void swiglu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh);
 // out may be h, and dh may be dout or h (each element is read before it is written).
 void gelu_forward(const Tensor& h, const Tensor& out);
-void gelu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh);
+// With dbias (else empty), the backward also sums dh over rows into it (ops/gelu.h).
+void gelu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh, const Tensor& dbias,
+                   Write dbias_mode);
 void gelu_erf_forward(const Tensor& h, const Tensor& out);  // the same for the exact GELU
-void gelu_erf_backward(const Tensor& dout, const Tensor& h, const Tensor& dh);
+void gelu_erf_backward(const Tensor& dout, const Tensor& h, const Tensor& dh, const Tensor& dbias,
+                       Write dbias_mode);
 // swiglu_backward whose dh feeds a 2:4 weight gradient (the gate_up projection's): in the same pass, rows
 // [0, rows) of dh are pruned by mvue24 with `seed` and packed as A = mvue24(dh[:rows])^T [2F, rows] into
 // `packed` (cusparselt_pack_bytes(2F, rows)), the bytes cusparselt_pack24_mvue writes from dh; rows past

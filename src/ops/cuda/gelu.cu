@@ -3,6 +3,8 @@
 #include "ops/cuda/cusparselt_pack.h"
 #include "ops/cuda/elements.cuh"
 #include "ops/cuda/mvue_pack.cuh"
+#include "ops/cuda/param_sums.cuh"
+#include "ops/cuda/scratch.h"
 #include "ops/cuda/stream.h"
 #include "ops/cuda/vector.cuh"
 
@@ -101,6 +103,38 @@ __global__ void backward_kernel(const T* dout, const T* h, T* dh, int64_t n, boo
   for (int64_t i = body + first; i < n; i += stride) store(dh + i, load(dout + i) * Form::grad(load(h + i)));
 }
 
+// backward_kernel with the first pass of dh's column sums (param_sums.cuh's tiling; column_sum_kernel adds
+// the partials up): the bias gradient of the linear layer making h, in the same pass. Every row's loads are
+// issued before any store, since dh may be dout or h; the sums take dh as stored (rounded to T), so they
+// equal bias_backward's over dh.
+template <class Form, class T, int kVec>
+__global__ void backward_bias_kernel(const T* dout, const T* h, T* dh, float* __restrict__ partial, int64_t M,
+                                     int64_t N) {
+  const int64_t v = int64_t{blockIdx.y} * 32 + threadIdx.x;
+  const int64_t r0 = int64_t{blockIdx.x} * kPartialRows + threadIdx.y;
+  float sum[kVec] = {};
+  if (v < N / kVec) {
+    Pack<T, kVec> g[kPartialRowsPerWarp], x[kPartialRowsPerWarp];
+#pragma unroll
+    for (int i = 0; i < kPartialRowsPerWarp; ++i) {
+      const int64_t at = (r0 + int64_t{i} * kPartialWarps) * N + v * kVec;
+      if (r0 + i * kPartialWarps < M) g[i] = load_pack<kVec>(dout + at), x[i] = load_pack<kVec>(h + at);
+    }
+#pragma unroll
+    for (int i = 0; i < kPartialRowsPerWarp; ++i) {
+      if (r0 + i * kPartialWarps >= M) break;
+      Pack<T, kVec> out;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        store(&out.v[k], load(&g[i].v[k]) * Form::grad(load(&x[i].v[k])));
+        sum[k] += load(&out.v[k]);
+      }
+      store_pack(dh + (r0 + int64_t{i} * kPartialWarps) * N + v * kVec, out);
+    }
+  }
+  store_block_partial(sum, N, partial);
+}
+
 // backward_kernel (bf16) for rows [0, C) that also prunes dh by MVUE24 and packs it as the fc weight
 // gradient's A = mvue24(dh)^T [F, C] (ops/cuda/mvue_pack.cuh): a CTA takes 64 tokens and 64 features and
 // packs their tile of A from the bf16 values it stores in dh, so the packed values are those of dh.
@@ -165,6 +199,35 @@ void backward(const char* op, const Tensor& dout, const Tensor& h, const Tensor&
   });
 }
 
+// backward, and with dbias the column sums of dh into it (two passes in all, the first over dh's rows).
+template <class Form>
+void backward(const char* op, const Tensor& dout, const Tensor& h, const Tensor& dh, const Tensor& dbias,
+              Write dbias_mode) {
+  if (dbias.empty()) return backward<Form>(op, dout, h, dh);
+  const int64_t M = h.shape[0], N = h.shape[1];
+  if (N == 0) return;
+  const int64_t partials = (M + kPartialRows - 1) / kPartialRows;
+  ScratchPlan plan;
+  const size_t partial_at = plan.reserve<float>(partials * N);
+  plan.allocate();
+  float* partial = plan.at<float>(partial_at);
+  const cudaStream_t stream = current_stream();
+  dispatch_with_param(op, "h", h, dbias, [&](auto t, auto w) {
+    using E = decltype(t);
+    using W = decltype(w);
+    if (M > 0)  // with no rows, dbias still gets its (empty) sum below
+      launch_tiles<E>(op, N, N, {dout.data, h.data, dh.data}, [&](auto vec, unsigned tiles) {
+        backward_bias_kernel<Form, E, decltype(vec)::value>
+            <<<dim3(static_cast<unsigned>(partials), tiles), dim3(32, kPartialWarps), 0, stream>>>(
+                data<E>(dout), data<E>(h), data<E>(dh), partial, M, N);
+        PT_CUDA_CHECK_LAUNCH();
+      });
+    column_sum_kernel<<<blocks_for(N, 32), dim3(32, kColumnSumRows), 0, stream>>>(
+        partial, partials, N, dbias_mode == Write::accumulate, data<W>(dbias));
+    PT_CUDA_CHECK_LAUNCH();
+  });
+}
+
 // gelu_backward (or gelu_erf_backward) whose dh also feeds the fc's sparse weight gradient (cuda_ops.h).
 template <class Form>
 bool backward_mvue_packed(const char* op, const Tensor& dout, const Tensor& h, const Tensor& dh,
@@ -192,14 +255,16 @@ bool backward_mvue_packed(const char* op, const Tensor& dout, const Tensor& h, c
 
 void gelu_forward(const Tensor& h, const Tensor& out) { forward<TanhForm>("gelu_forward", h, out); }
 
-void gelu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh) {
-  backward<TanhForm>("gelu_backward", dout, h, dh);
+void gelu_backward(const Tensor& dout, const Tensor& h, const Tensor& dh, const Tensor& dbias,
+                   Write dbias_mode) {
+  backward<TanhForm>("gelu_backward", dout, h, dh, dbias, dbias_mode);
 }
 
 void gelu_erf_forward(const Tensor& h, const Tensor& out) { forward<ErfForm>("gelu_erf_forward", h, out); }
 
-void gelu_erf_backward(const Tensor& dout, const Tensor& h, const Tensor& dh) {
-  backward<ErfForm>("gelu_erf_backward", dout, h, dh);
+void gelu_erf_backward(const Tensor& dout, const Tensor& h, const Tensor& dh, const Tensor& dbias,
+                       Write dbias_mode) {
+  backward<ErfForm>("gelu_erf_backward", dout, h, dh, dbias, dbias_mode);
 }
 
 bool gelu_backward_mvue_packed(const Tensor& dout, const Tensor& h, const Tensor& dh, uint64_t seed,

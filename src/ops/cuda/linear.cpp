@@ -484,7 +484,7 @@ bool linear_dgelu_backward(const Tensor& dy, const Tensor& w, const Tensor& h, c
   }
   // linear_backward's dx with h standing in for the layer's input (its shape and type; no dw, so unread).
   cuda::linear_backward(dy, h, w, dh, Write::overwrite, Tensor(), Write::overwrite);
-  cuda::gelu_backward(dh, h, dh);
+  cuda::gelu_backward(dh, h, dh, Tensor(), Write::overwrite);
   return false;
 }
 
