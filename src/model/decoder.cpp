@@ -398,13 +398,14 @@ void DecoderModel::norm_forward(const NormActs& n, int64_t w, int64_t b) const {
 }
 
 void DecoderModel::norm_backward(const Tensor& dy, const NormActs& n, int64_t w, int64_t b, const Tensor& dx,
-                                 Write dx_mode) const {
+                                 Write dx_mode, int64_t dx_bias) const {
   const int64_t C = config_.hidden_size;
   if (config_.norm == Norm::layer)
-    ops::layernorm_backward(dy, n.x, weight(w, {C}), n.mean, n.rstd, dx, dx_mode, grad(w, {C}), grad(b, {C}),
-                            Write::accumulate);
-  else
-    ops::rmsnorm_backward(dy, n.x, weight(w, {C}), n.rstd, dx, dx_mode, grad(w, {C}), Write::accumulate);
+    return ops::layernorm_backward(dy, n.x, weight(w, {C}), n.mean, n.rstd, dx, dx_mode, grad(w, {C}),
+                                   grad(b, {C}), Write::accumulate,
+                                   dx_bias < 0 ? Tensor() : grad(dx_bias, {C}));
+  ops::rmsnorm_backward(dy, n.x, weight(w, {C}), n.rstd, dx, dx_mode, grad(w, {C}), Write::accumulate);
+  bias_grad(dx, dx_bias);
 }
 
 Tensor DecoderModel::bias(int64_t b, int64_t n, int64_t skip) const {
@@ -725,12 +726,14 @@ void DecoderModel::forward_backward(double grad_scale, const GradientBlocks* blo
     }
     // Post-norm: dx goes through norm 2 first, to the residual sum's gradient, which becomes dx (the two
     // buffers trade places; dtmp stays scratch for the sparse down projection's pruned gradient).
+    // The down projection's bias gradient is the residual sum's: norm 2's backward takes it (post-norm).
     if (post) {
-      norm_backward(dx, n2, w.ffn_norm, w.ffn_norm_bias, dtmp);
+      norm_backward(dx, n2, w.ffn_norm, w.ffn_norm_bias, dtmp, Write::overwrite, w.b_down);
       std::swap(dx, dtmp);
+    } else {
+      bias_grad(dx, w.b_down);
     }
     const Tensor dw_down = grad(w.w_down, {C, F}), dw_up = grad(w.w_up, {U, C});
-    bias_grad(dx, w.b_down);
     // Fused GELU: dh comes straight from dx through the down projection and the GELU (no dact).
     const bool fused = fused_gelu(l);
     if (const ops::SparseLinear* s = sparse(l, FfnLinear::down)) {
@@ -771,16 +774,17 @@ void DecoderModel::forward_backward(double grad_scale, const GradientBlocks* blo
     }
     // dx becomes mid's gradient: through norm 2 plus the residual (pre-norm), or through norm 1 (post-norm,
     // into dxn, and the two buffers trade places).
+    // (The output projection's bias gradient is mid's: norm 1's backward takes it, post-norm.)
     if (post) {
-      norm_backward(dx, n1, w.attn_norm, w.attn_norm_bias, dxn);
+      norm_backward(dx, n1, w.attn_norm, w.attn_norm_bias, dxn, Write::overwrite, w.bo);
       std::swap(dx, dxn);
     } else {
       norm_backward(dxn, n2, w.ffn_norm, w.ffn_norm_bias, dx, Write::accumulate);
+      bias_grad(dx, w.bo);
     }
     // Attention.
     const Tensor dq = arena_.view(dq_, {T, H, D}), dk = arena_.view(dk_, {T, Hkv, D}),
                  dv = arena_.view(dv_, {T, Hkv, D});
-    bias_grad(dx, w.bo);
     ops::linear_backward(dx, arena_.view(a.attn, {T, H * D}), weight(w.wo, {C, H * D}),
                          arena_.view(dattn_, {T, H * D}), Write::overwrite, grad(w.wo, {C, H * D}),
                          Write::accumulate);

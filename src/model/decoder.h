@@ -225,9 +225,10 @@ class DecoderModel {
   // The pre-norm at weight offset w (bias b, -1 for none) as the config says: RMSNorm or LayerNorm.
   void norm_forward(const NormActs& n, int64_t w, int64_t b) const;
   // dy -> dx (overwritten, or added to: a pre-norm layer's residual gradient); the weight's (and bias's)
-  // gradients added to the pass's.
+  // gradients added to the pass's. With dx_bias >= 0, also the gradient of that bias, added into the norm's
+  // input (a post-norm layer's projection): dx's column sums, which LayerNorm takes in its own pass.
   void norm_backward(const Tensor& dy, const NormActs& n, int64_t w, int64_t b, const Tensor& dx,
-                     ops::Write dx_mode = ops::Write::overwrite) const;
+                     ops::Write dx_mode = ops::Write::overwrite, int64_t dx_bias = -1) const;
   NormActs norm_acts(int x, int y, int mean, int rstd, int64_t T) const;
   // A layer's two norms (pre- or post-norm, see LayerActs); `next` is the following layer's input buffer.
   NormActs norm1_acts(size_t l, int64_t T) const;

@@ -44,7 +44,7 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
 
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                         const Tensor& rstd, const Tensor& dx, Write dx_mode, const Tensor& dweight,
-                        const Tensor& dbias, Write param_mode) {
+                        const Tensor& dbias, Write param_mode, const Tensor& dx_bias) {
   ArgCheck a("layernorm_backward");
   a.real("x", x, {-1, -1});
   const int64_t T = x.size(0), C = x.size(1);
@@ -52,12 +52,19 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
   a.real_or_f32("mean", mean, {T}).real_or_f32("rstd", rstd, {T});
   a.real("dx", dx, {T, C}).real_or_f32("dweight", dweight, {C}).real_or_f32("dbias", dbias, {C});
   same_type(a, "dweight", dweight, "dbias", dbias);
+  if (!dx_bias.empty()) {
+    a.real_or_f32("dx_bias", dx_bias, {C});
+    same_type(a, "dweight", dweight, "dx_bias", dx_bias);
+  }
   switch (a.device()) {
     case Device::cpu:
-      return cpu::layernorm_backward(dy, x, weight, mean, rstd, dx, dx_mode, dweight, dbias, param_mode);
+      cpu::layernorm_backward(dy, x, weight, mean, rstd, dx, dx_mode, dweight, dbias, param_mode);
+      if (!dx_bias.empty()) cpu::bias_backward(dx, dx_bias, param_mode);
+      return;
     case Device::cuda:
 #ifdef PACKTRAIN_CUDA
-      return cuda::layernorm_backward(dy, x, weight, mean, rstd, dx, dx_mode, dweight, dbias, param_mode);
+      return cuda::layernorm_backward(dy, x, weight, mean, rstd, dx, dx_mode, dweight, dbias, param_mode,
+                                      dx_bias);
 #else
       break;
 #endif

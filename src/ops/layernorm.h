@@ -14,10 +14,12 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
 
 // dy[T,C] -> dx[T,C] (overwritten, or added to: a pre-norm layer's residual gradient takes the norm's
 // gradient in the same pass), dweight[C] and dbias[C] (overwritten or added to, sharing one type).
-// dweight and dbias are reduced over tokens in token order per column, so they do not depend on the
-// thread count.
+// Given dx_bias[C] (their type), also dx summed over rows as written, as bias_backward(dx) would, in
+// param_mode: the gradient of a bias added into the norm's input x (a post-norm layer's projection
+// before the residual sum), taken in the same pass. The sums are reduced over tokens in token order per
+// column, so they do not depend on the thread count.
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                         const Tensor& rstd, const Tensor& dx, Write dx_mode, const Tensor& dweight,
-                        const Tensor& dbias, Write param_mode);
+                        const Tensor& dbias, Write param_mode, const Tensor& dx_bias = Tensor());
 
 }  // namespace pt::ops

@@ -75,6 +75,37 @@ INSTANTIATE_TEST_SUITE_P(Shapes, LayerNormGrad,
                                            std::pair<int64_t, int64_t>{4, 8},
                                            std::pair<int64_t, int64_t>{9, 13}));
 
+// dx_bias: the gradient of a bias added into every row of the input, x = x0 + bias, against finite
+// differences in that bias; and added to in param_mode.
+TEST(LayerNorm, InputBiasGradientMatchesFiniteDifferences) {
+  for (auto [T, C] : {std::pair<int64_t, int64_t>{1, 1}, {1, 7}, {9, 13}}) {
+    SCOPED_TRACE(::testing::Message() << "T=" << T << " C=" << C);
+    const std::vector<double> x0 = random_values(T * C, 11, -2, 2);
+    std::vector<double> w = random_values(C, 12, 0.5, 1.5), b = random_values(C, 13);
+    std::vector<double> bias = random_values(C, 14), weights = random_values(T * C, 15);
+    std::vector<double> x(T * C), y(T * C), mean(T), rstd(T);
+    auto loss = [&] {
+      for (int64_t i = 0; i < T * C; ++i) x[i] = x0[i] + bias[i % C];
+      layernorm_forward(view(x, {T, C}), view(w, {C}), view(b, {C}), 1e-5, view(y, {T, C}), view(mean, {T}),
+                        view(rstd, {T}));
+      return weighted_sum(y, weights);
+    };
+    loss();
+    std::vector<double> dx(T * C), dw(C), db(C), dbias(C, 4.0);
+    auto backward = [&](Write mode) {
+      layernorm_backward(view(weights, {T, C}), view(x, {T, C}), view(w, {C}), view(mean, {T}),
+                         view(rstd, {T}), view(dx, {T, C}), Write::overwrite, view(dw, {C}), view(db, {C}),
+                         mode, view(dbias, {C}));
+    };
+    backward(Write::overwrite);
+    EXPECT_GRAD(gradcheck(loss, bias, dbias));
+    loss();  // the finite differences left x perturbed
+    const std::vector<double> once = dbias;
+    backward(Write::accumulate);
+    for (int64_t c = 0; c < C; ++c) EXPECT_DOUBLE_EQ(dbias[c], 2 * once[c]);
+  }
+}
+
 TEST(LayerNorm, GradientsAccumulateAndIgnoreThreadCount) {
   const int64_t T = 257, C = 19;
   std::vector<float> x(T * C), dy(T * C), w(C), b(C), y(T * C), mean(T), rstd(T);

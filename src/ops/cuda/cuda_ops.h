@@ -33,10 +33,11 @@ void rmsnorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, c
 // weight and bias share a type, f32 or x's; mean and rstd are f32.
 void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& y,
                        const Tensor& mean, const Tensor& rstd);
-// dweight and dbias share a type, f32 or x's, and are reduced over tokens in a fixed order.
+// dweight, dbias and dx_bias (empty: not summed) share a type, f32 or x's, and are reduced over tokens in a
+// fixed order.
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                         const Tensor& rstd, const Tensor& dx, Write dx_mode, const Tensor& dweight,
-                        const Tensor& dbias, Write param_mode);
+                        const Tensor& dbias, Write param_mode, const Tensor& dx_bias);
 // sign = +1 rotates forward, -1 applies the transposed rotation (the backward); both scaled by
 // freq.attention_scale. k may be empty (one tensor); otherwise q and k are rotated in one launch. Head dims
 // up to 512 (the frequencies travel in the kernel's parameters). Position ids are not range-checked on the

@@ -15,6 +15,14 @@ __device__ __forceinline__ float load(const __nv_bfloat16* p) { return __bfloat1
 __device__ __forceinline__ void store(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
 
+// v as stored in a T: what a later load of the element gives.
+template <class T>
+__device__ __forceinline__ float rounded_to(float v) {
+  T t;
+  store(&t, v);
+  return load(&t);
+}
+
 // pt::float_to_bf16 (core/float16.h) on the device: round to nearest even, NaN kept quiet with its sign
 // and payload's high bits. __float2bfloat16_rn rounds finite values the same but canonicalizes NaN. What
 // ops::cast writes, and AdamW into a working copy.

@@ -62,26 +62,32 @@ __global__ void forward_kernel(const T* __restrict__ x, const W* __restrict__ w,
 }
 
 // With r = rstd, xhat = (x - mean) r and g = dy w: dx = r (g - mean(g) - xhat mean(g xhat)), dweight = sum
-// over tokens of dy xhat, dbias = sum over tokens of dy. Block b takes rows [b R, (b + 1) R) with
-// R = warps * kRowsPerWarp, warp j its rows j, j + warps, ...; each warp sums dy xhat and dy of its rows in
-// row order into its own two shared rows (every lane owns its columns, so no races), and the block adds the
-// warps' rows in warp order into partial[b] = (dweight's C columns, dbias's C): the parameter gradients
-// come out of the same pass over dy and x as dx, in a fixed order. A shared row keeps column v kVec + k at
+// over tokens of dy xhat, dbias = sum over tokens of dy, and with kSumDx dx_bias = sum over tokens of dx as
+// stored. Block b takes rows [b R, (b + 1) R) with R = warps * kRowsPerWarp, warp j its rows j, j + warps,
+// ...; each warp sums dy xhat, dy (and dx) of its rows in row order into its own shared rows (every lane owns
+// its columns, so no races), and the block adds the warps' rows in warp order into partial[b] = (dweight's C
+// columns, dbias's C, dx_bias's C): the parameter gradients come out of the same pass over dy and x as dx,
+// in a fixed order. A shared row keeps column v kVec + k at
 // k (C / kVec) + v, so a warp's lanes touch consecutive words (no bank conflicts). dy w is rounded alike in
 // both passes (no FMA contraction), so where every xhat is 0 (C = 1) dx is exactly 0, as on the cpu.
-template <class T, class W, int kVec>
+template <class T, class W, int kVec, bool kSumDx>
 __global__ void backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const W* __restrict__ w,
                                 const float* __restrict__ mean, const float* __restrict__ rstd,
                                 T* __restrict__ dx, bool accumulate, float* __restrict__ partial, int64_t T_,
                                 int64_t C) {
-  extern __shared__ float warp_rows[];  // per warp: its dweight row, then its dbias row
+  constexpr int kSums = kSumDx ? 3 : 2;
+  extern __shared__ float warp_rows[];  // per warp: its dweight row, its dbias row (, its dx_bias row)
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t vectors = C / kVec;
-  float* dw = warp_rows + warp * 2 * C;
+  float* dw = warp_rows + warp * kSums * C;
   float* db = dw + C;
+  float* dxb = db + C;
   for (int64_t v = lane; v < vectors; v += 32)
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) dw[k * vectors + v] = 0, db[k * vectors + v] = 0;
+    for (int k = 0; k < kVec; ++k) {
+      dw[k * vectors + v] = 0, db[k * vectors + v] = 0;
+      if (kSumDx) dxb[k * vectors + v] = 0;
+    }
   const int64_t t0 = int64_t{blockIdx.x} * warps * kRowsPerWarp;
   const int64_t t1 = min(t0 + int64_t{warps} * kRowsPerWarp, T_);
   for (int64_t t = t0 + warp; t < t1; t += warps) {
@@ -113,6 +119,7 @@ __global__ void backward_kernel(const T* __restrict__ dy, const T* __restrict__ 
         out[k] += r * (__fmul_rn(g[k], wv[k]) - mean_g - xhat * mean_gx);
         dw[k * vectors + v] += g[k] * xhat;
         db[k * vectors + v] += g[k];
+        if (kSumDx) dxb[k * vectors + v] += rounded_to<T>(out[k]);
       }
       store_floats<kVec>(dx + t * C + v * kVec, out);
     }
@@ -120,20 +127,24 @@ __global__ void backward_kernel(const T* __restrict__ dy, const T* __restrict__ 
   __syncthreads();
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
     const int64_t at = c % kVec * vectors + c / kVec;
-    float sum_w = 0, sum_b = 0;
-    for (int j = 0; j < warps; ++j)
-      sum_w += warp_rows[j * 2 * C + at], sum_b += warp_rows[j * 2 * C + C + at];
-    partial[int64_t{blockIdx.x} * 2 * C + c] = sum_w;
-    partial[int64_t{blockIdx.x} * 2 * C + C + c] = sum_b;
+#pragma unroll
+    for (int i = 0; i < kSums; ++i) {
+      float sum = 0;
+      for (int j = 0; j < warps; ++j) sum += warp_rows[(j * kSums + i) * C + at];
+      partial[(int64_t{blockIdx.x} * kSums + i) * C + c] = sum;
+    }
   }
 }
 
-// The second pass: grid row 0 sums the dweight columns of the partials into dweight, row 1 the dbias ones.
+// The second pass: grid row i sums the partials' i-th C columns into out[i] (dweight, dbias, dx_bias).
 template <class W>
-__global__ void param_grad_kernel(const float* __restrict__ partial, int64_t partials, int64_t C,
-                                  bool accumulate, W* __restrict__ dweight, W* __restrict__ dbias) {
-  const bool bias = blockIdx.y == 1;
-  column_sum(partial + (bias ? C : 0), partials, 2 * C, C, accumulate, bias ? dbias : dweight);
+struct ParamGrads {
+  W* out[3];
+};
+template <class W>
+__global__ void param_grad_kernel(const float* __restrict__ partial, int64_t partials, int64_t C, int sums,
+                                  bool accumulate, ParamGrads<W> grads) {
+  column_sum(partial + blockIdx.y * C, partials, sums * C, C, accumulate, grads.out[blockIdx.y]);
 }
 
 }  // namespace
@@ -159,19 +170,22 @@ void layernorm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias
 
 void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                         const Tensor& rstd, const Tensor& dx, Write dx_mode, const Tensor& dweight,
-                        const Tensor& dbias, Write param_mode) {
+                        const Tensor& dbias, Write param_mode, const Tensor& dx_bias) {
   const int64_t T = x.shape[0], C = x.shape[1];
   require_f32("layernorm_backward", "mean", mean.dtype);
   require_f32("layernorm_backward", "rstd", rstd.dtype);
   if (C == 0) return;
-  // As many warps (each with two shared fp32 rows of C) as fit in the default shared memory, at least one.
-  const int64_t warp_bytes = 2 * C * int64_t{sizeof(float)};
+  const bool sum_dx = !dx_bias.empty();
+  const int sums = sum_dx ? 3 : 2;
+  // As many warps (each with two or three shared fp32 rows of C) as fit in the default shared memory, at
+  // least one.
+  const int64_t warp_bytes = sums * C * int64_t{sizeof(float)};
   const int warps = static_cast<int>(std::clamp<int64_t>(kDefaultShared / warp_bytes, 1, kMaxBackwardWarps));
   const auto shared = static_cast<size_t>(warps * warp_bytes);
   const int64_t rows_per_block = int64_t{warps} * kRowsPerWarp;
   const int64_t partials = (T + rows_per_block - 1) / rows_per_block;
   ScratchPlan plan;
-  const size_t partial_at = plan.reserve<float>(partials * 2 * C);
+  const size_t partial_at = plan.reserve<float>(partials * sums * C);
   plan.allocate();
   float* partial = plan.at<float>(partial_at);
   const cudaStream_t stream = current_stream();
@@ -180,8 +194,9 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
     using W = decltype(w);
     constexpr int kVec = kPack16<E>;
     const bool vector = C % kVec == 0 && aligned16({dy.data, x.data, weight.data, dx.data});
-    auto kernel = vector ? backward_kernel<E, W, kVec> : backward_kernel<E, W, 1>;
-    allow_shared_memory(kernel, shared, "layernorm_backward", C, 2 * sizeof(float));
+    auto kernel = vector ? (sum_dx ? backward_kernel<E, W, kVec, true> : backward_kernel<E, W, kVec, false>)
+                         : (sum_dx ? backward_kernel<E, W, 1, true> : backward_kernel<E, W, 1, false>);
+    allow_shared_memory(kernel, shared, "layernorm_backward", C, sums * sizeof(float));
     if (T == 0) return;  // dweight and dbias still get their (empty) sums below
     kernel<<<static_cast<unsigned>(partials), warps * 32, shared, stream>>>(
         data<E>(dy), data<E>(x), data<W>(weight), data<float>(mean), data<float>(rstd), data<E>(dx),
@@ -190,8 +205,9 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
   });
   dispatch_with_param("layernorm_backward", "x", x, dweight, [&](auto, auto w) {
     using W = decltype(w);
-    param_grad_kernel<<<dim3(blocks_for(C, 32), 2), dim3(32, kColumnSumRows), 0, stream>>>(
-        partial, partials, C, param_mode == Write::accumulate, data<W>(dweight), data<W>(dbias));
+    const ParamGrads<W> grads{{data<W>(dweight), data<W>(dbias), sum_dx ? data<W>(dx_bias) : nullptr}};
+    param_grad_kernel<<<dim3(blocks_for(C, 32), static_cast<unsigned>(sums)), dim3(32, kColumnSumRows), 0,
+                        stream>>>(partial, partials, C, sums, param_mode == Write::accumulate, grads);
     PT_CUDA_CHECK_LAUNCH();
   });
 }

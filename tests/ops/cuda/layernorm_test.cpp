@@ -14,11 +14,13 @@ struct Dtypes {
 };
 
 // offset > 0 places every tensor that many elements into its buffer: rows off 16-byte alignment. shift
-// moves x away from zero, where a variance taken as mean(x^2) - mean^2 would cancel.
-void check_layernorm(Dtypes types, int64_t T, int64_t C, Write mode, int64_t offset = 0, double shift = 0) {
-  SCOPED_TRACE(fmt::format("x {} params {} T={} C={} {} offset {} shift {}", dtype_name(types.x),
-                           dtype_name(types.param), T, C,
-                           mode == Write::accumulate ? "accumulate" : "overwrite", offset, shift));
+// moves x away from zero, where a variance taken as mean(x^2) - mean^2 would cancel. sum_dx: the backward
+// also sums dx into dx_bias, checked against the sums of the device's dx (as stored) in f64.
+void check_layernorm(Dtypes types, int64_t T, int64_t C, Write mode, int64_t offset = 0, double shift = 0,
+                     bool sum_dx = false) {
+  SCOPED_TRACE(fmt::format(
+      "x {} params {} T={} C={} {} offset {} shift {}{}", dtype_name(types.x), dtype_name(types.param), T, C,
+      mode == Write::accumulate ? "accumulate" : "overwrite", offset, shift, sum_dx ? " dx_bias" : ""));
   const double eps = 1e-5;
   std::vector<double> x = rounded(random_values(T * C, 1, shift - 2, shift + 2), types.x);
   std::vector<double> w = rounded(random_values(C, 2, 0.5, 1.5), types.param);
@@ -53,11 +55,20 @@ void check_layernorm(Dtypes types, int64_t T, int64_t C, Write mode, int64_t off
       add ? upload_shifted(dw0, types.param, {C}, offset) : poisoned_shifted(types.param, {C}, offset);
   DeviceTensor d_db =
       add ? upload_shifted(db0, types.param, {C}, offset) : poisoned_shifted(types.param, {C}, offset);
-  layernorm_backward(d_dy.t, d_x.t, d_w.t, d_mean.t, d_rstd.t, d_dx.t, mode, d_dw.t, d_db.t, mode);
+  const std::vector<double> dxb0 = rounded(random_values(C, 8), types.param);
+  DeviceTensor d_dxb = !sum_dx ? DeviceTensor()
+                       : add   ? upload_shifted(dxb0, types.param, {C}, offset)
+                               : poisoned_shifted(types.param, {C}, offset);
+  layernorm_backward(d_dy.t, d_x.t, d_w.t, d_mean.t, d_rstd.t, d_dx.t, mode, d_dw.t, d_db.t, mode, d_dxb.t);
   EXPECT_CLOSE(d_dx.t, dx, tolerance(types.x, true));
   const double param_tol = tolerance(types.param == DType::bf16 ? DType::bf16 : types.x, true);
   EXPECT_CLOSE(d_dw.t, dw, param_tol);
   EXPECT_CLOSE(d_db.t, db, param_tol);
+  if (!sum_dx) return;
+  std::vector<double> sums = add ? dxb0 : std::vector<double>(C);
+  const std::vector<double> stored = download(d_dx.t);
+  for (int64_t i = 0; i < T * C; ++i) sums[i % C] += stored[i];
+  EXPECT_CLOSE(d_dxb.t, sums, param_tol);
 }
 
 // GPT-2's widths (768, 1600, 3072) among others; T = 1, C = 1 (every token normalizes to 0) and T past
@@ -97,6 +108,18 @@ TEST(CudaLayerNorm, VectorAndScalarPathsAndOddShapesMatchCpu) {
     check_layernorm(types, 3, 16384, Write::overwrite);
     for (auto [T, C] : std::vector<std::pair<int64_t, int64_t>>{{1, 768}, {37, 768}, {5, 77}})
       check_layernorm(types, T, C, Write::overwrite, 1);
+  }
+}
+
+// dx summed into dx_bias in the same pass (a post-norm layer's projection bias): both write modes, the vector
+// and scalar paths, wide rows (fewer warps a block with three shared rows each).
+TEST(CudaLayerNorm, InputBiasGradientMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  for (Dtypes types : kAllTypes) {
+    for (auto [T, C] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 768}, {300, 768}, {67, 77}})
+      for (Write mode : {Write::overwrite, Write::accumulate}) check_layernorm(types, T, C, mode, 0, 0, true);
+    check_layernorm(types, 37, 768, Write::overwrite, 1, 0, true);
+    check_layernorm(types, 3, 12288, Write::overwrite, 0, 0, true);
   }
 }
 
