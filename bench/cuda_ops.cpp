@@ -25,6 +25,7 @@
 #include "ops/gelu.h"
 #include "ops/grad_norm.h"
 #include "ops/head_norm_rope.h"
+#include "ops/layernorm.h"
 #include "ops/linear.h"
 #include "ops/rmsnorm.h"
 #include "ops/rope.h"
@@ -114,6 +115,23 @@ int main(int argc, char** argv) {
   // As a pre-norm block calls it: dx adds into the residual stream's gradient.
   report("rmsnorm bwd, dx +=", fmt::format("bf16 [T,{}]", C),
          time_ms([&] { rmsnorm_backward(y, x, w, rstd, dx, Write::accumulate, dw, Write::accumulate); }),
+         4 * act, "GB/s");
+  // LayerNorm as a post-norm block (BERT) calls it, the bias before it summed from dx in its pass or apart.
+  const Tensor lw = pool.make(f32, {C}), lb = pool.make(f32, {C}), ldw = pool.make(f32, {C}),
+               ldb = pool.make(f32, {C}), ldxb = pool.make(f32, {C}), mean = pool.make(f32, {T});
+  layernorm_forward(x, lw, lb, 1e-5, y, mean, rstd);
+  report("layernorm bwd", fmt::format("bf16 [T,{}]", C), time_ms([&] {
+           layernorm_backward(y, x, lw, mean, rstd, dx, Write::overwrite, ldw, ldb, Write::accumulate);
+         }),
+         3 * act, "GB/s");
+  report("layernorm bwd + dx_bias", fmt::format("bf16 [T,{}]", C), time_ms([&] {
+           layernorm_backward(y, x, lw, mean, rstd, dx, Write::overwrite, ldw, ldb, Write::accumulate, ldxb);
+         }),
+         3 * act, "GB/s");
+  report("layernorm bwd, then bias_backward", fmt::format("bf16 [T,{}]", C), time_ms([&] {
+           layernorm_backward(y, x, lw, mean, rstd, dx, Write::overwrite, ldw, ldb, Write::accumulate);
+           bias_backward(dx, ldxb, Write::accumulate);
+         }),
          4 * act, "GB/s");
   // Qwen3's per-head q norm: rows of one head.
   const Tensor wh = pool.make(f32, {D}), dwh = pool.make(f32, {D}), rstd_h = pool.make(f32, {T * H});
