@@ -16,6 +16,7 @@
 #include "ops/swiglu.h"
 
 #include <algorithm>
+#include <array>
 #include <utility>
 
 namespace pt {
@@ -806,12 +807,23 @@ void DecoderModel::forward_backward(double grad_scale, const GradientBlocks* blo
     if (recompute_ == Recompute::norms_and_swiglu && !post) norm_forward(n1, w.attn_norm, w.attn_norm_bias);
     // Pre-norm: norm 1 takes the projections' input gradient and adds its own to dx.
     const Tensor attn_in = post ? x : n1.y, dattn_in = post ? dx : dxn;
-    ops::linear_backward(dq_lin, attn_in, weight(w.wq, {H * D, C}), dattn_in, dinput_mode,
-                         grad(w.wq, {H * D, C}), Write::accumulate);
-    ops::linear_backward(dk_lin, attn_in, weight(w.wk, {Hkv * D, C}), dattn_in, Write::accumulate,
-                         grad(w.wk, {Hkv * D, C}), Write::accumulate);
-    ops::linear_backward(dv_lin, attn_in, weight(w.wv, {Hkv * D, C}), dattn_in, Write::accumulate,
-                         grad(w.wv, {Hkv * D, C}), Write::accumulate);
+    ops::linear_backward(dq_lin, attn_in, weight(w.wq, {H * D, C}), dattn_in, dinput_mode, Tensor(),
+                         Write::accumulate);
+    ops::linear_backward(dk_lin, attn_in, weight(w.wk, {Hkv * D, C}), dattn_in, Write::accumulate, Tensor(),
+                         Write::accumulate);
+    ops::linear_backward(dv_lin, attn_in, weight(w.wv, {Hkv * D, C}), dattn_in, Write::accumulate, Tensor(),
+                         Write::accumulate);
+    // The weights' gradients of the projections of one shape in one batched GEMM: q, k and v (MHA), or k
+    // and v (GQA); their gradients, like dq, dk and dv, lie adjacent.
+    const Tensor dwq = grad(w.wq, {H * D, C}), dwk = grad(w.wk, {Hkv * D, C}), dwv = grad(w.wv, {Hkv * D, C});
+    if (H == Hkv) {
+      ops::linear_weight_grads(std::array{dq_lin, dk_lin, dv_lin}, attn_in, std::array{dwq, dwk, dwv},
+                               Write::accumulate);
+    } else {
+      ops::linear_backward(dq_lin, attn_in, weight(w.wq, {H * D, C}), Tensor(), Write::accumulate, dwq,
+                           Write::accumulate);
+      ops::linear_weight_grads(std::array{dk_lin, dv_lin}, attn_in, std::array{dwk, dwv}, Write::accumulate);
+    }
     if (!post) norm_backward(dxn, n1, w.attn_norm, w.attn_norm_bias, dx, Write::accumulate);
     close(layout_.layer_begin(li), layout_.layer_begin(li + 1));
   }

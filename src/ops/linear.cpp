@@ -75,6 +75,36 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const T
   a.unsupported_device();
 }
 
+void linear_weight_grads(std::span<const Tensor> dy, const Tensor& x, std::span<const Tensor> dw,
+                         Write mode) {
+  ArgCheck a("linear_weight_grads");
+  a.real("x", x, {-1, -1});
+  if (dy.size() != dw.size() || dy.empty())
+    fail("linear_weight_grads: {} output gradients for {} weight gradients; give one of each per layer",
+         dy.size(), dw.size());
+  const int64_t M = x.size(0), K = x.size(1), N = dw[0].size(0);
+  for (size_t i = 0; i < dy.size(); ++i) {
+    a.real("dy", dy[i], {M, N}).real_or_f32("dw", dw[i], {N, K});
+    if (dw[i].dtype != dw[0].dtype)
+      fail("linear_weight_grads: dw {} is {} but dw 0 is {}; use one type for all", i,
+           dtype_name(dw[i].dtype), dtype_name(dw[0].dtype));
+  }
+  switch (a.device()) {
+    case Device::cpu:
+      // dw stands in for the weight, whose shape alone linear_backward reads when it makes no dx.
+      for (size_t i = 0; i < dy.size(); ++i)
+        cpu::linear_backward(dy[i], x, dw[i], Tensor(), mode, dw[i], mode);
+      return;
+    case Device::cuda:
+#ifdef PACKTRAIN_CUDA
+      return cuda::linear_weight_grads(dy, x, dw, mode);
+#else
+      break;
+#endif
+  }
+  a.unsupported_device();
+}
+
 void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& h,
                          const Tensor& act) {
   ArgCheck a("linear_gelu_forward");

@@ -7,6 +7,7 @@
 #include "ops/write_mode.h"
 
 #include <cstddef>
+#include <span>
 
 namespace pt::ops {
 
@@ -31,6 +32,14 @@ void linear_residual_forward(const Tensor& x, const Tensor& w, const Tensor& res
 // empty Tensor() to skip it (no dx for a layer whose input needs no gradient).
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, Write dx_mode,
                      const Tensor& dw, Write dw_mode);
+
+// The weight gradients of linear layers of one shape that share their input (an MHA layer's q, k and v
+// projections, a GQA layer's k and v): dw[i][N,K] = (or +=) dy[i][M,N]^T x[M,K] for each i, as
+// linear_backward's dw. CUDA runs them as one strided-batched GEMM where the dy, and the dw, lie equally
+// spaced in memory (as the decoder's buffers do), else a GEMM each: a narrow weight gradient alone has too
+// few output tiles to fill the GPU, and cuBLASLt splits it over the tokens and adds the parts in a second
+// kernel.
+void linear_weight_grads(std::span<const Tensor> dy, const Tensor& x, std::span<const Tensor> dw, Write mode);
 
 // GPT-2's MLP with its tanh GELU (ops/gelu.h) fused into the GEMMs, which spares the activation its own
 // passes over [tokens, 4C] (CUDA: cuBLASLt's GELU epilogues). The cpu backend composes the ops above, and

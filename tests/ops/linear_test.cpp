@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <span>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -89,6 +92,37 @@ TEST(Linear, BackwardMatchesFiniteDifferences) {
     EXPECT_GRAD(gradcheck(loss, x, dx));
     EXPECT_GRAD(gradcheck(loss, w, dw));
   }
+}
+
+// Each layer's weight gradient as linear_backward makes it, overwritten or added to.
+TEST(Linear, WeightGradsOfLayersSharingAnInputAreLinearBackwards) {
+  const int64_t M = 5, K = 4, N = 3;
+  std::vector<double> x = random_values(M * K, 11);
+  std::vector<std::vector<double>> dy, dw, want;
+  for (int i = 0; i < 3; ++i) {
+    dy.push_back(random_values(M * N, 12 + i));
+    dw.push_back(random_values(N * K, 20 + i));
+    want.push_back(dw.back());
+    linear_backward(view(dy[i], {M, N}), view(x, {M, K}), view(want[i], {N, K}), Tensor(), Write::overwrite,
+                    view(want[i], {N, K}), Write::accumulate);
+  }
+  const std::array dys{view(dy[0], {M, N}), view(dy[1], {M, N}), view(dy[2], {M, N})};
+  const std::array dws{view(dw[0], {N, K}), view(dw[1], {N, K}), view(dw[2], {N, K})};
+  linear_weight_grads(dys, view(x, {M, K}), dws, Write::accumulate);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(dw[i], want[i]) << "layer " << i;
+  linear_weight_grads(std::span(dys).first(1), view(x, {M, K}), std::span(dws).first(1), Write::overwrite);
+  linear_backward(view(dy[0], {M, N}), view(x, {M, K}), view(want[0], {N, K}), Tensor(), Write::overwrite,
+                  view(want[0], {N, K}), Write::overwrite);
+  EXPECT_EQ(dw[0], want[0]);
+}
+
+TEST(Linear, WeightGradsRejectUnpairedOrMisshapenGradients) {
+  std::vector<double> x(6), dy(4), dw(6), odd(4);
+  const std::array dys{view(dy, {2, 2})};
+  const std::array two{view(dw, {2, 3}), view(dw, {2, 3})};
+  EXPECT_THROW(linear_weight_grads(dys, view(x, {2, 3}), two, Write::overwrite), Error);
+  const std::array misshapen{view(odd, {2, 2})};
+  EXPECT_THROW(linear_weight_grads(dys, view(x, {2, 3}), misshapen, Write::overwrite), Error);
 }
 
 TEST(Linear, FloatAgreesWithDouble) {

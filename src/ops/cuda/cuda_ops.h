@@ -82,6 +82,8 @@ void linear_residual_forward(const Tensor& x, const Tensor& w, const Tensor& res
                              const Tensor& bias);
 void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const Tensor& dx, Write dx_mode,
                      const Tensor& dw, Write dw_mode);
+// One strided-batched GEMM where the dy and the dw each lie equally spaced (ops/linear.h), else one each.
+void linear_weight_grads(std::span<const Tensor> dy, const Tensor& x, std::span<const Tensor> dw, Write mode);
 // ops/linear.h's GELU-fused pair, each one cuBLASLt matmul: GELU_AUX_BIAS (GELU_AUX without a bias) writes
 // act as D and h as the epilogue's aux matrix; DGELU reads h as aux and writes dh as D. They return true
 // when fused. Otherwise (cuBLASLt's aux matrix needs a leading dimension, N here and K in the backward,

@@ -18,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 
@@ -78,6 +79,9 @@ struct Gemm {
   void* aux = nullptr;  // with gelu: GELU's input [m,n] of c_type, leading dimension ld_aux
   int64_t ld_aux = 0;
   const void* c_in = nullptr;  // with accumulate: C read from here (c's layout) instead of c, D written to c
+  // Strided batch: `batch` products, the i-th's matrices i stride_* elements past a, b and c (0: shared).
+  int batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
 };
 
 cublasLtEpilogue_t epilogue_of(const Gemm& g) {
@@ -93,8 +97,9 @@ cublasLtEpilogue_t epilogue_of(const Gemm& g) {
 }
 
 // The epilogue, the aux matrix's leading dimension and alignment close the key: plans never mix epilogues.
-using PlanKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, DType, DType,
-                           uint32_t, uint32_t, uint32_t, bool, Gelu, int64_t, uint32_t>;
+using PlanKey =
+    std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, DType, DType, uint32_t,
+               uint32_t, uint32_t, bool, Gelu, int64_t, uint32_t, int, int64_t, int64_t, int64_t>;
 
 constexpr size_t kKeyN = 3, kKeyK = 4;  // where n and k sit in a PlanKey
 
@@ -115,7 +120,11 @@ PlanKey key_of(const Gemm& g) {
           g.bias != nullptr,
           g.gelu,
           g.ld_aux,
-          g.aux ? alignment(g.aux) : 0};
+          g.aux ? alignment(g.aux) : 0,
+          g.batch,
+          g.stride_a,
+          g.stride_b,
+          g.stride_c};
 }
 
 // x rounded up to a multiple of 2^(floor(log2 x) - 3), at least 16: 8 buckets per power of two.
@@ -142,11 +151,20 @@ struct Plan {
   bool runs = true;
 };
 
-cublasLtMatrixLayout_t layout(DType dtype, int64_t rows, int64_t cols, int64_t ld) {
+cublasLtMatrixLayout_t layout(DType dtype, int64_t rows, int64_t cols, int64_t ld, int batch = 1,
+                              int64_t stride = 0) {
   cublasLtMatrixLayout_t l = nullptr;
   check_cublas(cublasLtMatrixLayoutCreate(&l, cuda_type(dtype), static_cast<uint64_t>(rows),
                                           static_cast<uint64_t>(cols), ld),
                "cublasLtMatrixLayoutCreate");
+  if (batch > 1) {
+    check_cublas(
+        cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof batch),
+        "setting the batch count");
+    check_cublas(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                  sizeof stride),
+                 "setting the batch stride");
+  }
   return l;
 }
 
@@ -290,9 +308,11 @@ class Lt {
                                                   &aux_type, sizeof aux_type),
                    "setting the GELU input's type");
     }
-    plan.a = g.trans_a ? layout(g.ab_type, g.k, g.m, g.lda) : layout(g.ab_type, g.m, g.k, g.lda);
-    plan.b = g.trans_b ? layout(g.ab_type, g.n, g.k, g.ldb) : layout(g.ab_type, g.k, g.n, g.ldb);
-    plan.c = layout(g.c_type, g.m, g.n, g.ldc);
+    plan.a = g.trans_a ? layout(g.ab_type, g.k, g.m, g.lda, g.batch, g.stride_a)
+                       : layout(g.ab_type, g.m, g.k, g.lda, g.batch, g.stride_a);
+    plan.b = g.trans_b ? layout(g.ab_type, g.n, g.k, g.ldb, g.batch, g.stride_b)
+                       : layout(g.ab_type, g.k, g.n, g.ldb, g.batch, g.stride_b);
+    plan.c = layout(g.c_type, g.m, g.n, g.ldc, g.batch, g.stride_c);
     return plan;
   }
 
@@ -383,6 +403,7 @@ class Lt {
 // cuBLASLt has no algorithm for it.
 bool gemm(const Gemm& g) {
   if (g.m == 0 || g.n == 0) return true;
+  if (g.batch > 1) return Lt::get().run(g);  // callers batch non-empty products only
   if (g.k == 0) {
     const size_t pitch = static_cast<size_t>(g.ldc * dtype_size(g.c_type));
     if (!g.accumulate)
@@ -448,6 +469,34 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const T
   if (!dw.empty())
     gemm({false, true, K, N, M, x.data, K, dy.data, ldy, dw.data, K, x.dtype, dw.dtype,
           dw_mode == Write::accumulate});
+}
+
+// dw[i]^T [K,N] = x^T op_T(dy[i]^T), as linear_backward's dw: one batched GEMM when the dy and the dw are
+// each equally spaced (x shared: stride 0), else one each.
+void linear_weight_grads(std::span<const Tensor> dy, const Tensor& x, std::span<const Tensor> dw,
+                         Write mode) {
+  const int64_t M = x.shape[0], K = x.shape[1], N = dw[0].shape[0];
+  const bool accumulate = mode == Write::accumulate;
+  // The elements between consecutive tensors' starts where it is one positive stride, else 0.
+  const auto stride = [](std::span<const Tensor> t) -> int64_t {
+    const int64_t size = dtype_size(t[0].dtype);
+    const auto at = [&](size_t i) { return reinterpret_cast<intptr_t>(t[i].data); };
+    const int64_t bytes = t.size() > 1 ? at(1) - at(0) : 0;
+    for (size_t i = 1; i < t.size(); ++i)
+      if (at(i) - at(i - 1) != bytes) return 0;
+    return bytes > 0 && bytes % size == 0 ? bytes / size : 0;
+  };
+  const int64_t stride_dy = stride(dy), stride_dw = stride(dw);
+  if (dy.size() > 1 && M > 0 && stride_dy > 0 && stride_dw > 0) {
+    Gemm g{false, true, K, N, M, x.data, K, dy[0].data, N, dw[0].data, K, x.dtype, dw[0].dtype, accumulate};
+    g.batch = static_cast<int>(dy.size());
+    g.stride_b = stride_dy;
+    g.stride_c = stride_dw;
+    gemm(g);
+    return;
+  }
+  for (size_t i = 0; i < dy.size(); ++i)
+    gemm({false, true, K, N, M, x.data, K, dy[i].data, N, dw[i].data, K, x.dtype, dw[i].dtype, accumulate});
 }
 
 // The bias epilogue takes the bias in D's type (linear_forward's rule): an f32 bias beside bf16 h goes the

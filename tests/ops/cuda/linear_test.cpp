@@ -67,6 +67,59 @@ TEST(CudaLinear, Bf16WithBf16WeightGradientMatchesCpu) {
   check_linear(DType::bf16, DType::bf16, {64, 768, 768}, Write::accumulate);
 }
 
+// linear_weight_grads: n gradients [M,N] lying `gap` elements apart in one buffer (equal gaps: one batched
+// GEMM; uneven ones, or gap 0 meaning separate buffers: a GEMM each), against the cpu in f64.
+void check_weight_grads(DType dtype, DType dw_type, Case s, int n, Write mode, bool uneven) {
+  const auto [M, N, K] = s;
+  SCOPED_TRACE(fmt::format("{} (dw {}) M={} N={} K={} n={} {}{}", dtype_name(dtype), dtype_name(dw_type), M,
+                           N, K, n, mode == Write::accumulate ? "accumulate" : "overwrite",
+                           uneven ? " uneven" : ""));
+  std::vector<double> x = rounded(random_values(M * K, 1), dtype);
+  // Room for every gradient with a gap of 8 elements after each (16 more after the first when uneven).
+  const int64_t dy_slot = M * N + 8, dw_slot = N * K + 8, extra = uneven ? 16 : 0;
+  DeviceBuffer dy_buffer(static_cast<size_t>((n * dy_slot + extra) * dtype_size(dtype))),
+      dw_buffer(static_cast<size_t>((n * dw_slot + extra) * dtype_size(dw_type)));
+  std::vector<Tensor> d_dy, d_dw;
+  std::vector<std::vector<double>> want;
+  const bool acc = mode == Write::accumulate;
+  for (int i = 0; i < n; ++i) {
+    std::vector<double> dy = rounded(random_values(M * N, 10 + i), dtype);
+    const std::vector<double> dw0 = rounded(random_values(N * K, 20 + i), dw_type);
+    std::vector<double> dw = dw0;
+    linear_backward(view(dy, {M, N}), view(x, {M, K}), view(dw, {N, K}), Tensor(), mode, view(dw, {N, K}),
+                    mode);
+    want.push_back(dw);
+    const int64_t shift = uneven && i > 0 ? extra : 0;
+    char* dy_at = static_cast<char*>(dy_buffer.data()) + (i * dy_slot + shift) * dtype_size(dtype);
+    char* dw_at = static_cast<char*>(dw_buffer.data()) + (i * dw_slot + shift) * dtype_size(dw_type);
+    d_dy.emplace_back(dy_at, dtype, std::initializer_list<int64_t>{M, N}, Device::cuda);
+    d_dw.emplace_back(dw_at, dw_type, std::initializer_list<int64_t>{N, K}, Device::cuda);
+    const DeviceTensor dy_up = upload(dy, dtype, {M, N});
+    const DeviceTensor dw_up = acc ? upload(dw0, dw_type, {N, K}) : poisoned(dw_type, {N, K});
+    copy_bytes(d_dy.back().data, true, dy_up.t.data, true, static_cast<size_t>(d_dy.back().bytes()));
+    copy_bytes(d_dw.back().data, true, dw_up.t.data, true, static_cast<size_t>(d_dw.back().bytes()));
+  }
+  const DeviceTensor d_x = upload(x, dtype, {M, K});
+  linear_weight_grads(d_dy, d_x.t, d_dw, mode);
+  for (int i = 0; i < n; ++i) {
+    SCOPED_TRACE(fmt::format("layer {}", i));
+    EXPECT_CLOSE(d_dw[i], want[i], tolerance(dw_type == DType::f32 ? dtype : dw_type, true));
+  }
+}
+
+// BERT-base's q, k and v (MHA) and Qwen3's k and v shapes; one token; a narrow odd shape.
+TEST(CudaLinear, WeightGradsOfLayersSharingAnInputMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  for (Write mode : {Write::overwrite, Write::accumulate})
+    for (bool uneven : {false, true}) {
+      check_weight_grads(DType::bf16, DType::f32, {1000, 768, 768}, 3, mode, uneven);
+      check_weight_grads(DType::bf16, DType::f32, {517, 1024, 1024}, 2, mode, uneven);
+      check_weight_grads(DType::bf16, DType::f32, {1, 64, 96}, 3, mode, uneven);
+      check_weight_grads(DType::f32, DType::f32, {37, 61, 129}, 2, mode, uneven);
+      check_weight_grads(DType::bf16, DType::bf16, {64, 128, 256}, 2, mode, uneven);
+    }
+}
+
 // With packing the token count M changes every step: cuBLASLt's algorithm is cached per bucket of the
 // token dimension (8 per power of two: 1000..1024 round up to 1024, 1025..1030 to 1152, 4097 to 4608) and
 // reused for every M of the bucket that cublasLtMatmulAlgoCheck accepts. Each M is checked against the cpu,
