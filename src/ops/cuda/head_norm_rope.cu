@@ -85,8 +85,7 @@ struct RowAt {
   }
 };
 
-// Forward: y = x rstd w per row, rotated in registers before the one store. The first rows' loads are
-// issued before the block computes its angles, so the two overlap.
+// Forward: y = x rstd w per row, rotated in registers before the one store.
 template <class T, class W, int kVec, int kLanes>
 __global__ void __launch_bounds__(kThreads)
     forward_kernel(Rows<T, W> r, RopeTable f, const int32_t* __restrict__ pos, bool rotating, float eps,
@@ -94,24 +93,20 @@ __global__ void __launch_bounds__(kThreads)
   extern __shared__ double shared[];
   constexpr int D = kLanes * kVec;
   const BlockRows b(T_, tokens_per_block, r.heads);
+  float *cos_t = nullptr, *sin_t = nullptr;
+  if (rotating) rope_angles(f, pos, b.t0, b.tokens, D / 2, 1.0f, shared, cos_t, sin_t);
   const int teams = kThreads / kLanes, team = threadIdx.x / kLanes, lane = threadIdx.x % kLanes;
-  Pack<T, kVec> xs[kUnroll];
-  const auto load_rows = [&](int j0) {
+  float w0[kVec], w1[kVec];
+  load_floats<kVec>(r.w[0] + lane * kVec, w0);
+  load_floats<kVec>(r.w[1] + lane * kVec, w1);
+  for (int j0 = team; j0 < b.count(); j0 += teams * kUnroll) {
+    Pack<T, kVec> xs[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
       if (const int j = j0 + u * teams; j < b.count()) {
         const RowAt at(b, r.heads, j);
         xs[u] = load_pack<kVec>(r.x[at.which] + at.row * D + lane * kVec);
       }
-  };
-  load_rows(team);
-  float w0[kVec], w1[kVec];
-  load_floats<kVec>(r.w[0] + lane * kVec, w0);
-  load_floats<kVec>(r.w[1] + lane * kVec, w1);
-  float *cos_t = nullptr, *sin_t = nullptr;
-  if (rotating) rope_angles(f, pos, b.t0, b.tokens, D / 2, 1.0f, shared, cos_t, sin_t);
-  for (int j0 = team; j0 < b.count(); j0 += teams * kUnroll) {
-    if (j0 != team) load_rows(j0);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int j = j0 + u * teams;
