@@ -4,7 +4,6 @@
 #include "ops/cuda/cuda_ops.h"
 #include "ops/cuda/elements.cuh"
 #include "ops/cuda/param_sums.cuh"
-#include "ops/cuda/scratch.h"
 #include "ops/cuda/stream.h"
 #include "ops/cuda/vector.cuh"
 
@@ -77,11 +76,7 @@ void bias_add(const Tensor& y, const Tensor& bias) {
 void bias_backward(const Tensor& dy, const Tensor& dbias, Write mode) {
   const int64_t M = dy.shape[0], N = dbias.shape[0], ld = dy.shape[1];
   if (N == 0) return;
-  const int64_t partials = (M + kPartialRows - 1) / kPartialRows;
-  ScratchPlan plan;
-  const size_t partial_at = plan.reserve<float>(partials * N);
-  plan.allocate();
-  float* partial = plan.at<float>(partial_at);
+  const auto [partial, partials] = column_partials(M, N);
   const cudaStream_t stream = current_stream();
   dispatch_with_param("bias_backward", "dy", dy, dbias, [&](auto t, auto w) {
     using E = decltype(t);

@@ -4,7 +4,6 @@
 #include "ops/cuda/elements.cuh"
 #include "ops/cuda/mvue_pack.cuh"
 #include "ops/cuda/param_sums.cuh"
-#include "ops/cuda/scratch.h"
 #include "ops/cuda/stream.h"
 #include "ops/cuda/vector.cuh"
 
@@ -206,11 +205,7 @@ void backward(const char* op, const Tensor& dout, const Tensor& h, const Tensor&
   if (dbias.empty()) return backward<Form>(op, dout, h, dh);
   const int64_t M = h.shape[0], N = h.shape[1];
   if (N == 0) return;
-  const int64_t partials = (M + kPartialRows - 1) / kPartialRows;
-  ScratchPlan plan;
-  const size_t partial_at = plan.reserve<float>(partials * N);
-  plan.allocate();
-  float* partial = plan.at<float>(partial_at);
+  const auto [partial, partials] = column_partials(M, N);
   const cudaStream_t stream = current_stream();
   dispatch_with_param(op, "h", h, dbias, [&](auto t, auto w) {
     using E = decltype(t);

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "ops/cuda/elements.cuh"
+#include "ops/cuda/scratch.h"
 #include "ops/cuda/vector.cuh"
 
 namespace pt::ops::cuda {
@@ -35,6 +36,20 @@ constexpr int kPartialWarps = 8;
 constexpr int kPartialRowsPerWarp = 8;
 constexpr int kPartialRows = kPartialWarps * kPartialRowsPerWarp;
 constexpr int kMaxGridY = 65535;
+
+// The first pass's partials over M rows of N columns, one row of N a block, in the ops' shared scratch.
+struct ColumnPartials {
+  float* data;
+  int64_t count;
+};
+inline ColumnPartials column_partials(int64_t M, int64_t N) {
+  ColumnPartials p{nullptr, (M + kPartialRows - 1) / kPartialRows};
+  ScratchPlan plan;
+  const size_t at = plan.reserve<float>(p.count * N);
+  plan.allocate();
+  p.data = plan.at<float>(at);
+  return p;
+}
 
 // Writes the block's partial: each warp's column sums (sum, lane l's vector of the tile) added in warp order
 // into partial[blockIdx.x N + c].
