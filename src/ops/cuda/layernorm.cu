@@ -1,6 +1,5 @@
 #include <algorithm>
 #include <string>
-#include <type_traits>
 
 #include "ops/cuda/check.h"
 #include "ops/cuda/cuda_ops.h"
@@ -19,10 +18,6 @@ namespace {
 constexpr int kForwardWarps = 8;  // forward: one warp per token row
 constexpr int kMaxBackwardWarps = 8;
 constexpr int kRowsPerWarp = 4;  // backward: rows each warp handles, so a block's partial covers warps * 4
-// backward_rows_kernel: blocks of 4 warps, 8 rows a warp, rows of up to 32 kMaxRegisterVectors vectors.
-constexpr int kRegisterRowsThreads = 128;
-constexpr int kRegisterRowsPerWarp = 8;
-constexpr int kMaxRegisterVectors = 8;
 
 // One warp per row, walked in vectors of kVec columns, lane l taking columns [l kVec, (l + 1) kVec) of every
 // 32 kVec: a pass for the mean, one for the variance around it (exact where the mean is large against the
@@ -66,40 +61,6 @@ __global__ void forward_kernel(const T* __restrict__ x, const W* __restrict__ w,
   }
 }
 
-// The backward kernels' shared rows, kSums a warp (dweight's, dbias's and, summing dx, dx_bias's): a row
-// keeps column v kVec + k at k (C / kVec) + v, so a warp's lanes touch consecutive words (no bank conflicts).
-// The calling warp's rows start at zero.
-template <int kVec, int kSums>
-__device__ inline float* zeroed_warp_rows(float* warp_rows, int64_t C) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t vectors = C / kVec;
-  float* rows = warp_rows + warp * kSums * C;
-  for (int64_t v = lane; v < vectors; v += 32)
-#pragma unroll
-    for (int k = 0; k < kVec; ++k)
-#pragma unroll
-      for (int i = 0; i < kSums; ++i) rows[i * C + k * vectors + v] = 0;
-  return rows;
-}
-
-// After every warp has summed its rows: partial[block] = (the warps' i-th rows added in warp order, i <
-// kSums), C columns each.
-template <int kVec, int kSums>
-__device__ inline void write_block_partial(const float* warp_rows, int64_t C, float* partial) {
-  __syncthreads();
-  const int warps = blockDim.x / 32;
-  const int64_t vectors = C / kVec;
-  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-    const int64_t at = c % kVec * vectors + c / kVec;
-#pragma unroll
-    for (int i = 0; i < kSums; ++i) {
-      float sum = 0;
-      for (int j = 0; j < warps; ++j) sum += warp_rows[(j * kSums + i) * C + at];
-      partial[(int64_t{blockIdx.x} * kSums + i) * C + c] = sum;
-    }
-  }
-}
-
 // With r = rstd, xhat = (x - mean) r and g = dy w: dx = r (g - mean(g) - xhat mean(g xhat)), dweight = sum
 // over tokens of dy xhat, dbias = sum over tokens of dy, and with kSumDx dx_bias = sum over tokens of dx as
 // stored. Block b takes rows [b R, (b + 1) R) with R = warps * kRowsPerWarp, warp j its rows j, j + warps,
@@ -115,12 +76,18 @@ __global__ void backward_kernel(const T* __restrict__ dy, const T* __restrict__ 
                                 T* __restrict__ dx, bool accumulate, float* __restrict__ partial, int64_t T_,
                                 int64_t C) {
   constexpr int kSums = kSumDx ? 3 : 2;
-  extern __shared__ float warp_rows[];
+  extern __shared__ float warp_rows[];  // per warp: its dweight row, its dbias row (, its dx_bias row)
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t vectors = C / kVec;
-  float* dw = zeroed_warp_rows<kVec, kSums>(warp_rows, C);
+  float* dw = warp_rows + warp * kSums * C;
   float* db = dw + C;
   float* dxb = db + C;
+  for (int64_t v = lane; v < vectors; v += 32)
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      dw[k * vectors + v] = 0, db[k * vectors + v] = 0;
+      if (kSumDx) dxb[k * vectors + v] = 0;
+    }
   const int64_t t0 = int64_t{blockIdx.x} * warps * kRowsPerWarp;
   const int64_t t1 = min(t0 + int64_t{warps} * kRowsPerWarp, T_);
   for (int64_t t = t0 + warp; t < t1; t += warps) {
@@ -157,67 +124,16 @@ __global__ void backward_kernel(const T* __restrict__ dy, const T* __restrict__ 
       store_floats<kVec>(dx + t * C + v * kVec, out);
     }
   }
-  write_block_partial<kVec, kSums>(warp_rows, C, partial);
-}
-
-// The backward for rows of at most 32 kPerLane vectors (C <= 2048 in bf16): as the kernel above, but each
-// warp holds its row of dy and x in registers between the two passes (lane l: vectors l, l + 32, ...), so
-// it reads them from memory once with every load of the row in flight together, as rmsnorm's does.
-template <class T, class W, int kVec, int kPerLane, bool kSumDx>
-__global__ void __launch_bounds__(kRegisterRowsThreads)
-    backward_rows_kernel(const T* __restrict__ dy, const T* __restrict__ x, const W* __restrict__ w,
-                         const float* __restrict__ mean, const float* __restrict__ rstd, T* __restrict__ dx,
-                         bool accumulate, float* __restrict__ partial, int64_t T_, int64_t C) {
-  constexpr int kSums = kSumDx ? 3 : 2;
-  extern __shared__ float warp_rows[];
-  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int vectors = static_cast<int>(C / kVec);
-  float* dw = zeroed_warp_rows<kVec, kSums>(warp_rows, C);
-  float* db = dw + C;
-  float* dxb = db + C;
-  const int64_t t0 = int64_t{blockIdx.x} * warps * kRegisterRowsPerWarp;
-  const int64_t t1 = min(t0 + int64_t{warps} * kRegisterRowsPerWarp, T_);
-  for (int64_t t = t0 + warp; t < t1; t += warps) {
-    Pack<T, kVec> g[kPerLane], xv[kPerLane];
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    const int64_t at = c % kVec * vectors + c / kVec;
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i)
-      if (const int v = lane + 32 * i; v < vectors) {
-        g[i] = load_pack<kVec>(dy + t * C + v * kVec);
-        xv[i] = load_pack<kVec>(x + t * C + v * kVec);
-      }
-    const float mu = mean[t], r = rstd[t];
-    float sum_g = 0, sum_gx = 0;
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i)
-      if (const int v = lane + 32 * i; v < vectors) {
-        float wv[kVec];
-        load_floats<kVec>(w + v * kVec, wv);
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          const float gw = __fmul_rn(load(&g[i].v[k]), wv[k]);
-          sum_g += gw;
-          sum_gx += gw * ((load(&xv[i].v[k]) - mu) * r);
-        }
-      }
-    const float mean_g = warp_sum(sum_g) / float(C), mean_gx = warp_sum(sum_gx) / float(C);
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i)
-      if (const int v = lane + 32 * i; v < vectors) {
-        float wv[kVec], out[kVec];
-        load_floats<kVec>(w + v * kVec, wv);
-        load_or_zero<kVec>(accumulate, dx + t * C + v * kVec, out);
-#pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          const float gk = load(&g[i].v[k]), xhat = (load(&xv[i].v[k]) - mu) * r;
-          out[k] += r * (__fmul_rn(gk, wv[k]) - mean_g - xhat * mean_gx);
-          dw[k * vectors + v] += gk * xhat;
-          db[k * vectors + v] += gk;
-          if (kSumDx) dxb[k * vectors + v] += rounded_to<T>(out[k]);
-        }
-        store_floats<kVec>(dx + t * C + v * kVec, out);
-      }
+    for (int i = 0; i < kSums; ++i) {
+      float sum = 0;
+      for (int j = 0; j < warps; ++j) sum += warp_rows[(j * kSums + i) * C + at];
+      partial[(int64_t{blockIdx.x} * kSums + i) * C + c] = sum;
+    }
   }
-  write_block_partial<kVec, kSums>(warp_rows, C, partial);
 }
 
 // The second pass: grid row i sums the partials' i-th C columns into out[i] (dweight, dbias, dx_bias).
@@ -261,53 +177,31 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
   if (C == 0) return;
   const bool sum_dx = !dx_bias.empty();
   const int sums = sum_dx ? 3 : 2;
-  const int64_t row_bytes = sums * C * int64_t{sizeof(float)};  // a warp's shared rows
-  const cudaStream_t stream = current_stream();
+  // As many warps (each with two or three shared fp32 rows of C) as fit in the default shared memory, at
+  // least one.
+  const int64_t warp_bytes = sums * C * int64_t{sizeof(float)};
+  const int warps = static_cast<int>(std::clamp<int64_t>(kDefaultShared / warp_bytes, 1, kMaxBackwardWarps));
+  const auto shared = static_cast<size_t>(warps * warp_bytes);
+  const int64_t rows_per_block = int64_t{warps} * kRowsPerWarp;
+  const int64_t partials = (T + rows_per_block - 1) / rows_per_block;
   ScratchPlan plan;
-  float* partial = nullptr;
-  int64_t partials = 0;
-  // Each kernel writes one partial (sums rows of C) a block; both kernels' blocks cover rows in order.
-  auto reserve_partials = [&](int64_t rows_per_block) {
-    partials = (T + rows_per_block - 1) / rows_per_block;
-    const size_t at = plan.reserve<float>(partials * sums * C);
-    plan.allocate();
-    partial = plan.at<float>(at);
-  };
+  const size_t partial_at = plan.reserve<float>(partials * sums * C);
+  plan.allocate();
+  float* partial = plan.at<float>(partial_at);
+  const cudaStream_t stream = current_stream();
   dispatch_with_param("layernorm_backward", "x", x, weight, [&](auto t, auto w) {
     using E = decltype(t);
     using W = decltype(w);
     constexpr int kVec = kPack16<E>;
     const bool vector = C % kVec == 0 && aligned16({dy.data, x.data, weight.data, dx.data});
-    const int64_t lane_vectors = (C / kVec + 31) / 32;
-    const auto launch = [&](auto kernel, int warps, int64_t rows_per_warp) {
-      const auto shared = static_cast<size_t>(warps * row_bytes);
-      allow_shared_memory(kernel, shared, "layernorm_backward", C, sums * sizeof(float));
-      reserve_partials(warps * rows_per_warp);
-      if (T == 0) return;  // dweight and dbias still get their (empty) sums below
-      kernel<<<static_cast<unsigned>(partials), warps * 32, shared, stream>>>(
-          data<E>(dy), data<E>(x), data<W>(weight), data<float>(mean), data<float>(rstd), data<E>(dx),
-          dx_mode == Write::accumulate, partial, T, C);
-      PT_CUDA_CHECK_LAUNCH();
-    };
-    const auto rows_kernel = [&](auto per_lane) {
-      constexpr int kPerLane = decltype(per_lane)::value;
-      return sum_dx ? backward_rows_kernel<E, W, kVec, kPerLane, true>
-                    : backward_rows_kernel<E, W, kVec, kPerLane, false>;
-    };
-    if (vector && lane_vectors <= kMaxRegisterVectors) {
-      constexpr int kWarps = kRegisterRowsThreads / 32;
-      const auto kernel = lane_vectors <= 1   ? rows_kernel(std::integral_constant<int, 1>{})
-                          : lane_vectors <= 2 ? rows_kernel(std::integral_constant<int, 2>{})
-                          : lane_vectors <= 4
-                              ? rows_kernel(std::integral_constant<int, 4>{})
-                              : rows_kernel(std::integral_constant<int, kMaxRegisterVectors>{});
-      return launch(kernel, kWarps, kRegisterRowsPerWarp);
-    }
-    // As many warps (each with its shared rows) as fit in the default shared memory, at least one.
-    const int warps = static_cast<int>(std::clamp<int64_t>(kDefaultShared / row_bytes, 1, kMaxBackwardWarps));
-    launch(vector ? (sum_dx ? backward_kernel<E, W, kVec, true> : backward_kernel<E, W, kVec, false>)
-                  : (sum_dx ? backward_kernel<E, W, 1, true> : backward_kernel<E, W, 1, false>),
-           warps, kRowsPerWarp);
+    auto kernel = vector ? (sum_dx ? backward_kernel<E, W, kVec, true> : backward_kernel<E, W, kVec, false>)
+                         : (sum_dx ? backward_kernel<E, W, 1, true> : backward_kernel<E, W, 1, false>);
+    allow_shared_memory(kernel, shared, "layernorm_backward", C, sums * sizeof(float));
+    if (T == 0) return;  // dweight and dbias still get their (empty) sums below
+    kernel<<<static_cast<unsigned>(partials), warps * 32, shared, stream>>>(
+        data<E>(dy), data<E>(x), data<W>(weight), data<float>(mean), data<float>(rstd), data<E>(dx),
+        dx_mode == Write::accumulate, partial, T, C);
+    PT_CUDA_CHECK_LAUNCH();
   });
   dispatch_with_param("layernorm_backward", "x", x, dweight, [&](auto, auto w) {
     using W = decltype(w);
