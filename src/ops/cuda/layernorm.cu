@@ -67,9 +67,9 @@ __global__ void forward_kernel(const T* __restrict__ x, const W* __restrict__ w,
 // ...; each warp sums dy xhat, dy (and dx) of its rows in row order into its own shared rows (every lane owns
 // its columns, so no races), and the block adds the warps' rows in warp order into partial[b] = (dweight's C
 // columns, dbias's C, dx_bias's C): the parameter gradients come out of the same pass over dy and x as dx,
-// in a fixed order. A shared row keeps column v kVec + k at
-// k (C / kVec) + v, so a warp's lanes touch consecutive words (no bank conflicts). dy w is rounded alike in
-// both passes (no FMA contraction), so where every xhat is 0 (C = 1) dx is exactly 0, as on the cpu.
+// in a fixed order. A shared row keeps column v kVec + k at k (C / kVec) + v, so a warp's lanes touch
+// consecutive words (no bank conflicts). dy w is rounded alike in both passes (no FMA contraction), so where
+// every xhat is 0 (C = 1) dx is exactly 0, as on the cpu.
 template <class T, class W, int kVec, bool kSumDx>
 __global__ void backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const W* __restrict__ w,
                                 const float* __restrict__ mean, const float* __restrict__ rstd,
@@ -136,15 +136,16 @@ __global__ void backward_kernel(const T* __restrict__ dy, const T* __restrict__ 
   }
 }
 
-// The second pass: grid row i sums the partials' i-th C columns into out[i] (dweight, dbias, dx_bias).
+// The second pass: grid row i sums the partials' i-th C columns into out[i] (dweight, dbias, dx_bias); each
+// block's partials hold gridDim.y rows of C.
 template <class W>
 struct ParamGrads {
   W* out[3];
 };
 template <class W>
-__global__ void param_grad_kernel(const float* __restrict__ partial, int64_t partials, int64_t C, int sums,
+__global__ void param_grad_kernel(const float* __restrict__ partial, int64_t partials, int64_t C,
                                   bool accumulate, ParamGrads<W> grads) {
-  column_sum(partial + blockIdx.y * C, partials, sums * C, C, accumulate, grads.out[blockIdx.y]);
+  column_sum(partial + blockIdx.y * C, partials, gridDim.y * C, C, accumulate, grads.out[blockIdx.y]);
 }
 
 }  // namespace
@@ -207,7 +208,7 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
     using W = decltype(w);
     const ParamGrads<W> grads{{data<W>(dweight), data<W>(dbias), sum_dx ? data<W>(dx_bias) : nullptr}};
     param_grad_kernel<<<dim3(blocks_for(C, 32), static_cast<unsigned>(sums)), dim3(32, kColumnSumRows), 0,
-                        stream>>>(partial, partials, C, sums, param_mode == Write::accumulate, grads);
+                        stream>>>(partial, partials, C, param_mode == Write::accumulate, grads);
     PT_CUDA_CHECK_LAUNCH();
   });
 }

@@ -79,9 +79,9 @@ struct Gemm {
   void* aux = nullptr;  // with gelu: GELU's input [m,n] of c_type, leading dimension ld_aux
   int64_t ld_aux = 0;
   const void* c_in = nullptr;  // with accumulate: C read from here (c's layout) instead of c, D written to c
-  // Strided batch: `batch` products, the i-th's matrices i stride_* elements past a, b and c (0: shared).
+  // Strided batch: `batch` products sharing A, the i-th's B and C i stride_* elements past b and c.
   int batch = 1;
-  int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+  int64_t stride_b = 0, stride_c = 0;
 };
 
 cublasLtEpilogue_t epilogue_of(const Gemm& g) {
@@ -99,7 +99,7 @@ cublasLtEpilogue_t epilogue_of(const Gemm& g) {
 // The epilogue, the aux matrix's leading dimension and alignment close the key: plans never mix epilogues.
 using PlanKey =
     std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, DType, DType, uint32_t,
-               uint32_t, uint32_t, bool, Gelu, int64_t, uint32_t, int, int64_t, int64_t, int64_t>;
+               uint32_t, uint32_t, bool, Gelu, int64_t, uint32_t, int, int64_t, int64_t>;
 
 constexpr size_t kKeyN = 3, kKeyK = 4;  // where n and k sit in a PlanKey
 
@@ -122,7 +122,6 @@ PlanKey key_of(const Gemm& g) {
           g.ld_aux,
           g.aux ? alignment(g.aux) : 0,
           g.batch,
-          g.stride_a,
           g.stride_b,
           g.stride_c};
 }
@@ -308,8 +307,8 @@ class Lt {
                                                   &aux_type, sizeof aux_type),
                    "setting the GELU input's type");
     }
-    plan.a = g.trans_a ? layout(g.ab_type, g.k, g.m, g.lda, g.batch, g.stride_a)
-                       : layout(g.ab_type, g.m, g.k, g.lda, g.batch, g.stride_a);
+    plan.a = g.trans_a ? layout(g.ab_type, g.k, g.m, g.lda, g.batch, 0)
+                       : layout(g.ab_type, g.m, g.k, g.lda, g.batch, 0);
     plan.b = g.trans_b ? layout(g.ab_type, g.n, g.k, g.ldb, g.batch, g.stride_b)
                        : layout(g.ab_type, g.k, g.n, g.ldb, g.batch, g.stride_b);
     plan.c = layout(g.c_type, g.m, g.n, g.ldc, g.batch, g.stride_c);
@@ -449,6 +448,13 @@ void forward_gemm(const Tensor& x, const Tensor& w, const Tensor& y, bool accumu
   if (!bias.empty() && !epilogue) bias_add(y, bias);
 }
 
+// dw [N,K] (=|+=) dy^T x, computed column-major as dw^T [K,N] = x^T op_T(dy^T).
+Gemm weight_grad_gemm(const Tensor& dy, const Tensor& x, const Tensor& dw, Write mode) {
+  const int64_t M = x.shape[0], K = x.shape[1], N = dw.shape[0], ldy = dy.shape[1];
+  const bool accumulate = mode == Write::accumulate;
+  return {false, true, K, N, M, x.data, K, dy.data, ldy, dw.data, K, x.dtype, dw.dtype, accumulate};
+}
+
 }  // namespace
 
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& y, Write mode, const Tensor& bias) {
@@ -466,17 +472,12 @@ void linear_backward(const Tensor& dy, const Tensor& x, const Tensor& w, const T
   if (!dx.empty())
     gemm({false, false, K, M, N, w.data, K, dy.data, ldy, dx.data, K, x.dtype, dx.dtype,
           dx_mode == Write::accumulate});
-  if (!dw.empty())
-    gemm({false, true, K, N, M, x.data, K, dy.data, ldy, dw.data, K, x.dtype, dw.dtype,
-          dw_mode == Write::accumulate});
+  if (!dw.empty()) gemm(weight_grad_gemm(dy, x, dw, dw_mode));
 }
 
-// dw[i]^T [K,N] = x^T op_T(dy[i]^T), as linear_backward's dw: one batched GEMM when the dy and the dw are
-// each equally spaced (x shared: stride 0), else one each.
+// One batched GEMM when the dy and the dw are each equally spaced (x shared), else one each.
 void linear_weight_grads(std::span<const Tensor> dy, const Tensor& x, std::span<const Tensor> dw,
                          Write mode) {
-  const int64_t M = x.shape[0], K = x.shape[1], N = dw[0].shape[0];
-  const bool accumulate = mode == Write::accumulate;
   // The elements between consecutive tensors' starts where it is one positive stride, else 0.
   const auto stride = [](std::span<const Tensor> t) -> int64_t {
     const int64_t size = dtype_size(t[0].dtype);
@@ -487,16 +488,15 @@ void linear_weight_grads(std::span<const Tensor> dy, const Tensor& x, std::span<
     return bytes > 0 && bytes % size == 0 ? bytes / size : 0;
   };
   const int64_t stride_dy = stride(dy), stride_dw = stride(dw);
-  if (dy.size() > 1 && M > 0 && stride_dy > 0 && stride_dw > 0) {
-    Gemm g{false, true, K, N, M, x.data, K, dy[0].data, N, dw[0].data, K, x.dtype, dw[0].dtype, accumulate};
+  if (dy.size() > 1 && x.shape[0] > 0 && stride_dy > 0 && stride_dw > 0) {
+    Gemm g = weight_grad_gemm(dy[0], x, dw[0], mode);
     g.batch = static_cast<int>(dy.size());
     g.stride_b = stride_dy;
     g.stride_c = stride_dw;
     gemm(g);
     return;
   }
-  for (size_t i = 0; i < dy.size(); ++i)
-    gemm({false, true, K, N, M, x.data, K, dy[i].data, N, dw[i].data, K, x.dtype, dw[i].dtype, accumulate});
+  for (size_t i = 0; i < dy.size(); ++i) gemm(weight_grad_gemm(dy[i], x, dw[i], mode));
 }
 
 // The bias epilogue takes the bias in D's type (linear_forward's rule): an f32 bias beside bf16 h goes the
