@@ -1,6 +1,6 @@
 // A batch's integer inputs on the model's device: token ids, position ids, targets (the labels aligned with
-// the logits), cu_seqlens and, when every row is one attention segment, the rows' real lengths; for masked
-// LM also the labelled tokens, the only rows the model's MLM head runs on.
+// the logits), cu_seqlens and, when every row is one attention segment, the rows' real lengths; and where the
+// LM head runs on the labelled tokens alone, those tokens.
 //
 // stage() checks them on the host, where a packer bug or an id beyond the vocabulary becomes a named error
 // rather than wrong attention or an out-of-range read, and the device kernels need not report back (which
@@ -26,6 +26,10 @@ namespace pt {
 // for masked LM the labels themselves (the logits at t predict the token at t).
 std::vector<int32_t> loss_targets(const Batch& batch);
 
+// The tokens the LM head computes logits for. The loss needs only the labelled ones' (those with a target):
+// masked LM's 15% or so, an SFT batch's answers. Every token's serve generation and tests that read them.
+enum class HeadRows { labelled, every };
+
 class BatchInputs {
  public:
   // A staged batch: valid until its slot is staged again.
@@ -34,13 +38,14 @@ class BatchInputs {
     uint64_t serial = 0;
   };
   // What a pass reads: tensors on the device, sized to the batch; valid_lens is empty unless every row is
-  // one segment (padding, concat), whose pad tails attention then skips. The logits have a row per token
-  // for causal LM, but only per labelled token for masked LM (about 15%): label_rows [head_rows] lists
-  // those tokens in ascending order (empty for causal LM), and targets [head_rows] holds their labels.
+  // one segment (padding, concat), whose pad tails attention then skips. The head's rows are every token,
+  // or where `gathered`, the labelled tokens listed in ascending order in label_rows [head_rows] (empty
+  // otherwise); targets [head_rows] holds the rows' targets.
   struct View {
     Tensor ids, positions, targets, cu_seqlens, valid_lens, label_rows;
     int64_t tokens = 0, segments = 0;
-    int64_t head_rows = 0;     // the logits' rows: tokens (causal LM) or labelled tokens (masked LM)
+    int64_t head_rows = 0;     // the logits' rows: tokens, or the labelled tokens where gathered
+    bool gathered = false;     // the head runs on the labelled tokens gathered from the last layer's output
     int32_t max_position = 0;  // the largest position id (dynamic rotary scaling depends on it)
   };
 
@@ -50,9 +55,11 @@ class BatchInputs {
               Objective objective = Objective::kCausalLm);
 
   // For a pass queued later: the ahead slots alternate, so the next batch can be staged while a pass runs.
-  Ticket stage(const Batch& batch);
+  // With HeadRows::labelled the head runs on the labelled tokens gathered wherever masked LM's objective or
+  // enough unlabelled tokens make that pay (gathers_labelled in the .cpp), else on every token.
+  Ticket stage(const Batch& batch, HeadRows rows = HeadRows::labelled);
   // For a pass queued right after (evaluation, single passes), in a slot of its own.
-  Ticket stage_now(const Batch& batch);
+  Ticket stage_now(const Batch& batch, HeadRows rows = HeadRows::labelled);
   // Compute work queued from now on sees the ticket's inputs. Fails for a ticket whose slot was staged again.
   View acquire(const Ticket& ticket);
   // Every pass that reads the ticket's slot is queued; the slot may be staged again after them.
@@ -67,9 +74,9 @@ class BatchInputs {
     uint64_t serial = 0;
     int64_t tokens = 0, segments = 0, head_rows = 0;
     int32_t max_position = 0;
-    bool valid_lens = false;
+    bool valid_lens = false, gathered = false;
   };
-  Ticket stage_into(int slot, const Batch& batch);
+  Ticket stage_into(int slot, const Batch& batch, HeadRows rows);
 
   int64_t max_tokens_, vocab_size_, position_limit_;
   Objective objective_;

@@ -301,7 +301,7 @@ Tensor DecoderModel::logits() const {
 
 void DecoderModel::copy_logits_row(int64_t r, std::span<float> out) const {
   const int64_t V = config_.vocab_size;
-  const char* rows = gathers_head() ? "labelled tokens" : "tokens";
+  const char* rows = in_.gathered ? "labelled tokens" : "tokens";
   if (r < 0 || r >= in_.head_rows)
     fail("copy_logits_row: row {} is outside the last batch's logits, a row for each of its {} {}", r,
          in_.head_rows, rows);
@@ -462,9 +462,9 @@ void DecoderModel::embed_backward(const Tensor& dx, const Tensor& dtmp) const {
 
 void DecoderModel::head_forward() {
   const int64_t T = in_.tokens, rows = in_.head_rows, C = config_.hidden_size;
-  if (rows == 0) return;  // a masked-LM batch without a labelled token
+  if (rows == 0) return;  // a gathered batch without a labelled token
   // The labelled rows are a lookup of their token indices in the last layer's output.
-  if (gathers_head())
+  if (in_.gathered)
     ops::embedding_forward(in_.label_rows, arena_.view(final_in_, {T, C}), arena_.view(head_in(), {rows, C}),
                            /*ids_checked=*/true);
   if (config_.head_transform) head_transform_forward(rows);
@@ -474,9 +474,9 @@ void DecoderModel::head_forward() {
 void DecoderModel::head_backward(const Tensor& dx) const {
   const int64_t rows = in_.head_rows, C = config_.hidden_size;
   const Tensor dxn = arena_.view(dxn_, {rows, C}), dtmp = arena_.view(dtmp_, {rows, C});
-  // The gradient of the head's input: dx itself, or for masked LM the gathered rows', in a buffer the
+  // The gradient of the head's input: dx itself, or where gathered the labelled rows', in a buffer the
   // head's backward is done with by then, scattered into dx, whose other rows get zeros.
-  const bool gather = gathers_head();
+  const bool gather = in_.gathered;
   const Tensor dhead = !gather ? dx : config_.head_transform ? dxn : dtmp;
   if (rows > 0) {
     const NormActs n = final_norm_acts(rows);
@@ -579,9 +579,9 @@ void DecoderModel::activation_forward(const Tensor& h, const Tensor& act) const 
   }
 }
 
-LossSum DecoderModel::forward(const Batch& batch, const Tensor& params) {
+LossSum DecoderModel::forward(const Batch& batch, const Tensor& params, HeadRows rows) {
   load_weights(params);
-  return forward(batch);
+  return forward(batch, rows);
 }
 
 LossSum DecoderModel::forward_backward(const Batch& batch, const Tensor& params, const Tensor& grads,
@@ -590,9 +590,9 @@ LossSum DecoderModel::forward_backward(const Batch& batch, const Tensor& params,
   return forward_backward(batch, grads, grad_scale);
 }
 
-LossSum DecoderModel::forward(const Batch& batch) {
+LossSum DecoderModel::forward(const Batch& batch, HeadRows rows) {
   if (passes_pending_ > 0) fail("forward: take_loss() the queued passes' loss first");
-  const StagedBatch staged = inputs_.stage_now(batch);
+  const StagedBatch staged = inputs_.stage_now(batch, rows);
   begin_pass(staged);
   run_forward(in_.tokens);
   head_and_loss(1.0, /*backward=*/false);

@@ -4,11 +4,12 @@
 // layer has one) or bidirectional within each example -> o_proj (+ bias) (+ residual), a pre-norm -> the
 // MLP's up projection -> SwiGLU or GELU -> down (+ biases) (+ residual), then a final norm, the LM head and
 // cross-entropy. Post-norm models (BERT) norm after each residual add instead and end in the MLM head's
-// transform (dense, GELU, norm) before the LM head (+ bias). Masked-LM models run that head (transform,
-// norm, LM head, loss) on the labelled tokens alone, about 15% of them, gathered from the last layer's
-// output, whose gradient the backward scatters back (zeros elsewhere): ModernBERT's sparse prediction, with
-// the same loss. The model never names a backend or a family: it hands tensor views on its arena's device
-// to the ops, which dispatch. Activations for `max_tokens` tokens are sized once at construction.
+// transform (dense, GELU, norm) before the LM head (+ bias). The head (transform, norm, LM head, loss) runs
+// on the labelled tokens alone where that pays (model/batch_inputs.h): masked LM's 15% or so, and an SFT
+// batch's answers without their prompts. They are gathered from the last layer's output, whose gradient
+// the backward scatters back (zeros elsewhere): ModernBERT's sparse prediction, with the same loss. The
+// model never names a backend or a family: it hands tensor views on its arena's device to the ops, which
+// dispatch. Activations for `max_tokens` tokens are sized once at construction.
 //
 // Precision: on the cpu everything (master weights, activations, gradients) is f32, or f64 for gradient
 // checks. On cuda the model computes in bf16 with f32 master weights: it keeps a bf16 working copy of the
@@ -133,7 +134,8 @@ class DecoderModel {
   // One pass on a batch staged for it, loss returned (evaluation, tests): stage, pass, take_loss. There
   // must be no pass whose loss is not taken yet.
   LossSum forward_backward(const Batch& batch, const Tensor& grads, double grad_scale);
-  LossSum forward(const Batch& batch);
+  // A forward alone, its loss returned; HeadRows::every leaves the logits of every token (generation).
+  LossSum forward(const Batch& batch, HeadRows rows = HeadRows::labelled);
   // Progress of the backward passes that follow (empty: none reported): called after the LM head and final
   // norm, after each decoder layer (last to first) and after the embedding with the smallest flat offset
   // from which this pass writes no more gradients, so that data-parallel reduction of the gradients at or
@@ -144,12 +146,12 @@ class DecoderModel {
   }
   // Shorthands for load_weights(params) and then the pass.
   LossSum forward_backward(const Batch& batch, const Tensor& params, const Tensor& grads, double grad_scale);
-  LossSum forward(const Batch& batch, const Tensor& params);
+  LossSum forward(const Batch& batch, const Tensor& params, HeadRows rows = HeadRows::labelled);
   // The LM head and the loss run over chunks of at most logit_chunk_tokens(vocab) rows, so no
   // [tokens, vocab] buffer exists (at 32k tokens and a 128k vocabulary it would take 8 GiB in bf16): each
   // chunk's logits become its gradient in place, and the chunk's backward GEMMs run before the next
-  // chunk's logits. The head's rows are the batch's tokens (causal LM) or, for masked LM, its labelled
-  // tokens in token order. A chunk's logits take up to 1 GiB in bf16 (2048 to 8192 rows, a power of two):
+  // chunk's logits. The head's rows are the batch's tokens or, where gathered, its labelled tokens in token
+  // order. A chunk's logits take up to 1 GiB in bf16 (2048 to 8192 rows, a power of two):
   // every chunk adds its share to the head's f32 weight gradient, a full read and write of it, so fewer and
   // larger chunks spend less on that traffic (GPT-2: 8192 rows; Llama 3: 4096).
   static int64_t logit_chunk_tokens(int64_t vocab);
@@ -167,9 +169,10 @@ class DecoderModel {
   // The logits of the last forward's final chunk (its head rows from the last multiple of logit_chunk_tokens
   // on), on the model's device in its dtype: [rows, logit_row_width(vocab)], the first vocab_size columns
   // of each row the logits; valid until the next pass, and forward_backward overwrites them with their
-  // gradient. Head row r is token r's (causal LM) or the r-th labelled token's (masked LM: the unlabelled
-  // tokens have none).
+  // gradient. Head row r is token r's, or where the last pass gathered the labelled tokens (head_gathered),
+  // the r-th labelled token's: the unlabelled tokens have none.
   Tensor logits() const;
+  bool head_gathered() const { return in_.gathered; }
   // Head row r of the last forward's logits as f32 on the host, from any device (generation samples from
   // it); r must lie in the final chunk.
   void copy_logits_row(int64_t r, std::span<float> out) const;
@@ -235,11 +238,9 @@ class DecoderModel {
   NormActs norm2_acts(size_t l, int64_t T) const;
   // The buffer a layer's output goes to: the next layer's input, or the final one's.
   int next_input(size_t l) const;
-  // Whether the head runs on the labelled tokens alone: masked LM's few (causal LM's head takes every token).
-  bool gathers_head() const { return config_.objective() == Objective::kMaskedLm; }
-  // The head's input: the last layer's output, or its labelled rows gathered into dx (masked LM), which the
-  // backward writes only once the head's backward has read them.
-  int head_in() const { return gathers_head() ? dx_ : final_in_; }
+  // The head's input: the last layer's output, or its labelled rows gathered into dx, which the backward
+  // writes only once the head's backward has read them.
+  int head_in() const { return in_.gathered ? dx_ : final_in_; }
   // The final norm's acts over the head's `rows`: over the head transform's activation where there is one,
   // else the head's input.
   NormActs final_norm_acts(int64_t rows) const;
@@ -253,8 +254,8 @@ class DecoderModel {
   // into layer 0's input; and their gradients from dx, that input's gradient (dtmp is scratch).
   void embed_forward(int64_t T);
   void embed_backward(const Tensor& dx, const Tensor& dtmp) const;
-  // The head's input rows (gathered for masked LM), the head transform and the final norm, into xn_f; and
-  // their backward from dxn, xn_f's gradient, to dx, the last layer's output's (overwritten).
+  // The head's input rows (gathered where the pass does), the head transform and the final norm, into xn_f;
+  // and their backward from dxn, xn_f's gradient, to dx, the last layer's output's (overwritten).
   void head_forward();
   void head_backward(const Tensor& dx) const;
   // The head transform (dense + activation) from the head's input into the final norm's input; and its

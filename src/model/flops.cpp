@@ -10,7 +10,9 @@ double training_flops(const ModelConfig& c, const Batch& batch) {
   const double layer_params =
       c.num_hidden_layers * (C * D * (2 * H + 2 * Hkv) + (c.mlp == Mlp::swiglu ? 3 : 2) * C * F);
   const double head_params = C * c.vocab_size + (c.head_transform ? C * C : 0);
-  // A masked-LM head runs on the labelled tokens alone (DecoderModel gathers them).
+  // The head's work: at every real token for causal LM, as MFU counts a model's FLOPs per token (PaLM),
+  // whether or not a pass skips the tokens without a target (model/batch_inputs.h); at the labelled tokens
+  // alone for masked LM, the only ones its objective predicts.
   const double head_tokens =
       static_cast<double>(batch.objective == Objective::kMaskedLm ? batch.loss_tokens : batch.real_tokens);
   // Query-key pairs of full layers (causal: query i of a segment sees i+1 keys; bidirectional: all L), and

@@ -65,7 +65,7 @@ std::vector<int32_t> generate(DecoderModel& model, const Tensor& params, std::ve
     b.max_seqlen = n;
     b.row_real_len = {n};
     b.real_tokens = b.processed_tokens = n;
-    model.forward(b);
+    model.forward(b, HeadRows::every);
     model.copy_logits_row(n - 1, last);
     const int32_t next = sample_token(last, options, rng_state);
     tokens.push_back(next);

@@ -186,8 +186,8 @@ MemoryPlan plan_memory(const PlanSettings& s) {
   p.activations =
       activation_arena_bytes(s.model, T, compute, s.recompute, s.sparsity.enabled, &p.lm_head_chunk) -
       p.lm_head_chunk;
-  // model/batch_inputs.cpp: two slots ahead, one for now; masked LM's slots also list the labelled rows.
-  const int64_t slot_ints = (s.model.objective() == Objective::kMaskedLm ? 6 : 5) * T + 1;
+  // model/batch_inputs.cpp: two slots ahead, one for now, each with room for the labelled rows.
+  const int64_t slot_ints = 6 * T + 1;
   p.batch_inputs = 3 * slot(4 * slot_ints);
   const std::vector<SparseShape> sparse = sparse_shapes(s.model, s.sparsity);
   if (!sparse.empty()) {

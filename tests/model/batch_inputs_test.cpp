@@ -1,12 +1,14 @@
-// BatchInputs: what a pass reads is the batch as packed (targets shifted, or for masked LM the labelled
-// tokens and their labels), bad batches are named errors at staging, and a ticket whose slot was staged
-// again is refused rather than read.
+// BatchInputs: what a pass reads is the batch as packed (targets shifted, or where the head runs on the
+// labelled tokens alone those tokens and their targets), bad batches are named errors at staging, and a
+// ticket whose slot was staged again is refused rather than read.
 #include "model/batch_inputs.h"
 #include "core/error.h"
 #include "model/batches.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <numeric>
 #include <tuple>
 #include <vector>
 
@@ -30,7 +32,8 @@ TEST(BatchInputs, PassesReadTheStagedBatch) {
     ASSERT_GE(batches.size(), 2u);
     BatchInputs inputs(Device::cpu, 64, kVocab);
     // Both staged before either is read: the ahead slots alternate.
-    const auto first = inputs.stage(batches[0]), second = inputs.stage(batches[1]);
+    const auto first = inputs.stage(batches[0], HeadRows::every),
+               second = inputs.stage(batches[1], HeadRows::every);
     for (const auto& [ticket, b] : {std::pair{first, &batches[0]}, std::pair{second, &batches[1]}}) {
       const BatchInputs::View v = inputs.acquire(ticket);
       EXPECT_EQ(v.tokens, b->num_tokens());
@@ -38,6 +41,7 @@ TEST(BatchInputs, PassesReadTheStagedBatch) {
       EXPECT_EQ(ints(v.positions), b->position_ids);
       EXPECT_EQ(ints(v.targets), loss_targets(*b));
       EXPECT_EQ(v.head_rows, v.tokens);  // a logit row per token
+      EXPECT_FALSE(v.gathered);
       EXPECT_TRUE(v.label_rows.empty());
       EXPECT_EQ(ints(v.cu_seqlens), b->cu_seqlens);
       EXPECT_EQ(v.segments + 1, static_cast<int64_t>(b->cu_seqlens.size()));
@@ -120,6 +124,30 @@ TEST(BatchInputs, MaskedLmTargetsAreTheLabelsOfTheLabelledTokens) {
   EXPECT_EQ(empty.head_rows, 0);
   EXPECT_EQ(empty.label_rows.numel(), 0);
   EXPECT_EQ(empty.targets.numel(), 0);
+}
+
+// A causal batch's head runs on its targeted tokens gathered once at least 1/16 of the tokens have no
+// target (a masked prompt), and on every token below that (a concat row's last token) or when asked.
+TEST(BatchInputs, CausalHeadGathersTheTargetedTokensWhereManyHaveNone) {
+  Batch b = packed_batches(random_split({32}, kVocab, 6), Strategy::kFlatten, 32, 1).at(0);
+  b.labels.assign(b.labels.size(), 7);
+  BatchInputs inputs(Device::cpu, 64, kVocab);
+  const BatchInputs::View all = inputs.acquire(inputs.stage_now(b));  // the last token alone has no target
+  EXPECT_FALSE(all.gathered);
+  EXPECT_EQ(all.head_rows, 32);
+  EXPECT_EQ(ints(all.targets), loss_targets(b));
+  b.labels[1] = b.labels[2] = kIgnoreLabel;  // tokens 0 and 1 predict them: with the last, 3 of 32 untargeted
+  const BatchInputs::View prompt = inputs.acquire(inputs.stage_now(b));
+  EXPECT_TRUE(prompt.gathered);
+  EXPECT_EQ(prompt.head_rows, 29);
+  std::vector<int32_t> rows(29);
+  std::iota(rows.begin(), rows.end(), 2);
+  EXPECT_EQ(ints(prompt.label_rows), rows);
+  EXPECT_EQ(ints(prompt.targets), std::vector<int32_t>(29, 7));
+  const BatchInputs::View every = inputs.acquire(inputs.stage_now(b, HeadRows::every));
+  EXPECT_FALSE(every.gathered);
+  EXPECT_EQ(every.head_rows, 32);
+  EXPECT_TRUE(every.label_rows.empty());
 }
 
 // A causal LM trained on masked-LM batches, or an encoder on causal ones, is a user error named as such.

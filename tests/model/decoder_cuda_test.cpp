@@ -457,13 +457,13 @@ TEST(LlamaCuda, LogitsRowReachesTheHostAndWeightsMustBeF32OnTheDevice) {
   EXPECT_THROW(model.forward(batch), Error);                                     // nothing loaded
   DeviceBuffer master(params.size() * sizeof(float));
   master.upload(params.data(), params.size() * sizeof(float));
-  model.forward(batch, master.view(DType::f32, {n}));
+  model.forward(batch, master.view(DType::f32, {n}), HeadRows::every);
   EXPECT_EQ(model.logits().device, Device::cuda);
   EXPECT_EQ(model.logits().dtype, DType::bf16);
 
   DecoderModel cpu(c, batch.num_tokens());
   std::vector<float> rounded = bf16_rounded(params);  // the weights the GPU computes with
-  cpu.forward(batch, Tensor::of(rounded.data(), {n}));
+  cpu.forward(batch, Tensor::of(rounded.data(), {n}), HeadRows::every);
   std::vector<float> got(static_cast<size_t>(c.vocab_size)), want(got.size());
   const int64_t last = batch.num_tokens() - 1;
   model.copy_logits_row(last, got);
@@ -497,14 +497,14 @@ TEST(LlamaPrecision, CpuModelNeedsLoadedWeightsOfItsLayoutAndCopiesLogitRows) {
 
   const int64_t V = c.vocab_size, n = model.layout().total();
   std::vector<float> params = init_params(c, 3, 0.05), row(static_cast<size_t>(V));
-  model.forward(batch, Tensor::of(params.data(), {n}));
+  model.forward(batch, Tensor::of(params.data(), {n}), HeadRows::every);
   model.copy_logits_row(2, row);
   const int64_t width = DecoderModel::logit_row_width(V);  // the logits' rows are padded
   EXPECT_EQ(row[7], model.logits().ptr<float>()[2 * width + 7]);
   EXPECT_THROW(model.copy_logits_row(batch.num_tokens(), row), Error);
   DecoderModel f64(c, batch.num_tokens(), Device::cpu, DType::f64);
   std::vector<double> params64(params.begin(), params.end());
-  f64.forward(batch, Tensor::of(params64.data(), {n}));
+  f64.forward(batch, Tensor::of(params64.data(), {n}), HeadRows::every);
   f64.copy_logits_row(2, row);
   EXPECT_EQ(row[7], static_cast<float>(f64.logits().ptr<double>()[2 * width + 7]));
 }

@@ -1,7 +1,7 @@
 // Every family's model (tests/model/family_configs.h) against finite differences in float64, across packing
 // strategies, and across recompute modes, with random values in every parameter. Encoders (BERT) run on
-// masked-LM batches, decoders on causal-LM ones; BERT's MLM head on the labelled tokens alone adds up to
-// the head on every token.
+// masked-LM batches, decoders on causal-LM ones; the head on the labelled tokens alone adds up to the head
+// on every token.
 #include "model/batches.h"
 #include "model/compare.h"
 #include "model/decoder.h"
@@ -258,20 +258,22 @@ TEST(DecoderFamilies, BertDoesNotGenerate) {
   }
 }
 
-// BERT's MLM head runs on the labelled tokens alone: gathered from the last layer's output, their
-// gradient scattered back. Labels on a random half of the tokens and on the other half must add up to
-// labels on every token, where the head's rows are all the tokens in order, as a head over every row
-// computes them: the same loss, targets and gradients (float64 rounding), and a half's logit rows those of
-// every token at its tokens. Each half spans two logit chunks. A batch without a labelled token takes no
-// loss and adds no gradient (the last layer's output gradient is zeros), and the next pass is unaffected.
-TEST(BertMlmHead, LabelledTokensAloneAddUpToEveryToken) {
-  const ModelConfig c = family_config("bert");
+// The head runs on the labelled tokens alone where that pays (model/batch_inputs.h): gathered from the last
+// layer's output, their gradient scattered back. Labels on a random half of the tokens and on the other
+// half (each gathered) must add up to labels on every token, where the head's rows are all the tokens in
+// order (masked LM: all gathered; causal LM: the head on every token, the last one without a target): the
+// same loss, targets and gradients (float64 rounding), and a half's logit rows those of every token at its
+// tokens. Each half spans two logit chunks. A batch without a target takes no loss and adds no gradient
+// (the last layer's output gradient is zeros), and the next pass is unaffected.
+class LabelledHead : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LabelledHead, LabelledTokensAloneAddUpToEveryToken) {
+  const ModelConfig c = family_config(GetParam());
   const int64_t chunk = DecoderModel::logit_chunk_tokens(c.vocab_size);
   const auto examples = static_cast<int32_t>((2 * chunk + 1600) / 100);  // of 100 tokens
   const auto split = random_split(std::vector<int64_t>(static_cast<size_t>(examples), 100), c.vocab_size, 8);
   Batch every =
-      packed_batches(split, Strategy::kFlatten, examples * 100, examples, Objective::kMaskedLm, c.vocab_size)
-          .at(0);
+      packed_batches(split, Strategy::kFlatten, examples * 100, examples, c.objective(), c.vocab_size).at(0);
   const int64_t T = every.num_tokens(), V = c.vocab_size;
   ASSERT_GT(T, 2 * chunk + 500);
   Batch half = every, other = every;
@@ -282,6 +284,14 @@ TEST(BertMlmHead, LabelledTokensAloneAddUpToEveryToken) {
     half.labels[t] = in_half ? every.labels[t] : kIgnoreLabel;
     other.labels[t] = in_half ? kIgnoreLabel : every.labels[t];
   }
+  // The tokens with a target: a causal LM's last token has none.
+  const auto targeted = [](const Batch& b) {
+    std::vector<int64_t> tokens;
+    const std::vector<int32_t> targets = loss_targets(b);
+    for (size_t t = 0; t < targets.size(); ++t)
+      if (targets[t] != kIgnoreLabel) tokens.push_back(static_cast<int64_t>(t));
+    return tokens;
+  };
   DecoderModel model(c, T, Device::cpu, DType::f64);
   const auto init = random_params(c, 5, 0.5);
   std::vector<double> params(init.begin(), init.end());
@@ -292,8 +302,13 @@ TEST(BertMlmHead, LabelledTokensAloneAddUpToEveryToken) {
     return model.forward_backward(b, p, Tensor::of(grads.data(), {n}), 1.0);
   };
   std::vector<double> g_every, g_half, g_other;
-  const LossSum l_every = pass(every, g_every), l_half = pass(half, g_half), l_other = pass(other, g_other);
-  EXPECT_EQ(l_every.tokens, T);
+  const LossSum l_every = pass(every, g_every);
+  EXPECT_EQ(model.head_gathered(), !c.causal);
+  const LossSum l_half = pass(half, g_half);
+  EXPECT_TRUE(model.head_gathered());
+  const LossSum l_other = pass(other, g_other);
+  EXPECT_EQ(l_every.tokens, static_cast<int64_t>(targeted(every).size()));
+  EXPECT_GE(l_every.tokens, T - 1);
   ASSERT_GT(l_half.tokens, chunk);
   ASSERT_GT(l_other.tokens, chunk);
   EXPECT_EQ(l_half.tokens + l_other.tokens, l_every.tokens);
@@ -301,7 +316,7 @@ TEST(BertMlmHead, LabelledTokensAloneAddUpToEveryToken) {
   double model_scale = 0;
   for (double g : g_every) model_scale = std::max(model_scale, std::abs(g));
   for (const ParamInfo& info : model.layout().params()) {
-    double diff = 0, scale = 1e-5 * model_scale;  // BERT's key bias: rounding noise around zero
+    double diff = 0, scale = 1e-5 * model_scale;  // a key bias: rounding noise around zero
     for (int64_t i = info.offset; i < info.offset + info.numel; ++i) {
       const auto k = static_cast<size_t>(i);
       diff = std::max(diff, std::abs(g_half[k] + g_other[k] - g_every[k]));
@@ -311,9 +326,7 @@ TEST(BertMlmHead, LabelledTokensAloneAddUpToEveryToken) {
   }
 
   // The final chunks' logit rows (DecoderModel::logits): every token's from e0 on, the half's from h0 on.
-  std::vector<int64_t> half_tokens;
-  for (size_t t = 0; t < half.labels.size(); ++t)
-    if (half.labels[t] != kIgnoreLabel) half_tokens.push_back(static_cast<int64_t>(t));
+  const std::vector<int64_t> half_tokens = targeted(half);
   model.forward(every, p);
   const int64_t e0 = T - model.logits().size(0);
   std::vector<float> every_rows(static_cast<size_t>((T - e0) * V));
@@ -335,6 +348,10 @@ TEST(BertMlmHead, LabelledTokensAloneAddUpToEveryToken) {
   EXPECT_GT(compared, 100);
   EXPECT_THROW(model.copy_logits_row(h, row), Error);
   EXPECT_THROW(model.copy_logits_row(h0 - 1, row), Error);
+  // Asked for every token's logits, the head runs on all of them, with the same loss.
+  EXPECT_NEAR(model.forward(half, p, HeadRows::every).loss_sum, l_half.loss_sum, 1e-12 * l_half.loss_sum);
+  EXPECT_FALSE(model.head_gathered());
+  EXPECT_EQ(model.logits().size(0), T - e0);
 
   Batch none = every;
   none.labels.assign(none.labels.size(), kIgnoreLabel);
@@ -349,6 +366,8 @@ TEST(BertMlmHead, LabelledTokensAloneAddUpToEveryToken) {
   EXPECT_EQ(pass(half, g_again).loss_sum, l_half.loss_sum);
   EXPECT_EQ(g_again, g_half);
 }
+
+INSTANTIATE_TEST_SUITE_P(Objectives, LabelledHead, ::testing::Values("bert", "gpt2", "qwen3"));
 
 INSTANTIATE_TEST_SUITE_P(Families, DecoderFamily, ::testing::ValuesIn(testing::kFamilyVariants));
 

@@ -30,19 +30,6 @@ inline std::vector<float> logit_rows(const DecoderModel& model, int64_t rows) {
   return out;
 }
 
-// HF's logits [tokens, vocab] at the rows packtrain's model computes: every token's, or for masked LM the
-// labelled tokens' (HF computes them at every token).
-inline std::vector<float> head_rows(const Batch& batch, const std::vector<float>& logits) {
-  if (batch.objective == Objective::kCausalLm) return logits;
-  const size_t V = logits.size() / batch.labels.size();
-  std::vector<float> out;
-  for (size_t t = 0; t < batch.labels.size(); ++t)
-    if (batch.labels[t] != kIgnoreLabel)
-      out.insert(out.end(), logits.begin() + static_cast<std::ptrdiff_t>(t * V),
-                 logits.begin() + static_cast<std::ptrdiff_t>((t + 1) * V));
-  return out;
-}
-
 inline Batch hf_oracle_batch(const std::string& dir = kHfOracleDir) {
   auto j = nlohmann::json::parse(read_file(dir + "/batch.json"));
   Batch b;

@@ -36,7 +36,7 @@ TEST_P(HfOracle, LogitsLossAndGradientsMatchTransformers) {
               1e-4 * hf_oracle_expected(name + ".loss_sum"));
 
   // The logits of the forward pass (dlogits replaced them in forward_backward, so run forward again).
-  model.forward(batch, Tensor::of(weights.params.data(), {n}));
+  model.forward(batch, Tensor::of(weights.params.data(), {n}), HeadRows::every);
   const int64_t V = weights.config.vocab_size;
   std::vector<int64_t> shape = {batch.num_tokens(), V};
   std::vector<float> ref_logits(static_cast<size_t>(batch.num_tokens() * V));
