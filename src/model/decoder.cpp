@@ -147,6 +147,7 @@ DecoderModel::DecoderModel(const ModelConfig& config, int64_t max_tokens, Device
   dk_ = real({T, Hkv, D});
   dv_ = real({T, Hkv, D});
   dattn_ = real({T, H, D});
+  if (packs_qkv(config)) qkv_ = real({T, (H + 2 * Hkv) * D});
   arena_.allocate();
   loss_sums_ = arena_.view(loss_sums_slot_);
   for (int padded : {padded_head_, padded_head_bias_}) {  // the padding rows stay 0; the rest is refreshed
@@ -519,18 +520,25 @@ void DecoderModel::layer_forward(size_t l, int64_t T, bool add_to_next) {
   const Tensor attn_in = post ? x : n1.y;
   // q, k, v (with per-head norms, the projections land in q_pre / k_pre and the norms write q / k).
   const Tensor q = arena_.view(a.q, {T, H, D}), k = arena_.view(a.k, {T, Hkv, D});
-  const Tensor q_lin = arena_.view(c.qk_norm ? a.q_pre : a.q, {T, H * D});
-  const Tensor k_lin = arena_.view(c.qk_norm ? a.k_pre : a.k, {T, Hkv * D});
-  const Tensor v_lin = arena_.view(a.v, {T, Hkv * D});
-  ops::linear_forward(attn_in, weight(w.wq, {H * D, C}), q_lin, Write::overwrite, bias(w.bqkv, H * D));
-  ops::linear_forward(attn_in, weight(w.wk, {Hkv * D, C}), k_lin, Write::overwrite,
-                      bias(w.bqkv, Hkv * D, H * D));
-  ops::linear_forward(attn_in, weight(w.wv, {Hkv * D, C}), v_lin, Write::overwrite,
-                      bias(w.bqkv, Hkv * D, (H + Hkv) * D));
-  if (c.qk_norm)
-    ops::head_norm_rope_forward(head_norms(l, T), q, k);
-  else if (c.positions == Positions::rope)
-    ops::rope_forward_qk(q, k, in_.positions, rope_, q, k);
+  if (packs_qkv(config_)) {
+    const int64_t P = (H + 2 * Hkv) * D;  // w.wq, w.wk and w.wv are one [P, C] weight, their biases one [P]
+    const Tensor qkv = arena_.view(qkv_, {T, P});
+    ops::linear_forward(attn_in, weight(w.wq, {P, C}), qkv, Write::overwrite, bias(w.bqkv, P));
+    ops::rope_forward_qkv(qkv, in_.positions, rope_, q, k, arena_.view(a.v, {T, Hkv, D}));
+  } else {
+    const Tensor q_lin = arena_.view(c.qk_norm ? a.q_pre : a.q, {T, H * D});
+    const Tensor k_lin = arena_.view(c.qk_norm ? a.k_pre : a.k, {T, Hkv * D});
+    const Tensor v_lin = arena_.view(a.v, {T, Hkv * D});
+    ops::linear_forward(attn_in, weight(w.wq, {H * D, C}), q_lin, Write::overwrite, bias(w.bqkv, H * D));
+    ops::linear_forward(attn_in, weight(w.wk, {Hkv * D, C}), k_lin, Write::overwrite,
+                        bias(w.bqkv, Hkv * D, H * D));
+    ops::linear_forward(attn_in, weight(w.wv, {Hkv * D, C}), v_lin, Write::overwrite,
+                        bias(w.bqkv, Hkv * D, (H + Hkv) * D));
+    if (c.qk_norm)
+      ops::head_norm_rope_forward(head_norms(l, T), q, k);
+    else if (c.positions == Positions::rope)
+      ops::rope_forward_qk(q, k, in_.positions, rope_, q, k);
+  }
   ops::attention_forward(attention_params(l, T));
   const Tensor mid = arena_.view(a.mid, {T, C});
   ops::linear_residual_forward(arena_.view(a.attn, {T, H * D}), weight(w.wo, {C, H * D}), x, mid,
@@ -790,45 +798,69 @@ void DecoderModel::forward_backward(double grad_scale, const GradientBlocks* blo
                          arena_.view(dattn_, {T, H * D}), Write::overwrite, grad(w.wo, {C, H * D}),
                          Write::accumulate);
     ops::attention_backward(attention_params(l, T), {arena_.view(dattn_, {T, H, D}), dq, dk, dv});
-    // The gradients of the q/k/v projections' outputs: back through the rotation, and the per-head norms
-    // where there are any (in place).
-    if (c.qk_norm)
-      ops::head_norm_rope_backward(head_norms(l, T), dq, dk, dq, dk, grad(w.q_norm, {D}),
-                                   grad(w.k_norm, {D}));
-    else if (c.positions == Positions::rope)
-      ops::rope_backward_qk(dq, dk, in_.positions, rope_, dq, dk);
-    const Tensor dq_lin = arena_.view(dq_, {T, H * D}), dk_lin = arena_.view(dk_, {T, Hkv * D});
-    const Tensor dv_lin = arena_.view(dv_, {T, Hkv * D});
-    if (c.qkv_bias) {
-      bias_grad(dq_lin, w.bqkv);
-      bias_grad(dk_lin, w.bqkv + H * D);
-      bias_grad(dv_lin, w.bqkv + (H + Hkv) * D);
-    }
     if (recompute_ == Recompute::norms_and_swiglu && !post) norm_forward(n1, w.attn_norm, w.attn_norm_bias);
     // Pre-norm: norm 1 takes the projections' input gradient and adds its own to dx.
     const Tensor attn_in = post ? x : n1.y, dattn_in = post ? dx : dxn;
-    ops::linear_backward(dq_lin, attn_in, weight(w.wq, {H * D, C}), dattn_in, dinput_mode, Tensor(),
-                         Write::accumulate);
-    ops::linear_backward(dk_lin, attn_in, weight(w.wk, {Hkv * D, C}), dattn_in, Write::accumulate, Tensor(),
-                         Write::accumulate);
-    ops::linear_backward(dv_lin, attn_in, weight(w.wv, {Hkv * D, C}), dattn_in, Write::accumulate, Tensor(),
-                         Write::accumulate);
-    // The weights' gradients of the projections of one shape in one batched GEMM: q, k and v (MHA), or k
-    // and v (GQA); their gradients, like dq, dk and dv, lie adjacent.
-    const Tensor dwq = grad(w.wq, {H * D, C}), dwk = grad(w.wk, {Hkv * D, C}), dwv = grad(w.wv, {Hkv * D, C});
-    if (H == Hkv) {
-      ops::linear_weight_grads(std::array{dq_lin, dk_lin, dv_lin}, attn_in, std::array{dwq, dwk, dwv},
-                               Write::accumulate);
-    } else {
-      ops::linear_backward(dq_lin, attn_in, weight(w.wq, {H * D, C}), Tensor(), Write::accumulate, dwq,
-                           Write::accumulate);
-      ops::linear_weight_grads(std::array{dk_lin, dv_lin}, attn_in, std::array{dwk, dwv}, Write::accumulate);
-    }
+    if (packs_qkv(config_))
+      qkv_backward(l, T, attn_in, dattn_in, dinput_mode);
+    else
+      separate_qkv_backward(l, T, attn_in, dattn_in, dinput_mode);
     if (!post) norm_backward(dxn, n1, w.attn_norm, w.attn_norm_bias, dx, Write::accumulate);
     close(layout_.layer_begin(li), layout_.layer_begin(li + 1));
   }
   embed_backward(dx, dtmp);
   close(0, layout_.layer_begin(0));
+}
+
+void DecoderModel::qkv_backward(size_t l, int64_t T, const Tensor& attn_in, const Tensor& dattn_in,
+                                Write dinput_mode) const {
+  const auto& c = config_;
+  const int64_t C = c.hidden_size, D = c.head_dim, H = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  const int64_t P = (H + 2 * Hkv) * D;
+  const LayerParams& w = layout_.layer(static_cast<int>(l));
+  const Tensor dqkv = arena_.view(qkv_, {T, P});
+  ops::rope_backward_qkv(arena_.view(dq_, {T, H, D}), arena_.view(dk_, {T, Hkv, D}),
+                         arena_.view(dv_, {T, Hkv, D}), in_.positions, rope_, dqkv);
+  bias_grad(dqkv, w.bqkv);
+  ops::linear_backward(dqkv, attn_in, weight(w.wq, {P, C}), dattn_in, dinput_mode, grad(w.wq, {P, C}),
+                       Write::accumulate);
+}
+
+void DecoderModel::separate_qkv_backward(size_t l, int64_t T, const Tensor& attn_in, const Tensor& dattn_in,
+                                         Write dinput_mode) const {
+  const auto& c = config_;
+  const int64_t C = c.hidden_size, D = c.head_dim, H = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  const LayerParams& w = layout_.layer(static_cast<int>(l));
+  const Tensor dq = arena_.view(dq_, {T, H, D}), dk = arena_.view(dk_, {T, Hkv, D});
+  // Back through the rotation, and the per-head norms where there are any (in place).
+  if (c.qk_norm)
+    ops::head_norm_rope_backward(head_norms(l, T), dq, dk, dq, dk, grad(w.q_norm, {D}), grad(w.k_norm, {D}));
+  else if (c.positions == Positions::rope)
+    ops::rope_backward_qk(dq, dk, in_.positions, rope_, dq, dk);
+  const Tensor dq_lin = arena_.view(dq_, {T, H * D}), dk_lin = arena_.view(dk_, {T, Hkv * D});
+  const Tensor dv_lin = arena_.view(dv_, {T, Hkv * D});
+  if (c.qkv_bias) {
+    bias_grad(dq_lin, w.bqkv);
+    bias_grad(dk_lin, w.bqkv + H * D);
+    bias_grad(dv_lin, w.bqkv + (H + Hkv) * D);
+  }
+  ops::linear_backward(dq_lin, attn_in, weight(w.wq, {H * D, C}), dattn_in, dinput_mode, Tensor(),
+                       Write::accumulate);
+  ops::linear_backward(dk_lin, attn_in, weight(w.wk, {Hkv * D, C}), dattn_in, Write::accumulate, Tensor(),
+                       Write::accumulate);
+  ops::linear_backward(dv_lin, attn_in, weight(w.wv, {Hkv * D, C}), dattn_in, Write::accumulate, Tensor(),
+                       Write::accumulate);
+  // The weights' gradients of the projections of one shape in one batched GEMM: q, k and v (MHA), or k
+  // and v (GQA); their gradients, like dq, dk and dv, lie adjacent.
+  const Tensor dwq = grad(w.wq, {H * D, C}), dwk = grad(w.wk, {Hkv * D, C}), dwv = grad(w.wv, {Hkv * D, C});
+  if (H == Hkv) {
+    ops::linear_weight_grads(std::array{dq_lin, dk_lin, dv_lin}, attn_in, std::array{dwq, dwk, dwv},
+                             Write::accumulate);
+  } else {
+    ops::linear_backward(dq_lin, attn_in, weight(w.wq, {H * D, C}), Tensor(), Write::accumulate, dwq,
+                         Write::accumulate);
+    ops::linear_weight_grads(std::array{dk_lin, dv_lin}, attn_in, std::array{dwk, dwv}, Write::accumulate);
+  }
 }
 
 void DecoderModel::activation_backward(const Tensor& dact, const Tensor& h, const Tensor& dh,

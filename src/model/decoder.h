@@ -161,6 +161,12 @@ class DecoderModel {
   // from a copy of its weight (and bias) padded alike with zero rows, refreshed whenever the weights are
   // loaded; the loss gives the padding a zero gradient.
   static int64_t logit_row_width(int64_t vocab) { return (vocab + 63) / 64 * 64; }
+  // Whether the q/k/v projections run as one GEMM into a packed [T, (H + 2 Hkv) D] buffer that the rotation
+  // takes q and k out of (and v is copied from): where k and v are narrower than q (GQA), whose own GEMMs
+  // would be narrow, and no per-head norms sit in between (Qwen3's read buffers of their own).
+  static bool packs_qkv(const ModelConfig& c) {
+    return c.positions == Positions::rope && !c.qk_norm && c.num_key_value_heads < c.num_attention_heads;
+  }
   // Whether the backward needs a buffer for the MLP activation's gradient: not where every layer can run
   // GPT-2's GELU in the GEMMs' epilogues (fused_gelu), whose backward goes from dx to dh directly.
   static bool keeps_activation_grad(const ModelConfig& config, bool sparse) {
@@ -268,6 +274,12 @@ class DecoderModel {
   // also that bias's gradient from dh (GELU's backward sums it in the same pass).
   void activation_forward(const Tensor& h, const Tensor& act) const;
   void activation_backward(const Tensor& dact, const Tensor& h, const Tensor& dh, int64_t b) const;
+  // Layer l's q/k/v backward from attention's dq, dk and dv: the projections' input gradient into dattn_in
+  // (written as dinput_mode says), their weight and bias gradients added; one GEMM each where packed.
+  void qkv_backward(size_t l, int64_t T, const Tensor& attn_in, const Tensor& dattn_in,
+                    ops::Write dinput_mode) const;
+  void separate_qkv_backward(size_t l, int64_t T, const Tensor& attn_in, const Tensor& dattn_in,
+                             ops::Write dinput_mode) const;
   // The LM head and the loss over the final norm's output, chunk by chunk, added to loss_sums_. With
   // backward, the head's backward too: dlogits in place of each chunk's logits, then dxn and the head's
   // weight gradient (added to the pass's).
@@ -319,6 +331,7 @@ class DecoderModel {
   int64_t logits_begin_ = 0;                          // the first head row of the chunk logits_ holds
   int padded_head_ = -1, padded_head_bias_ = -1;      // [logit_row_width, C] and [logit_row_width]
   int dx_, dtmp_, dxn_, dh_, dq_, dk_, dv_, dattn_, dact_ = -1;
+  int qkv_ = -1;  // the packed q/k/v projection and, in the backward, its gradient (packs_qkv)
 };
 
 }  // namespace pt

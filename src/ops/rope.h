@@ -39,4 +39,13 @@ void rope_forward_qk(const Tensor& q, const Tensor& k, const Tensor& position_id
 void rope_backward_qk(const Tensor& dq_out, const Tensor& dk_out, const Tensor& position_ids,
                       const RopeFrequencies& freq, const Tensor& dq, const Tensor& dk);
 
+// q, k and v side by side in each token's row, qkv[T, (H + 2 Hkv) D], as one GEMM of the three projections
+// makes them: q[T,H,D] and k[T,Hkv,D] rotated out of it as rope_forward_qk rotates them, v[T,Hkv,D] copied.
+// The backward packs dq and dk rotated back as rope_backward_qk does, and dv, into dqkv. The packed tensor
+// shares no byte with the others.
+void rope_forward_qkv(const Tensor& qkv, const Tensor& position_ids, const RopeFrequencies& freq,
+                      const Tensor& q, const Tensor& k, const Tensor& v);
+void rope_backward_qkv(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& position_ids,
+                       const RopeFrequencies& freq, const Tensor& dqkv);
+
 }  // namespace pt::ops

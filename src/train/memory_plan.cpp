@@ -76,6 +76,7 @@ int64_t activation_arena_bytes(const ModelConfig& c, int64_t T, DType dtype, Rec
   bytes += slot(real * T * U);                                                      // dh
   bytes += 2 * slot(real * T * H * D);                                              // dq, dattn
   bytes += 2 * slot(real * T * Hkv * D);                                            // dk, dv
+  if (DecoderModel::packs_qkv(c)) bytes += slot(real * T * (H + 2 * Hkv) * D);      // q | k | v packed
   return bytes;
 }
 

@@ -104,6 +104,52 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RopeGrad,
                                            std::tuple<int64_t, int64_t, double>{3, 12, 0.0},
                                            std::tuple<int64_t, int64_t, double>{2, 64, 0.0}));
 
+// The packed forms: q, k and v out of one row of the three side by side, q and k rotated as rope_forward
+// rotates them, v copied; and the backward against finite differences of the loss sum(w_q q) + sum(w_k k)
+// + sum(w_v v) in the packed input.
+TEST(RopeQkv, PackedRowsRotateAsTheirPartsAndBackwardMatchesFiniteDifferences) {
+  const int64_t T = 5, H = 4, Hkv = 2, D = 6, P = (H + 2 * Hkv) * D;
+  const RopeFrequencies f = scaled_table(D, 7);
+  std::vector<int32_t> pos = {0, 3, 1, 0, 40};
+  std::vector<double> qkv = random_values(T * P, 8), q(T * H * D), k(T * Hkv * D), v(T * Hkv * D);
+  std::vector<double> wq = random_values(T * H * D, 9), wk = random_values(T * Hkv * D, 10),
+                      wv = random_values(T * Hkv * D, 11);
+  const auto forward = [&] {
+    rope_forward_qkv(view(qkv, {T, P}), view(pos, {T}), f, view(q, {T, H, D}), view(k, {T, Hkv, D}),
+                     view(v, {T, Hkv, D}));
+  };
+  forward();
+  // Each part as a tensor of its own, rotated alone.
+  std::vector<double> q_part, k_part, v_part, q_want(q.size()), k_want(k.size());
+  for (int64_t t = 0; t < T; ++t) {
+    const auto row = qkv.begin() + t * P;
+    q_part.insert(q_part.end(), row, row + H * D);
+    k_part.insert(k_part.end(), row + H * D, row + (H + Hkv) * D);
+    v_part.insert(v_part.end(), row + (H + Hkv) * D, row + P);
+  }
+  rope_forward(view(q_part, {T, H, D}), view(pos, {T}), f, view(q_want, {T, H, D}));
+  rope_forward(view(k_part, {T, Hkv, D}), view(pos, {T}), f, view(k_want, {T, Hkv, D}));
+  EXPECT_EQ(q, q_want);
+  EXPECT_EQ(k, k_want);
+  EXPECT_EQ(v, v_part);
+
+  auto loss = [&] {
+    forward();
+    return weighted_sum(q, wq) + weighted_sum(k, wk) + weighted_sum(v, wv);
+  };
+  std::vector<double> dqkv(T * P, std::numeric_limits<double>::quiet_NaN());
+  rope_backward_qkv(view(wq, {T, H, D}), view(wk, {T, Hkv, D}), view(wv, {T, Hkv, D}), view(pos, {T}), f,
+                    view(dqkv, {T, P}));
+  EXPECT_GRAD(gradcheck(loss, qkv, dqkv));
+  // The packed tensor may not share memory with its parts, and its width must hold them.
+  EXPECT_THROW(rope_forward_qkv(view(qkv, {T, P}), view(pos, {T}), f, view(qkv, {T, H, D}),
+                                view(k, {T, Hkv, D}), view(v, {T, Hkv, D})),
+               Error);
+  EXPECT_THROW(rope_forward_qkv(view(qkv, {T, P - D}), view(pos, {T}), f, view(q, {T, H, D}),
+                                view(k, {T, Hkv, D}), view(v, {T, Hkv, D})),
+               Error);
+}
+
 TEST(Rope, RejectsOddHeadDimPartialOverlapAndAWrongTable) {
   std::vector<double> x(2 * 3 * 4);
   std::vector<int32_t> pos = {0, 1};

@@ -44,6 +44,19 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
 // device (that would wait for the GPU in every layer).
 void rope_rotate(const Tensor& q, const Tensor& k, const Tensor& position_ids, const RopeFrequencies& freq,
                  int sign, const Tensor& q_out, const Tensor& k_out);
+// One tensor of a rotation: `heads` x D values a token, the input's tokens in_pitch elements apart, the
+// output's out_pitch (a part of a packed q | k | v row has the row's pitch).
+struct RopeRows {
+  const void* in;
+  int64_t in_pitch;
+  void* out;
+  int64_t out_pitch, heads;
+};
+// ops/rope.h's packed forms: q and k rotated out of (or back into) the packed rows in one launch, v copied.
+void rope_forward_qkv(const Tensor& qkv, const Tensor& position_ids, const RopeFrequencies& freq,
+                      const Tensor& q, const Tensor& k, const Tensor& v);
+void rope_backward_qkv(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& position_ids,
+                       const RopeFrequencies& freq, const Tensor& dqkv);
 // Fused where every row is one 16-byte vector a lane of a team of 8, 16 or 32 lanes (head dims 64, 128 and
 // 256 in bf16; 32, 64 and 128 in f32) and the tensors are 16-byte aligned; the norm and rotation kernels
 // one after the other otherwise.

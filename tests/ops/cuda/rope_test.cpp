@@ -1,6 +1,6 @@
-// RoPE vector and scalar kernel paths and the fused q/k rotation: CUDA against the cpu backend in f64, with
-// plain frequencies and with a scaled table (as HF's scaled rope types give); and the cpu's rope_*_qk
-// against its per-tensor calls.
+// RoPE vector and scalar kernel paths, the fused q/k rotation and the packed q | k | v forms: CUDA against
+// the cpu backend in f64, with plain frequencies and with a scaled table (as HF's scaled rope types give);
+// and the cpu's rope_*_qk against its per-tensor calls.
 #include "ops/rope.h"
 
 #include "cuda_test_util.h"
@@ -95,6 +95,41 @@ TEST(CudaRope, QkInOneLaunchMatchesSeparateCallsBitForBit) {
       rope_backward_qk(d_q.t, d_k.t, d_pos.t, f, d_q.t, d_k.t);  // in place
       EXPECT_CLOSE(d_q.t, reference(q, T, H, D, f, -1), tolerance(dtype));
       EXPECT_CLOSE(d_k.t, reference(k, T, Hkv, D, f, -1), tolerance(dtype));
+    }
+}
+
+// The packed forms against the cpu: q and k rotated out of (and back into) rows of q | k | v, v copied; head
+// dims whose packed rows are and are not multiples of the 16-byte vector, one token and a long batch.
+TEST(CudaRope, PackedQkvMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  for (DType dtype : kTypes)
+    for (auto [T, H, Hkv, D] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>>{
+             {1, 2, 1, 64}, {5, 3, 1, 6}, {300, 14, 2, 64}, {4097, 8, 2, 128}, {7, 4, 2, 10}}) {
+      SCOPED_TRACE(fmt::format("{} T={} H={} Hkv={} D={}", dtype_name(dtype), T, H, Hkv, D));
+      const int64_t P = (H + 2 * Hkv) * D;
+      const RopeFrequencies f = frequencies(D, false);
+      std::vector<double> qkv = rounded(random_values(T * P, 12), dtype);
+      std::vector<double> dq = rounded(random_values(T * H * D, 13), dtype),
+                          dk = rounded(random_values(T * Hkv * D, 14), dtype),
+                          dv = rounded(random_values(T * Hkv * D, 15), dtype);
+      std::vector<int32_t> pos = positions(T);
+      std::vector<double> q(T * H * D), k(T * Hkv * D), v(T * Hkv * D), dqkv(T * P);
+      rope_forward_qkv(view(qkv, {T, P}), view(pos, {T}), f, view(q, {T, H, D}), view(k, {T, Hkv, D}),
+                       view(v, {T, Hkv, D}));
+      rope_backward_qkv(view(dq, {T, H, D}), view(dk, {T, Hkv, D}), view(dv, {T, Hkv, D}), view(pos, {T}), f,
+                        view(dqkv, {T, P}));
+
+      DeviceTensor d_pos = upload_ints(pos, {T}), d_qkv = upload(qkv, dtype, {T, P});
+      DeviceTensor d_q = poisoned(dtype, {T, H, D}), d_k = poisoned(dtype, {T, Hkv, D}),
+                   d_v = poisoned(dtype, {T, Hkv, D});
+      rope_forward_qkv(d_qkv.t, d_pos.t, f, d_q.t, d_k.t, d_v.t);
+      EXPECT_CLOSE(d_q.t, q, tolerance(dtype));
+      EXPECT_CLOSE(d_k.t, k, tolerance(dtype));
+      EXPECT_CLOSE(d_v.t, v, tolerance(dtype));
+      DeviceTensor d_dq = upload(dq, dtype, {T, H, D}), d_dk = upload(dk, dtype, {T, Hkv, D}),
+                   d_dv = upload(dv, dtype, {T, Hkv, D}), d_dqkv = poisoned(dtype, {T, P});
+      rope_backward_qkv(d_dq.t, d_dk.t, d_dv.t, d_pos.t, f, d_dqkv.t);
+      EXPECT_CLOSE(d_dqkv.t, dqkv, tolerance(dtype));
     }
 }
 
