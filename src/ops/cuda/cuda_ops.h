@@ -44,14 +44,6 @@ void layernorm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
 // device (that would wait for the GPU in every layer).
 void rope_rotate(const Tensor& q, const Tensor& k, const Tensor& position_ids, const RopeFrequencies& freq,
                  int sign, const Tensor& q_out, const Tensor& k_out);
-// One tensor of a rotation: `heads` x D values a token, the input's tokens in_pitch elements apart, the
-// output's out_pitch (a part of a packed q | k | v row has the row's pitch).
-struct RopeRows {
-  const void* in;
-  int64_t in_pitch;
-  void* out;
-  int64_t out_pitch, heads;
-};
 // ops/rope.h's packed forms: q and k rotated out of (or back into) the packed rows in one launch, v copied.
 void rope_forward_qkv(const Tensor& qkv, const Tensor& position_ids, const RopeFrequencies& freq,
                       const Tensor& q, const Tensor& k, const Tensor& v);

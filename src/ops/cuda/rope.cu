@@ -63,6 +63,15 @@ __global__ void rotate_kernel(Rotation<T> r, RopeTable f, const int32_t* __restr
   }
 }
 
+// One tensor of a rotation: `heads` x D values a token, the input's tokens in_pitch elements apart, the
+// output's out_pitch (a part of a packed q | k | v row has the row's pitch).
+struct RopeRows {
+  const void* in;
+  int64_t in_pitch;
+  void* out;
+  int64_t out_pitch, heads;
+};
+
 // The rotation of `parts` (1 or 2) tensors of T tokens and head dim D.
 void rotate(const char* op, std::span<const RopeRows> parts, int64_t T, int64_t D, DType dtype,
             const Tensor& position_ids, const RopeFrequencies& freq, int sign) {
