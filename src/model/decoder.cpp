@@ -292,7 +292,7 @@ void DecoderModel::refresh_sparse(const Tensor& source) {
 
 int64_t DecoderModel::logit_chunk_tokens(int64_t vocab) {
   int64_t tokens = 2048;
-  while (tokens < 8192 && 2 * tokens * logit_row_width(vocab) * 2 <= (int64_t{1} << 30)) tokens *= 2;
+  while (tokens < 8192 && 2 * tokens * logit_row_width(vocab) * 2 <= (int64_t{5} << 28)) tokens *= 2;
   return tokens;
 }
 

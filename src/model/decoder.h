@@ -151,9 +151,9 @@ class DecoderModel {
   // [tokens, vocab] buffer exists (at 32k tokens and a 128k vocabulary it would take 8 GiB in bf16): each
   // chunk's logits become its gradient in place, and the chunk's backward GEMMs run before the next
   // chunk's logits. The head's rows are the batch's tokens or, where gathered, its labelled tokens in token
-  // order. A chunk's logits take up to 1 GiB in bf16 (2048 to 8192 rows, a power of two): every chunk adds
-  // its share to the head's f32 weight gradient, a full read and write of it, so fewer and larger chunks
-  // spend less on that traffic (GPT-2: 8192 rows; Llama 3: 4096).
+  // order. A chunk's logits take up to 1.25 GiB in bf16 (2048 to 8192 rows, a power of two): every chunk
+  // adds its share to the head's f32 weight gradient, a full read and write of it, so fewer and larger
+  // chunks spend less on that traffic (GPT-2: 8192 rows; Llama 3 and Qwen's 152k vocabulary: 4096).
   static int64_t logit_chunk_tokens(int64_t vocab);
   // The logits' rows are padded to a multiple of 64 values: cuBLASLt's fast GEMM kernels need 16-byte
   // aligned rows, and with an odd vocabulary (GPT-2's 50257, BERT's 30522) the LM head's GEMMs otherwise
