@@ -510,7 +510,7 @@ void DecoderModel::head_transform_backward(const Tensor& dy, const Tensor& dx) c
 void DecoderModel::layer_forward(size_t l, int64_t T, bool add_to_next) {
   const auto& c = config_;
   const int64_t C = c.hidden_size, F = c.intermediate_size, D = c.head_dim, U = c.mlp_up_rows();
-  const int64_t H = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  const int64_t H = c.num_attention_heads;
   const LayerActs& a = layers_[l];
   const LayerParams& w = layout_.layer(static_cast<int>(l));
   const bool post = c.post_norm;
@@ -518,27 +518,10 @@ void DecoderModel::layer_forward(size_t l, int64_t T, bool add_to_next) {
   const Tensor x = arena_.view(a.resid_in, {T, C});
   if (!post) norm_forward(n1, w.attn_norm, w.attn_norm_bias);
   const Tensor attn_in = post ? x : n1.y;
-  // q, k, v (with per-head norms, the projections land in q_pre / k_pre and the norms write q / k).
-  const Tensor q = arena_.view(a.q, {T, H, D}), k = arena_.view(a.k, {T, Hkv, D});
-  if (packs_qkv(config_)) {
-    const int64_t P = (H + 2 * Hkv) * D;  // w.wq, w.wk and w.wv are one [P, C] weight, their biases one [P]
-    const Tensor qkv = arena_.view(qkv_, {T, P});
-    ops::linear_forward(attn_in, weight(w.wq, {P, C}), qkv, Write::overwrite, bias(w.bqkv, P));
-    ops::rope_forward_qkv(qkv, in_.positions, rope_, q, k, arena_.view(a.v, {T, Hkv, D}));
-  } else {
-    const Tensor q_lin = arena_.view(c.qk_norm ? a.q_pre : a.q, {T, H * D});
-    const Tensor k_lin = arena_.view(c.qk_norm ? a.k_pre : a.k, {T, Hkv * D});
-    const Tensor v_lin = arena_.view(a.v, {T, Hkv * D});
-    ops::linear_forward(attn_in, weight(w.wq, {H * D, C}), q_lin, Write::overwrite, bias(w.bqkv, H * D));
-    ops::linear_forward(attn_in, weight(w.wk, {Hkv * D, C}), k_lin, Write::overwrite,
-                        bias(w.bqkv, Hkv * D, H * D));
-    ops::linear_forward(attn_in, weight(w.wv, {Hkv * D, C}), v_lin, Write::overwrite,
-                        bias(w.bqkv, Hkv * D, (H + Hkv) * D));
-    if (c.qk_norm)
-      ops::head_norm_rope_forward(head_norms(l, T), q, k);
-    else if (c.positions == Positions::rope)
-      ops::rope_forward_qk(q, k, in_.positions, rope_, q, k);
-  }
+  if (packs_qkv(config_))
+    qkv_forward(l, T, attn_in);
+  else
+    separate_qkv_forward(l, T, attn_in);
   ops::attention_forward(attention_params(l, T));
   const Tensor mid = arena_.view(a.mid, {T, C});
   ops::linear_residual_forward(arena_.view(a.attn, {T, H * D}), weight(w.wo, {C, H * D}), x, mid,
@@ -810,6 +793,39 @@ void DecoderModel::forward_backward(double grad_scale, const GradientBlocks* blo
   }
   embed_backward(dx, dtmp);
   close(0, layout_.layer_begin(0));
+}
+
+void DecoderModel::qkv_forward(size_t l, int64_t T, const Tensor& attn_in) const {
+  const auto& c = config_;
+  const int64_t C = c.hidden_size, D = c.head_dim, H = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  const int64_t P = (H + 2 * Hkv) * D;  // w.wq, w.wk and w.wv are one [P, C] weight, their biases one [P]
+  const LayerActs& a = layers_[l];
+  const LayerParams& w = layout_.layer(static_cast<int>(l));
+  const Tensor qkv = arena_.view(qkv_, {T, P});
+  ops::linear_forward(attn_in, weight(w.wq, {P, C}), qkv, Write::overwrite, bias(w.bqkv, P));
+  ops::rope_forward_qkv(qkv, in_.positions, rope_, arena_.view(a.q, {T, H, D}), arena_.view(a.k, {T, Hkv, D}),
+                        arena_.view(a.v, {T, Hkv, D}));
+}
+
+void DecoderModel::separate_qkv_forward(size_t l, int64_t T, const Tensor& attn_in) const {
+  const auto& c = config_;
+  const int64_t C = c.hidden_size, D = c.head_dim, H = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  const LayerActs& a = layers_[l];
+  const LayerParams& w = layout_.layer(static_cast<int>(l));
+  // With per-head norms, the projections land in q_pre / k_pre and the norms write q / k.
+  const Tensor q_lin = arena_.view(c.qk_norm ? a.q_pre : a.q, {T, H * D});
+  const Tensor k_lin = arena_.view(c.qk_norm ? a.k_pre : a.k, {T, Hkv * D});
+  const Tensor v_lin = arena_.view(a.v, {T, Hkv * D});
+  ops::linear_forward(attn_in, weight(w.wq, {H * D, C}), q_lin, Write::overwrite, bias(w.bqkv, H * D));
+  ops::linear_forward(attn_in, weight(w.wk, {Hkv * D, C}), k_lin, Write::overwrite,
+                      bias(w.bqkv, Hkv * D, H * D));
+  ops::linear_forward(attn_in, weight(w.wv, {Hkv * D, C}), v_lin, Write::overwrite,
+                      bias(w.bqkv, Hkv * D, (H + Hkv) * D));
+  const Tensor q = arena_.view(a.q, {T, H, D}), k = arena_.view(a.k, {T, Hkv, D});
+  if (c.qk_norm)
+    ops::head_norm_rope_forward(head_norms(l, T), q, k);
+  else if (c.positions == Positions::rope)
+    ops::rope_forward_qk(q, k, in_.positions, rope_, q, k);
 }
 
 void DecoderModel::qkv_backward(size_t l, int64_t T, const Tensor& attn_in, const Tensor& dattn_in,

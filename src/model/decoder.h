@@ -274,6 +274,10 @@ class DecoderModel {
   // also that bias's gradient from dh (GELU's backward sums it in the same pass).
   void activation_forward(const Tensor& h, const Tensor& act) const;
   void activation_backward(const Tensor& dact, const Tensor& h, const Tensor& dh, int64_t b) const;
+  // Layer l's q, k and v from its attention input, rotated (and normed, where the family has per-head norms);
+  // one GEMM where packed.
+  void qkv_forward(size_t l, int64_t T, const Tensor& attn_in) const;
+  void separate_qkv_forward(size_t l, int64_t T, const Tensor& attn_in) const;
   // Layer l's q/k/v backward from attention's dq, dk and dv: the projections' input gradient into dattn_in
   // (written as dinput_mode says), their weight and bias gradients added; one GEMM each where packed.
   void qkv_backward(size_t l, int64_t T, const Tensor& attn_in, const Tensor& dattn_in,
