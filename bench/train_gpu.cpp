@@ -291,10 +291,18 @@ void compare(const std::string& preset, int32_t examples, int steps, Outputs& ou
   ModelConfig config = preset_config(preset);
   if (config.vocab_size == 0) config.vocab_size = kVocab;  // packtrain's own shapes; the others keep theirs
   const std::vector<float> init = init_params(config, 1);
-  const Result padding = bench(config, init, preset, examples, Strategy::kPadding, steps, out);
+  // Padding may not fit where flatten does (Llama 3.2 1B's 24 examples padded to 2048 on an 80 GB card):
+  // then flatten still runs, and the comparison says why it has no ratio.
+  std::optional<Result> padding;
+  try {
+    padding = bench(config, init, preset, examples, Strategy::kPadding, steps, out);
+  } catch (const pt::Error& e) {
+    fmt::print("{:<5} {:>3} ex  padding did not run: {}\n", preset, examples, e.what());
+  }
   const Result flatten = bench(config, init, preset, examples, Strategy::kFlatten, steps, out);
-  fmt::print("{:<5} {:>3} ex  flatten/padding real tokens/s: {:.2f}x\n\n", preset, examples,
-             flatten.real_tokens_per_s / padding.real_tokens_per_s);
+  if (padding)
+    fmt::print("{:<5} {:>3} ex  flatten/padding real tokens/s: {:.2f}x\n\n", preset, examples,
+               flatten.real_tokens_per_s / padding->real_tokens_per_s);
 }
 
 // End to end, dense against 2:4 sparse FFNs, both with flatten packing.
