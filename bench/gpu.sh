@@ -9,8 +9,9 @@
 #   attention   bench_attention vs torch FA2 varlen and cuDNN SDPA            (bench/attention.sh)
 #   train_gpu   bench_train_gpu: 110m padding vs flatten at 16 and 64 examples/step, 1b at 16
 #   train_hf    HF transformers on the same batches                              (bench/peers/train_hf.py)
-#   families    bench_train_gpu on the family presets (gpt2, qwen2.5-0.5b, qwen3-0.6b, llama3.2-1b; real
-#               vocabs), 48 examples a step, and HF's flattened paths on the Qwen batches
+#   families    bench_train_gpu on the family presets that train with fp32 masters and moments on one GPU
+#               (gpt2, gpt2-medium, qwen2.5-0.5b, qwen3-0.6b, llama3.2-1b, llama3.2-3b; real vocabs), 48
+#               examples a step, and HF's flattened paths on the Qwen batches
 #   bert, bert_hf  bench_train_gpu on bert-base (masked LM) padding vs flatten at BERT_EXAMPLES (default 16,64)
 #               examples a step, then HF's BertForMaskedLM on the same batches, padded (sdpa) and on each
 #               packed path it has for BERT (bench/peers/train_hf.py; run the two in one call, as the batches
@@ -38,6 +39,7 @@
 #               planned): no recomputed layer or 8-bit quantization pass in the step, within the H200's
 #               135 GiB goal
 #   qwen7b      qwen2.5-7b (vocab 152064, untied) as llama8b's default
+#   mistral7b   mistral-7b (sliding window 4096) as llama8b's default
 #   llama8b_hf  HF transformers on the same 8B shape (fp32 master weights and AdamW, as HF trains): what it
 #               needs, or its out-of-memory error (bench_train_gpu writes the batches, then its own fp32-state
 #               attempt fails as the plan says)
@@ -126,8 +128,8 @@ want families && rm -f "$out/families.jsonl" "$out/families_hf.jsonl"
 # 48 examples fit the H200; padding them with a 152k vocab needs ~96 GiB, so 24 on an 80 GiB card.
 gpu_mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -1)
 family_examples=${FAMILY_EXAMPLES:-$([ "${gpu_mib:-0}" -gt 0 ] && [ "${gpu_mib:-0}" -lt 100000 ] && echo 24 || echo 48)}
-section families 240 "$build/bench_train_gpu" --models gpt2,qwen2.5-0.5b,qwen3-0.6b,llama3.2-1b --examples "$family_examples" \
-  --skip-1b --steps 10 --json "$out/families.jsonl" --dump-batches "$scratch/family_batches.json"
+section families 300 "$build/bench_train_gpu" --models gpt2,gpt2-medium,qwen2.5-0.5b,qwen3-0.6b,llama3.2-1b,llama3.2-3b \
+  --examples "$family_examples" --skip-1b --steps 10 --json "$out/families.jsonl" --dump-batches "$scratch/family_batches.json"
 for preset in qwen2.5-0.5b qwen3-0.6b; do
   section "families_hf_$preset" 200 "$python" "$bench/peers/train_hf.py" --batches "$scratch/family_batches.json" \
     --preset "$preset" --packtrain "$out/families.jsonl" --json "$out/families_hf.jsonl" --steps 6 --budget 160 \
@@ -236,6 +238,8 @@ section llama8b_offload 300 "${full_finetune[@]}" --model llama3.1-8b --out "$sc
 section llama8b_fast 300 "${full_finetune[@]}" --model llama3.1-8b --out "$scratch/llama8b_fast" \
   --master-weights bf16 --optimizer-state bf16 --optimizer-in-backward --clip 0 --recompute=none
 section qwen7b 300 "${full_finetune[@]}" --model qwen2.5-7b --out "$scratch/qwen7b" \
+  --master-weights bf16 --optimizer-state 8bit --recompute=norms
+section mistral7b 300 "${full_finetune[@]}" --model mistral-7b --out "$scratch/mistral7b" \
   --master-weights bf16 --optimizer-state 8bit --recompute=norms
 section llama8b_hf 360 bash -c "'$build/bench_train_gpu' --models llama3.1-8b --examples 16 --skip-1b --steps 1 \
   --dump-batches '$scratch/llama8b_batches.json'; '$python' '$bench/peers/train_hf.py' \

@@ -11,7 +11,8 @@ Reads, each optional (a missing or failed section is reported as such, the other
   sparse_ffn.jsonl  bench_sparse_ffn --json: per GEMM ("part": "gemm") and per FFN block ("part": "block"),
                     dense_ms and "<mode>_speedup" per sparse mode; other records are shown field by field
   optimizer_modes/optimizer_modes.jsonl  bench/optimizer_modes.py: each optimizer memory mode's run
-  logs/llama8b*.log, logs/qwen7b.log, logs/llama8b_hf.log  the 7-8B full fine-tunes and HF's attempt
+  logs/llama8b*.log, logs/qwen7b.log, logs/mistral7b.log, logs/llama8b_hf.log  the 7-8B full fine-tunes and
+                    HF's attempt
   status.tsv, env.txt  bench/gpu.sh: each section's exit code and seconds; the machine and versions
 Usage: report.py OUT_DIR
 """
@@ -318,7 +319,7 @@ def memory_section(rep, out_dir, modes):
                     f"{r['median_mfu_pct']:.1f} | {r['peak_memory_gib']:.2f} | {fmt_num(r.get('optimizer_state_mib'), '.1f')} |")
         rep.add("")
     rows = []
-    for name in ("llama8b", "llama8b_in_backward", "llama8b_offload", "llama8b_fast", "qwen7b"):
+    for name in ("llama8b", "llama8b_in_backward", "llama8b_offload", "llama8b_fast", "qwen7b", "mistral7b"):
         log = os.path.join(out_dir, "logs", f"{name}.log")
         row = full_finetune_row(name, log) if os.path.exists(log) else None
         if row:
