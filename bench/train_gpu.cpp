@@ -1,13 +1,15 @@
 // Training throughput on the GPU: one optimizer step per batch, queued as the trainer queues it (refresh
 // the bf16 weights from the f32 master, forward and backward, gradient clipping, AdamW on device tensors,
 // the next batch staged meanwhile, one wait for the loss at the step's end) over synthetic SFT-like
-// batches (lognormal lengths around 330 tokens, up to 2048; vocab 32000), packed by padding and by
-// flatten. Reports real (non-pad) tokens per second, the device memory the step's arenas hold, the
-// flatten/padding throughput ratio, and MFU on real tokens against the H200's dense bf16 peak. An encoder
-// preset (bert-base) trains on the same examples masked for masked LM (15%, 80/10/10), ids below its vocab.
-// Usage: bench_train_gpu [--steps 6] [--warmup 3] [--examples 16,64] [--skip-1b] [--sparse24]
-//                        [--sparse-1b-examples 16,64] [--recompute[=norms|layers]] [--json FILE]
-//                        [--dump-batches FILE]
+// batches (lognormal lengths around 330 tokens, up to 2048, or --example-tokens each; vocab 32000), packed
+// by padding and by flatten. Reports real (non-pad) tokens per second, the device memory the step's arenas
+// hold, the flatten/padding throughput ratio, and MFU on real tokens against the H200's dense bf16 peak. An
+// encoder preset (bert-base) trains on the same examples masked for masked LM (15%, 80/10/10), ids below its
+// vocab.
+//
+// Usage: bench_train_gpu [--steps 6] [--warmup 3] [--examples 16,64] [--example-tokens N] [--skip-1b]
+//                        [--sparse24] [--sparse-1b-examples 16,64] [--recompute[=norms|layers]]
+//                        [--json FILE] [--dump-batches FILE]
 // --sparse24 compares dense FFNs against 2:4 sparse ones (both flatten) on 110m and 1b instead.
 // --json writes one JSON object per configuration (median step too, for bench/report.py); --dump-batches
 // writes the model config and the flatten batches of every configuration (batches 1, 2, ... are timed after
@@ -51,14 +53,17 @@ constexpr int32_t kVocab = 32000;
 constexpr double kPeakFlops = 989e12;  // H200 dense bf16 tensor cores
 constexpr double kMaxGradNorm = 1.0;   // packtrain train's --clip default
 
-// SFT-like examples: lengths from sft_like_lengths (at most max_len), random ids below `vocab` (at most
-// kVocab), a masked prompt.
-DatasetSplit sft_split(int64_t examples, uint64_t seed, int64_t max_len, int32_t vocab) {
+// SFT-like examples: lengths from sft_like_lengths, or each of `length` tokens where it is positive (at
+// most max_len either way), random ids below `vocab` (at most kVocab), a masked prompt.
+DatasetSplit sft_split(int64_t examples, uint64_t seed, int64_t max_len, int32_t vocab, int64_t length) {
   std::mt19937_64 rng(seed);
   std::vector<uint32_t> tokens;
   std::vector<uint8_t> mask;
   std::vector<uint64_t> offsets = {0};
-  for (int64_t len : sft_like_lengths(examples, seed)) {
+  const std::vector<int64_t> lengths = length > 0
+                                           ? std::vector<int64_t>(static_cast<size_t>(examples), length)
+                                           : sft_like_lengths(examples, seed);
+  for (int64_t len : lengths) {
     len = std::min(len, max_len);
     const int64_t prompt = static_cast<int64_t>(rng() % static_cast<uint64_t>(len));
     for (int64_t i = 0; i < len; ++i) {
@@ -118,6 +123,7 @@ struct Outputs {
   bool first_dump = true;
   std::string recompute = "none";  // --recompute[=norms|layers]: what every configuration recomputes
   int warmup = 3;                  // --warmup: untimed steps on batches 0, 1, ... as train_hf.py takes them
+  int64_t example_tokens = 0;      // --example-tokens: every example this long (0: SFT-like lengths)
 };
 
 std::ofstream open_output(const std::string& path, const char* flag) {
@@ -160,8 +166,9 @@ Result bench(const ModelConfig& config, const std::vector<float>& init, const st
   // A model with learned positions (GPT-2) sees examples no longer than its table.
   const int64_t max_len = config.positions == Positions::learned ? config.max_position_embeddings
                                                                  : std::numeric_limits<int64_t>::max();
-  const DatasetSplit split = sft_split(int64_t{examples} * (steps + 1),
-                                       1000 + static_cast<uint64_t>(examples), max_len, config.vocab_size);
+  const DatasetSplit split =
+      sft_split(int64_t{examples} * (steps + 1), 1000 + static_cast<uint64_t>(examples), max_len,
+                config.vocab_size, out.example_tokens);
   const std::vector<Batch> batches = batches_of(split, strategy, examples, config);
   if (out.dump && strategy == Strategy::kFlatten) dump_batches(out, config, preset, examples, batches);
   int64_t max_tokens = 0;
@@ -337,6 +344,10 @@ int main(int argc, char** argv) {
   std::vector<int32_t> examples = {16, 64};
   app.add_option("--examples", examples, "examples per step of the --models configurations")
       ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  app.add_option("--example-tokens", out.example_tokens,
+                 "every example this many tokens (long-context SFT: documents, reasoning traces) instead of "
+                 "SFT-like lengths")
       ->check(CLI::PositiveNumber);
   std::vector<int32_t> sparse_1b_examples = {16, 64};
   app.add_option("--sparse-1b-examples", sparse_1b_examples,
