@@ -308,8 +308,9 @@ void compare(const std::string& preset, int32_t examples, int steps, Outputs& ou
   }
   const Result flatten = bench(config, init, preset, examples, Strategy::kFlatten, steps, out);
   if (padding)
-    fmt::print("{:<5} {:>3} ex  flatten/padding real tokens/s: {:.2f}x\n\n", preset, examples,
+    fmt::print("{:<5} {:>3} ex  flatten/padding real tokens/s: {:.2f}x\n", preset, examples,
                flatten.real_tokens_per_s / padding->real_tokens_per_s);
+  fmt::print("\n");
 }
 
 // End to end, dense against 2:4 sparse FFNs, both with flatten packing.
