@@ -18,6 +18,17 @@ constexpr int smem_bytes() {
   return 1024 + (2 * kKeys * D + kQueries * D + kKeys * kQueries) * 2;
 }
 
+#if PT_SM90A
+// Copies a row-major [kRows, D] tile into the swizzled layout the kernels' TMA copies produce
+// (ops/cuda/wgmma.cuh's swizzled_offset), by one warpgroup.
+template <int D, int kRows>
+__device__ void load_tile(uint32_t tile, const __nv_bfloat16* src) {
+  for (int c = static_cast<int>(threadIdx.x); c < kRows * D / 8; c += 128)
+    ops::cuda::sm90::cp_async_16(tile + ops::cuda::sm90::swizzled_offset(c / (D / 8), c % (D / 8), kRows),
+                                 src + c * 8, 16);
+}
+#endif
+
 // flag: 1 when the sm_90a code ran, 2 for the stub.
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -25,13 +36,12 @@ __global__ void __launch_bounds__(kThreads, 1)
                  float* xq_out, float* xtk_out, int* flag) {
 #if PT_SM90A
   using namespace ops::cuda::sm90;
-  using ops::cuda::attn::producer_load;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t sk = (smem_u32(smem_raw) + 1023u) & ~1023u, sq = sk + kKeys * D * 2;
   const uint32_t sds = sq + kQueries * D * 2;
-  if (threadIdx.x < 128) {  // the first warpgroup loads, as the kernels' producer does
-    producer_load<D, kKeys>(sk, k, 0, 0, kKeys, 1, 0, static_cast<int>(threadIdx.x));
-    producer_load<D, kQueries>(sq, q, 0, 0, kQueries, 1, 0, static_cast<int>(threadIdx.x));
+  if (threadIdx.x < 128) {  // the first warpgroup loads
+    load_tile<D, kKeys>(sk, k);
+    load_tile<D, kQueries>(sq, q);
   }
   cp_async_commit();
   cp_async_wait<0>();

@@ -5,12 +5,12 @@
 // attention_kernels.h) by bulk reductions.
 //
 // Persistent and warp-specialized: one CTA of 384 threads per SM.
-// - The producer, warpgroup 0 (24 registers a thread), claims work items, each a (key tile of
-//   kBackwardKeys = 128 keys, kv head), segment by segment and longest first, from a counter, and copies
-//   with cp.async each item's K and V (two buffers: an item ahead; one at D = 128) and each step's Q, dO,
-//   lse and delta (two buffers: a step ahead), completing "full" mbarriers and waiting for the consumers'
-//   "empty" ones. On SFT-like batches an item lasts a few steps, so the next item's loads must run under
-//   the current one's.
+// - The producer, the first warp of warpgroup 0 (24 registers a thread), claims work items, each a (key
+//   tile of kBackwardKeys = 128 keys, kv head), segment by segment and longest first, from a counter, and
+//   copies each item's K and V (two buffers: an item ahead; one at D = 128) and each step's Q and dO (two
+//   buffers: a step ahead) with TMA, and the step's lse and delta with cp.async, completing "full" mbarriers
+//   and waiting for the consumers' "empty" ones. On SFT-like batches an item lasts a few steps, so the next
+//   item's loads must run under the current one's.
 // - Two consumers, warpgroups 1 and 2 (240 registers), own keys 64 (wg - 1) .. + 63 of the item and sum
 //   their dK and dV [64 x D] in registers over the query tiles of kBackwardRows = 64 rows at or after the
 //   key tile (causal; with a sliding window, kWindowed, only those up to window_query_end; bidirectional,
@@ -33,12 +33,15 @@
 // rows of 1k. The order itself: 1.2-1.35x on those (the concurrent items had missed L2: 76% of DRAM's
 // bandwidth, 23% L2 hits on rows of 1k), unchanged on single sequences. (An earlier bulk design, one
 // reduction per row issued and waited for by the consumers, was 0.69-0.75x.)
+#include <cuda.h>
+
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
 
 #include "ops/cuda/attention_kernels.h"
 #include "ops/cuda/attention_sm90.cuh"
+#include "ops/cuda/tensor_map.h"
 #include "ops/cuda/vector.cuh"
 
 namespace pt::ops::cuda::attn {
@@ -49,6 +52,12 @@ constexpr int kThreads = 384;
 constexpr int kRows = kBackwardRows;  // queries per step
 static_assert(kBackwardKeys == 128 && kRows == 64, "two warpgroups of 64 keys against 64-query steps");
 
+// The TMA descriptors of k and v (boxes of kBackwardKeys rows), q and dout (kRows rows), passed as a
+// __grid_constant__ kernel parameter.
+struct Maps {
+  CUtensorMap k, v, q, dout;
+};
+
 // K/V buffers: at D = 128, one, to make room for the dQ buffers (two of [64 x D] f32).
 template <int D>
 constexpr int kKvStages = D == 128 ? 1 : 2;
@@ -56,8 +65,8 @@ constexpr int kKvStages = D == 128 ? 1 : 2;
 // Shared memory, from a 1024-byte aligned base: kKvStages buffers of {K tile, V tile} [128 x D], two
 // buffers each of Q and dO [64 x D] and of dS^T [128 keys x 64 queries] (bf16), two dQ
 // buffers [64 x D] (f32), 8 mbarriers, two buffers each of lse and delta [64] (f32), the items of the K/V
-// buffers and the producer's claim (ints); plus slack to align the base. 226 KiB at D = 128, within the
-// 227 a block may have.
+// buffers (ints, two words of padding after them); plus slack to align the base. 226 KiB at D = 128,
+// within the 227 a block may have.
 template <int D>
 __host__ __device__ constexpr int smem_bytes() {
   return 1024 + (2 * kKvStages<D> * kBackwardKeys * D + 4 * kRows * D + 2 * kBackwardKeys * kRows) * 2 +
@@ -94,16 +103,15 @@ __device__ inline KeyTile key_tile(const Args& a, const BackwardScratch& scratch
 #endif  // PT_SM90A
 
 // Registers: the launch bound (384, 1) gives every thread 168 at entry; setmaxnreg moves them to the
-// consumers. With CUDA 13.0 the builds spill 48-100 bytes: a few loop counters of the consumers at D = 128,
-// and some of the producer's item fields (its loads wait on memory anyway).
+// consumers. With CUDA 13.0 the builds spill nothing.
 template <int D, bool kWindowed, bool kCausal>
 __global__ void __launch_bounds__(kThreads, 1)
-    backward_kernel_sm90(const Args a, const BackwardScratch scratch) {
+    backward_kernel_sm90(const Args a, const __grid_constant__ Maps maps, const BackwardScratch scratch) {
   static_assert(kCausal || !kWindowed, "a sliding window is causal");
 #if PT_SM90A
   // Offsets from the aligned base: K/V buffer b at b * kKv, Q/dO buffers, dS^T buffers, 8 mbarriers
   // (K/V full and empty, Q/dO full and empty, two each), lse and delta (two buffers each), the items of the
-  // K/V buffers and the producer's claim.
+  // K/V buffers.
   constexpr uint32_t kKeyTile = kBackwardKeys * D * 2, kRowTile = kRows * D * 2, kKv = 2 * kKeyTile;
   constexpr uint32_t kDsTile = kBackwardKeys * kRows * 2, kDqTile = kRows * D / 2 * 4;
   constexpr int kStages = kKvStages<D>;
@@ -117,7 +125,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = smem_u32(smem_raw), base = (raw + 1023u) & ~1023u;
   unsigned char* const aligned = smem_raw + (base - raw);
-  // slots[0, 1]: the items of the K/V buffers; slots[2]: the producer's claim.
+  // slots[0, 1]: the items of the K/V buffers.
   int* const slots = reinterpret_cast<int*>(aligned + kSlots);
   const auto kv_full = [&](int b) { return base + kBars + 8 * b; };
   const auto kv_empty = [&](int b) { return base + kBars + 16 + 8 * b; };
@@ -125,9 +133,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const auto qdo_empty = [&](int b) { return base + kBars + 48 + 8 * b; };
   if (threadIdx.x == 0) {
     for (int b = 0; b < 2; ++b) {
-      mbarrier_init(kv_full(b), 129);   // every producer thread's copies, and thread 0's item
-      mbarrier_init(kv_empty(b), 256);  // every consumer thread, after its own reads of the buffer
-      mbarrier_init(qdo_full(b), 128);
+      mbarrier_init(kv_full(b), 1);      // the producer's item, and its copies' bytes
+      mbarrier_init(kv_empty(b), 256);   // every consumer thread, after its own reads of the buffer
+      mbarrier_init(qdo_full(b), 33);    // the copies' bytes, and every producer lane's lse and delta
       mbarrier_init(qdo_empty(b), 256);  // every consumer thread: each has read lse and delta itself
     }
     mbarrier_init_fence();
@@ -135,25 +143,27 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
 
   const int wg = static_cast<int>(threadIdx.x) / 128;
-  if (wg == 0) {  // the producer
+  if (wg == 0) {  // the producer: its first warp, whose first lane issues the TMA copies
     setmaxnreg_dec<24>();
-    const int tid = static_cast<int>(threadIdx.x);
+    if (threadIdx.x >= 32) return;
+    const int lane = static_cast<int>(threadIdx.x);
     int work = static_cast<int>(blockIdx.x);
     for (int n = 0, g = 0;; ++n) {  // n: items, g: steps, over the CTA's life
       const int kvb = n % kStages;
       if (n >= kStages) mbarrier_wait(kv_empty(kvb), (n / kStages + 1) & 1);
       const bool done = work >= items;
       const KeyTile kt = done ? KeyTile{} : key_tile<kWindowed, kCausal>(a, scratch, work);
-      if (kt.steps > 0) {
-        const uint32_t kv = base + static_cast<uint32_t>(kvb) * kKv;
-        producer_load<D, kBackwardKeys>(kv, a.k, kt.start, kt.key0, kt.real, a.Hkv, kt.kv_head, tid);
-        producer_load<D, kBackwardKeys>(kv + kKeyTile, a.v, kt.start, kt.key0, kt.real, a.Hkv, kt.kv_head,
-                                        tid);
-      }
-      cp_async_mbarrier_arrive(kv_full(kvb));
-      if (tid == 0) {
+      if (lane == 0) {
         slots[kvb] = work;  // items or more: the consumers stop
-        mbarrier_arrive(kv_full(kvb));
+        if (kt.steps > 0) {
+          const uint32_t kv = base + static_cast<uint32_t>(kvb) * kKv;
+          const int key = static_cast<int>(kt.start) + kt.key0;
+          mbarrier_arrive_expect_tx(kv_full(kvb), kKv);
+          tma_tile<D, kBackwardKeys>(kv, &maps.k, key, kt.kv_head, kv_full(kvb));
+          tma_tile<D, kBackwardKeys>(kv + kKeyTile, &maps.v, key, kt.kv_head, kv_full(kvb));
+        } else {
+          mbarrier_arrive(kv_full(kvb));
+        }
       }
       if (done) break;
       for (int step = 0; step < kt.steps; ++step, ++g) {
@@ -161,21 +171,27 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (g >= 2) mbarrier_wait(qdo_empty(qb), ((g >> 1) + 1) & 1);
         const int head = kt.kv_head * group + step / kt.row_tiles;
         const int row0 = query0<kCausal>(kt.key0) + step % kt.row_tiles * kRows;
-        producer_load<D, kRows>(base + kQ + qb * kRowTile, a.q, kt.start, row0, kt.real, a.H, head, tid);
-        producer_load<D, kRows>(base + kDo + qb * kRowTile, a.dout, kt.start, row0, kt.real, a.H, head, tid);
-        const bool is_lse = tid < kRows;  // lse by the first kRows threads, delta by the next; pads read 0
-        const int r = tid % kRows, i = row0 + r;
-        const int64_t at = static_cast<int64_t>(head) * a.T + kt.start + (i < kt.real ? i : 0);
-        cp_async_4(base + (is_lse ? kLse : kDelta) + static_cast<uint32_t>(qb * kRows + r) * 4,
-                   (is_lse ? a.lse : a.delta) + at, i < kt.real ? 4 : 0);
+        if (lane == 0) {
+          const int token = static_cast<int>(kt.start) + row0;
+          mbarrier_arrive_expect_tx(qdo_full(qb), 2 * kRowTile);
+          tma_tile<D, kRows>(base + kQ + qb * kRowTile, &maps.q, token, head, qdo_full(qb));
+          tma_tile<D, kRows>(base + kDo + qb * kRowTile, &maps.dout, token, head, qdo_full(qb));
+        }
+        // lse and delta: each lane two rows of each; pads read 0.
+#pragma unroll
+        for (int r = lane; r < kRows; r += 32) {
+          const int i = row0 + r;
+          const int64_t at = static_cast<int64_t>(head) * a.T + kt.start + (i < kt.real ? i : 0);
+          const uint32_t to = static_cast<uint32_t>(qb * kRows + r) * 4;
+          cp_async_4(base + kLse + to, a.lse + at, i < kt.real ? 4 : 0);
+          cp_async_4(base + kDelta + to, a.delta + at, i < kt.real ? 4 : 0);
+        }
         cp_async_mbarrier_arrive(qdo_full(qb));
       }
-      if (tid == 0) slots[2] = static_cast<int>(gridDim.x) + atomicAdd(scratch.next_tile, 1);
-      asm volatile("bar.sync 5, 128;\n" ::: "memory");
-      work = slots[2];
-      asm volatile("bar.sync 5, 128;\n" ::: "memory");  // read by all before thread 0 claims again
+      work = __shfl_sync(0xffffffffu,
+                         lane == 0 ? static_cast<int>(gridDim.x) + atomicAdd(scratch.next_tile, 1) : 0, 0);
     }
-    cp_async_wait_all();
+    cp_async_wait_all();  // no copy outlives its thread
     return;
   }
   setmaxnreg_inc<240>();
@@ -192,8 +208,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.0f;
   for (int n = 0, g = 0;; ++n) {
     const int kvb = n % kStages;
-    mbarrier_wait(kv_full(kvb), n / kStages & 1);
-    fence_proxy_async();
+    mbarrier_wait(kv_full(kvb), n / kStages & 1);  // TMA writes through wgmma's async proxy: no fence
     const int work = slots[kvb];
     if (work >= items) break;
     const KeyTile cur = key_tile<kWindowed, kCausal>(a, scratch, work);
@@ -202,7 +217,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int step = 0; step < cur.steps; ++step, ++g) {
       const int qb = g & 1;
       mbarrier_wait(qdo_full(qb), (g >> 1) & 1);
-      fence_proxy_async();
       const int head = cur.kv_head * group + step / cur.row_tiles;
       const int row0 = query0<kCausal>(cur.key0) + step % cur.row_tiles * kRows, real = cur.real;
       // The descriptors of K and V are the same every step; hoisted out of the loop they would hold ~50
@@ -350,6 +364,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int count = min(cur.len - key0, 64);
       copy_rows_out<D>(sk, kBackwardKeys, first_row, a.dk, cur.start + key0, count, a.Hkv, cur.kv_head, id);
       copy_rows_out<D>(sv, kBackwardKeys, first_row, a.dv, cur.start + key0, count, a.Hkv, cur.kv_head, id);
+      fence_proxy_async();             // its stores and loads of the buffer come before the next TMA copy
       mbarrier_arrive(kv_empty(kvb));  // this thread's reads of the item and its buffer are done
     }
 #pragma unroll
@@ -362,7 +377,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // One resident CTA per SM (registers and shared memory allow no more), no more than the work bound.
 template <int D, bool kWindowed, bool kCausal>
-void launch_backward_kernel_sm90(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
+void launch_backward_kernel_sm90(const Args& a, const Maps& maps, const BackwardScratch& scratch,
+                                 cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<D>();
   const auto kernel = backward_kernel_sm90<D, kWindowed, kCausal>;
   static const cudaError_t configured =
@@ -370,16 +386,20 @@ void launch_backward_kernel_sm90(const Args& a, const BackwardScratch& scratch, 
   (void)configured;  // a failure resurfaces as the launch error, which the caller checks
   const int64_t items = int64_t{scratch.key_capacity} * a.Hkv;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(items, sm_count()));
-  kernel<<<blocks, kThreads, kSmem, stream>>>(a, scratch);
+  kernel<<<blocks, kThreads, kSmem, stream>>>(a, maps, scratch);
 }
 
 }  // namespace
 
 template <int D>
 void launch_backward_sm90(const Args& a, const BackwardScratch& scratch, cudaStream_t stream) {
+  const Maps maps{head_tile_map(a.k, a.T, a.Hkv, D, kBackwardKeys),
+                  head_tile_map(a.v, a.T, a.Hkv, D, kBackwardKeys), head_tile_map(a.q, a.T, a.H, D, kRows),
+                  head_tile_map(a.dout, a.T, a.H, D, kRows)};
   launch_backward_prologue<D, true>(a, scratch, stream);
   with_mask(a, [&](auto windowed, auto causal) {
-    launch_backward_kernel_sm90<D, decltype(windowed)::value, decltype(causal)::value>(a, scratch, stream);
+    launch_backward_kernel_sm90<D, decltype(windowed)::value, decltype(causal)::value>(a, maps, scratch,
+                                                                                       stream);
   });
   launch_dq_convert<D, true>(a, scratch, stream);
 }

@@ -3,10 +3,11 @@
 //
 // Persistent, one CTA of 384 threads per SM, over work items (query tile of 128 rows of one segment, head),
 // warp-specialized as in FA3:
-// - the producer, warpgroup 0 (24 registers a thread), claims the items from a counter, longest first and
-//   head by head, and copies each one's Q into one of two Q buffers, then its K(j) and V(j) of the CTA's
-//   step g into stage g % kStages with cp.async; each copy completes a "full" mbarrier, and waits for the
-//   buffer's "empty" one. So the next item's Q and first keys arrive while the current one computes;
+// - the producer, warpgroup 0 (24 registers a thread), of which one thread issues every copy, claims the
+//   items from a counter, longest first and head by head, and copies each one's Q into one of two Q buffers,
+//   then its K(j) and V(j) of the CTA's step g into stage g % kStages with TMA; each copy completes a "full"
+//   mbarrier, and waits for the buffer's "empty" one. So the next item's Q and first keys arrive while the
+//   current one computes;
 // - two consumers, warpgroups 1 and 2 (240 registers), own query rows 64 (wg - 1) .. + 63. Per step:
 //     S[64 x 128] = Q[64 x D] K^T   wgmma m64n128k16, Q and K K-major in shared memory
 //     mask (causal, segment end, window), online softmax in registers (running max and sum per row, base 2)
@@ -25,6 +26,8 @@
 // Persistence with the second Q buffer, against one CTA per item (same lab, H100, 2026-12-06): forward
 // 1.14-1.16x on SFT-like batches, rows of 1k and bidirectional batches at head dim 64, 1.07-1.13x at 128;
 // on one 8k sequence 1.00x at 64 and 0.95x at 128.
+#include <cuda.h>
+
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -32,6 +35,7 @@
 #include "ops/cuda/attention_kernels.h"
 #include "ops/cuda/attention_order.cuh"
 #include "ops/cuda/attention_sm90.cuh"
+#include "ops/cuda/tensor_map.h"
 #include "ops/cuda/vector.cuh"
 
 namespace pt::ops::cuda::attn {
@@ -44,16 +48,22 @@ constexpr int kStages = 2;
 constexpr int kQBuffers = 2;
 static_assert(kSm90Rows == 128, "two consumer warpgroups of 64 query rows");
 
+// The TMA descriptors of q, k and v (boxes of kSm90Rows and kBlockN rows), passed as a __grid_constant__
+// kernel parameter.
+struct Maps {
+  CUtensorMap q, k, v;
+};
+
 template <int D>
 __host__ __device__ constexpr int tile_bytes(int rows) {
   return rows * D * 2;
 }
 // kQBuffers Q tiles, kStages stages of {K tile, V tile}, 2 kQBuffers + 4 kStages mbarriers, the items of
-// the Q tiles and the producer's claim, plus slack to align the base to 1024 bytes.
+// the Q tiles, plus slack to align the base to 1024 bytes.
 template <int D>
 constexpr int smem_bytes() {
   return 1024 + kQBuffers * tile_bytes<D>(kSm90Rows) + kStages * 2 * tile_bytes<D>(kBlockN) +
-         (2 * kQBuffers + 4 * kStages) * 8 + (kQBuffers + 1) * 4;
+         (2 * kQBuffers + 4 * kStages) * 8 + kQBuffers * 4;
 }
 
 #if PT_SM90A
@@ -196,7 +206,7 @@ __device__ inline void finish_rows(const Args& a, float (&o)[D / 2], const float
 // consumers.
 template <int D, bool kWindowed, bool kCausal>
 __global__ void __launch_bounds__(kThreads, 1)
-    forward_kernel_sm90(const Args a, const int* order, int* next) {
+    forward_kernel_sm90(const Args a, const __grid_constant__ Maps maps, const int* order, int* next) {
   static_assert(kCausal || !kWindowed, "a sliding window is causal");
 #if PT_SM90A
   const int count = *a.schedule.count, items = count * a.H;
@@ -211,7 +221,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const auto sk = [&](int stage) { return sq(kQBuffers) + static_cast<uint32_t>(stage) * 2 * kKVBytes; };
   const auto sv = [&](int stage) { return sk(stage) + kKVBytes; };
   // Barriers: per Q buffer full and empty, then per stage K full, V full, K empty, V empty; then the items
-  // of the Q buffers and the producer's claim.
+  // of the Q buffers.
   const uint32_t bars = sk(kStages);
   const auto q_full = [&](int b) { return bars + 8 * b; };
   const auto q_empty = [&](int b) { return bars + 8 * (kQBuffers + b); };
@@ -223,12 +233,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (threadIdx.x == 0) {
     for (int b = 0; b < kQBuffers; ++b) {
-      mbarrier_init(q_full(b), 129);   // every producer thread's copies, and thread 0's item
+      mbarrier_init(q_full(b), 1);     // the producer's item, and its copy's bytes
       mbarrier_init(q_empty(b), 256);  // every consumer thread, after its rows left through the buffer
     }
     for (int stage = 0; stage < kStages; ++stage) {
-      mbarrier_init(k_full(stage), 128);  // every producer thread's copies
-      mbarrier_init(v_full(stage), 128);
+      mbarrier_init(k_full(stage), 1);  // the producer's arrival, and its copies' bytes
+      mbarrier_init(v_full(stage), 1);
       mbarrier_init(k_empty(stage), 2);  // one arrival per consumer warpgroup
       mbarrier_init(v_empty(stage), 2);
     }
@@ -239,9 +249,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int wg = static_cast<int>(threadIdx.x) / 128;
   // Persistent: items claimed from a counter, each's Q into Q buffer n % 2, and K(j) and V(j) of the CTA's
   // step g (counted over its life) into stage g % kStages once the consumers freed it.
-  if (wg == 0) {  // the producer
+  if (wg == 0) {  // the producer: its first thread issues every copy
     setmaxnreg_dec<24>();
-    const int tid = static_cast<int>(threadIdx.x);
+    if (threadIdx.x != 0) return;
     int work = static_cast<int>(blockIdx.x);
     for (int n = 0, g = 0;; ++n) {
       const int qb = n % kQBuffers;
@@ -249,31 +259,27 @@ __global__ void __launch_bounds__(kThreads, 1)
         mbarrier_wait(q_empty(qb), ((n / kQBuffers) + 1) & 1);  // the buffer's previous item has left
       const bool done = work >= items;
       const QueryTile qt = done ? QueryTile{} : query_tile<kWindowed, kCausal>(a, order, count, work);
-      if (qt.steps > 0)
-        producer_load<D, kSm90Rows>(sq(qb), a.q, qt.start, qt.row0, qt.real, a.H, qt.head, tid);
-      cp_async_mbarrier_arrive(q_full(qb));
-      if (tid == 0) {
-        slots[qb] = work;  // items or more: the consumers stop
+      slots[qb] = work;  // items or more: the consumers stop
+      if (qt.steps > 0) {
+        mbarrier_arrive_expect_tx(q_full(qb), kQBytes);
+        tma_tile<D, kSm90Rows>(sq(qb), &maps.q, qt.start + qt.row0, qt.head, q_full(qb));
+      } else {
         mbarrier_arrive(q_full(qb));
       }
       if (done) break;
       const int kv_head = qt.head / (a.H / a.Hkv);
       for (int j = 0; j < qt.steps; ++j, ++g) {
-        const int stage = g % kStages, key0 = qt.key_begin + j * kBlockN;
+        const int stage = g % kStages, key = qt.start + qt.key_begin + j * kBlockN;
         const uint32_t parity = (g / kStages + 1) & 1;  // the previous use's release
         if (g >= kStages) mbarrier_wait(k_empty(stage), parity);
-        producer_load<D, kBlockN>(sk(stage), a.k, qt.start, key0, qt.real, a.Hkv, kv_head, tid);
-        cp_async_mbarrier_arrive(k_full(stage));
+        mbarrier_arrive_expect_tx(k_full(stage), kKVBytes);
+        tma_tile<D, kBlockN>(sk(stage), &maps.k, key, kv_head, k_full(stage));
         if (g >= kStages) mbarrier_wait(v_empty(stage), parity);
-        producer_load<D, kBlockN>(sv(stage), a.v, qt.start, key0, qt.real, a.Hkv, kv_head, tid);
-        cp_async_mbarrier_arrive(v_full(stage));
+        mbarrier_arrive_expect_tx(v_full(stage), kKVBytes);
+        tma_tile<D, kBlockN>(sv(stage), &maps.v, key, kv_head, v_full(stage));
       }
-      if (tid == 0) slots[kQBuffers] = static_cast<int>(gridDim.x) + atomicAdd(next, 1);
-      asm volatile("bar.sync 5, 128;\n" ::: "memory");
-      work = slots[kQBuffers];
-      asm volatile("bar.sync 5, 128;\n" ::: "memory");  // read by all before thread 0 claims again
+      work = static_cast<int>(gridDim.x) + atomicAdd(next, 1);
     }
-    cp_async_wait_all();  // no copy outlives its thread
     return;
   }
   setmaxnreg_inc<240>();
@@ -281,11 +287,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int c = wg - 1, tid = static_cast<int>(threadIdx.x) - 128;  // consumer warpgroup, its thread index
   const int warp = tid / 32 % 4, lane = tid % 32, t = lane % 4;
   const float scale_log2 = a.scale * kLog2e;
-  // cp.async writes through the generic proxy and wgmma reads through the async one: after seeing a full
-  // barrier complete, each consumer thread fences before its MMAs read the stage.
+  // TMA writes the stages through the async proxy that wgmma reads them through: no proxy fence.
   const auto wait_full = [&](uint32_t bar, int g) {
     mbarrier_wait(bar, static_cast<uint32_t>(g / kStages) & 1);
-    fence_proxy_async();
   };
   const auto release = [&](uint32_t bar) {
     if (tid % 128 == 0) mbarrier_arrive(bar);
@@ -299,7 +303,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int n = 0, g = 0;; ++n) {
     const int qb = n % kQBuffers;
     mbarrier_wait(q_full(qb), (n / kQBuffers) & 1);
-    fence_proxy_async();
     const int work = slots[qb];
     if (work >= items) break;
     const QueryTile qt = query_tile<kWindowed, kCausal>(a, order, count, work);
@@ -404,6 +407,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const QueryTile fin = query_tile<kWindowed, kCausal>(a, order, count, work_again);
     finish_rows<D>(a, o, row_max, row_sum, sq(qb), c, fin.row0 + 64 * c + 16 * (id / 32 % 4) + id % 32 / 4,
                    fin.start, fin.row0 + 64 * c, fin.real, fin.len, fin.head, id);
+    fence_proxy_async();           // its stores and loads of the buffer come before the next item's TMA copy
     mbarrier_arrive(q_empty(qb));  // this thread's rows have left through the buffer
   }
   if (c == 0) take_turn();
@@ -447,7 +451,8 @@ namespace {
 
 // One resident CTA per SM (registers and shared memory allow no more), no more than the work bound.
 template <int D, bool kWindowed, bool kCausal>
-void launch_forward_kernel_sm90(const Args& a, const int* order, int* next, cudaStream_t stream) {
+void launch_forward_kernel_sm90(const Args& a, const Maps& maps, const int* order, int* next,
+                                cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<D>();
   const auto kernel = forward_kernel_sm90<D, kWindowed, kCausal>;
   static const cudaError_t configured =
@@ -455,7 +460,7 @@ void launch_forward_kernel_sm90(const Args& a, const int* order, int* next, cuda
   (void)configured;  // a failure resurfaces as the launch error, which the caller checks
   const int64_t items = int64_t{a.schedule.capacity} * a.H;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(items, sm_count()));
-  kernel<<<blocks, kThreads, kSmem, stream>>>(a, order, next);
+  kernel<<<blocks, kThreads, kSmem, stream>>>(a, maps, order, next);
 }
 
 }  // namespace
@@ -463,9 +468,12 @@ void launch_forward_kernel_sm90(const Args& a, const int* order, int* next, cuda
 template <int D>
 void launch_forward_sm90(const Args& a, int* order, cudaStream_t stream) {
   int* const next = order + a.schedule.capacity;
+  const Maps maps{head_tile_map(a.q, a.T, a.H, D, kSm90Rows), head_tile_map(a.k, a.T, a.Hkv, D, kBlockN),
+                  head_tile_map(a.v, a.T, a.Hkv, D, kBlockN)};
   order_kernel<<<1, kOrderThreads, 0, stream>>>(a, order, next);
   with_mask(a, [&](auto windowed, auto causal) {
-    launch_forward_kernel_sm90<D, decltype(windowed)::value, decltype(causal)::value>(a, order, next, stream);
+    launch_forward_kernel_sm90<D, decltype(windowed)::value, decltype(causal)::value>(a, maps, order, next,
+                                                                                      stream);
   });
 }
 

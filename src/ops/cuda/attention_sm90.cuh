@@ -1,6 +1,6 @@
 // What the sm_90a (wgmma) attention kernels share: tiles of one head of a [T, heads, D] tensor copied into
-// the 128-byte swizzled shared layout of ops/cuda/wgmma.cuh by a producer warpgroup,
-// and register fragments stored into it.
+// the 128-byte swizzled shared layout of ops/cuda/wgmma.cuh by a producer's TMA copies, and register
+// fragments stored into it.
 #pragma once
 
 #include "ops/cuda/elements.cuh"
@@ -10,27 +10,15 @@ namespace pt::ops::cuda::attn {
 
 #if PT_SM90A
 
-// Starts copying rows [row0, row0 + kRows) of one head of a [T, heads, D] tensor, segment-relative to the
-// token `start`, into the swizzled tile at shared address `tile`, by one warpgroup (tid 0..127: a producer);
-// rows at or past `limit` (the segment's real tokens) become zeros, so that masked products never meet
-// another segment's values or NaN. In as few registers as it can: each thread keeps one 16-byte chunk
-// column, and its rows, kPass apart, share their swizzle (kPass is a multiple of 8), so each pass only
-// steps both addresses.
+// Copies rows token .. token + kRows - 1 of one head into the swizzled tile at `tile` with TMA (`map`: the
+// tensor's head_tile_map of kRows-row boxes), one box per 64 columns; the copies complete on `bar`, whose
+// transaction count the caller raised by kRows * D * 2 bytes. Rows past the tensor's end arrive as zeros;
+// rows past the segment's real tokens hold whatever follows it, which the kernels mask.
 template <int D, int kRows>
-__device__ inline void producer_load(uint32_t tile, const __nv_bfloat16* src, int64_t start, int row0,
-                                     int limit, int heads, int head, int tid) {
-  constexpr int kChunks = D / 8, kPass = 128 / kChunks;
-  static_assert(kPass % 8 == 0 && kRows % kPass == 0);
-  const int chunk = tid % kChunks, r = tid / kChunks;
-  uint32_t dst = tile + sm90::swizzled_offset(r, chunk, kRows);
-  const __nv_bfloat16* first = src + (start * heads + head) * D + chunk * 8;  // row 0: always valid
-  const __nv_bfloat16* at = first + static_cast<int64_t>(row0 + r) * heads * D;
-  const int64_t step = static_cast<int64_t>(kPass) * heads * D;
-#pragma unroll 4
-  for (int row = row0 + r; row < row0 + kRows; row += kPass, dst += kPass * 128, at += step) {
-    const bool real = row < limit;
-    sm90::cp_async_16(dst, real ? at : first, real ? 16 : 0);
-  }
+__device__ inline void tma_tile(uint32_t tile, const void* map, int token, int head, uint32_t bar) {
+#pragma unroll
+  for (int half = 0; half < D / 64; ++half)
+    sm90::tma_load_3d(tile + static_cast<uint32_t>(half) * kRows * 128, map, 64 * half, head, token, bar);
 }
 
 // Stores a warpgroup's 64 x 64 register-A fragments (to_a_fragments of a 64 x 64 accumulator) as rows

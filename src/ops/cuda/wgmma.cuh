@@ -94,6 +94,22 @@ __device__ inline void mbarrier_wait(uint32_t bar, uint32_t parity) {
 }
 __device__ inline void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
+// TMA (PTX "cp.async.bulk.tensor"): one thread copies a box of a tensor map (ops/cuda/tensor_map.h, a
+// __grid_constant__ kernel parameter) to shared memory through the async proxy; the copy counts its bytes
+// against the mbarrier's transaction count, which the issuing thread raised first (arrive_expect_tx). MMAs
+// read such a tile without a proxy fence; a tile that threads wrote or read through the generic proxy is
+// fenced (fence_proxy_async) by them before the barrier that hands it to the next copy.
+__device__ inline void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ inline void tma_load_3d(uint32_t dst, const void* map, int c0, int c1, int c2, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+}
+
 // Bulk reductions (PTX "cp.reduce.async.bulk"): adds `bytes` (a multiple of 16, both addresses 16-byte
 // aligned) of f32 from shared memory into global memory through the async proxy, in the thread's bulk async
 // group. The source must be written and fenced (fence_proxy_async) first; wait_read<N> frees it for reuse,
@@ -145,7 +161,7 @@ __device__ inline uint64_t make_desc(uint32_t start, uint32_t leading_bytes, uin
 // groups SBO = 1024 bytes apart; LBO is unused for swizzled K-major layouts (encoded as 16 bytes). The 16
 // elements of a k-step are 32 bytes of a 128-byte row: column block kk / 4, bytes 32 (kk % 4) on; the
 // hardware applies the swizzle to the final address bits, so a start inside the atom reads the chunks where
-// the loads (attention_sm90.cuh's producer_load) put them.
+// the loads (TMA's 128-byte swizzle, attention_sm90.cuh's tma_tile) put them.
 __device__ inline uint64_t desc_k_major(uint32_t tile, int rows, int first_row, int kk) {
   return make_desc(tile + static_cast<uint32_t>((kk / 4) * rows * 128 + first_row * 128 + (kk % 4) * 32), 16,
                    1024);
