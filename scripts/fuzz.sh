@@ -2,9 +2,10 @@
 # Fuzzes packtrain's parsers of outside input (fuzz/, one libFuzzer target per parser). Installs clang and
 # Debian's libFuzzer runtime, builds the targets into build-fuzz/ (clang, ASan, UBSan; the main build stays
 # g++), replays every kept regression input (fuzz/regressions/TARGET/), then runs each target for a
-# bounded time from its seeds: fuzz/seeds/TARGET/ and, where the tests have them, their fixtures. A crash,
-# sanitizer report, leak, timeout, memory blow-up or broken invariant fails the script; its input is left
-# in build-fuzz/findings/TARGET/ (fix the parser, then keep the input in fuzz/regressions/TARGET/).
+# bounded time, one target per core at a time, from its seeds: fuzz/seeds/TARGET/ and, where the tests have
+# them, their fixtures. A crash, sanitizer report, leak, timeout, memory blow-up or broken invariant fails
+# the script; its input is left in build-fuzz/findings/TARGET/ (fix the parser, then keep the input in
+# fuzz/regressions/TARGET/).
 #   scripts/fuzz.sh [--seconds N] [TARGET...]    N seconds per target (default 25), every target by default
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -78,12 +79,10 @@ export PACKTRAIN_FUZZ_SCRATCH="$scratch/packtrain-fuzz-scratch-$$"
 trap 'rm -rf "$PACKTRAIN_FUZZ_SCRATCH"' EXIT
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
-status=0
-summary=()
-for t in "${targets[@]}"; do
-  bin="$BUILD/fuzz_$t"
-  [ -x "$bin" ] || { echo "fuzz: no target $t (fuzz/$t.cpp)"; exit 2; }
-  seeds="$BUILD/seeds/$t" corpus="$BUILD/corpus/$t" findings="$BUILD/findings/$t"
+# One target: replays its regressions, then fuzzes it. Its messages go to stdout, its summary line to
+# $BUILD/findings/$t/summary; returns nonzero on a finding.
+fuzz_target() {
+  local t=$1 bin="$BUILD/fuzz_$1" seeds="$BUILD/seeds/$1" corpus="$BUILD/corpus/$1" findings="$BUILD/findings/$1"
   rm -rf "$seeds"
   mkdir -p "$seeds" "$corpus" "$findings"
   [ -d "fuzz/seeds/$t" ] && cp fuzz/seeds/"$t"/* "$seeds"/
@@ -94,12 +93,12 @@ for t in "${targets[@]}"; do
     if ! "$bin" -rss_limit_mb=2048 -timeout=30 fuzz/regressions/"$t"/* >"$findings/replay.log" 2>&1; then
       tail -n 60 "$findings/replay.log"
       echo "fuzz: $t: a regression input fails again (log: $findings/replay.log)"
-      status=1
-      continue
+      printf '%-18s %-8s' "$t" REGRESSION >"$findings/summary"
+      return 1
     fi
   fi
 
-  dict=()
+  local dict=() result rc=0 start runs cov
   [ "$t" = text_documents ] || dict=(-dict=fuzz/json.dict)  # the others read JSON (safetensors: its header)
   echo "fuzz: $t: fuzzing for ${seconds}s"
   start=$(date +%s)
@@ -110,13 +109,33 @@ for t in "${targets[@]}"; do
     tail -n 60 "$findings/fuzz.log"
     echo "fuzz: $t: FINDING, input in $findings/ (log: $findings/fuzz.log)"
     result=FINDING
-    status=1
+    rc=1
   fi
   runs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$findings/fuzz.log" | grep -o '[0-9]*$' || echo "?")
   cov=$(grep -o 'cov: [0-9]*' "$findings/fuzz.log" | tail -n 1 | grep -o '[0-9]*$' || echo "?")
-  summary+=("$(printf '%-18s %-8s %4ss %10s runs  coverage %5s  corpus %5s' "$t" "$result" \
-    "$(($(date +%s) - start))" "$runs" "$cov" "$(ls "$corpus" | wc -l)")")
+  printf '%-18s %-8s %4ss %10s runs  coverage %5s  corpus %5s' "$t" "$result" "$(($(date +%s) - start))" \
+    "$runs" "$cov" "$(ls "$corpus" | wc -l)" >"$findings/summary"
+  return $rc
+}
+
+# The targets run side by side, one per core (libFuzzer is single-threaded); their output follows in order.
+for t in "${targets[@]}"; do
+  [ -x "$BUILD/fuzz_$t" ] || { echo "fuzz: no target $t (fuzz/$t.cpp)"; exit 2; }
+done
+for t in "${targets[@]}"; do
+  while (($(jobs -rp | wc -l) >= $(nproc))); do wait -n || true; done
+  mkdir -p "$BUILD/findings/$t"
+  rm -f "$BUILD/findings/$t/summary" "$BUILD/findings/$t/status"
+  (fuzz_target "$t" && rc=0 || rc=$?; echo "$rc" >"$BUILD/findings/$t/status") >"$BUILD/findings/$t/run.log" 2>&1 &
+done
+wait
+status=0
+for t in "${targets[@]}"; do
+  cat "$BUILD/findings/$t/run.log"
+  [ "$(cat "$BUILD/findings/$t/status" 2>/dev/null)" = 0 ] || status=1
 done
 echo "fuzz: summary"
-printf '  %s\n' "${summary[@]}"
+for t in "${targets[@]}"; do
+  printf '  %s\n' "$(cat "$BUILD/findings/$t/summary" 2>/dev/null || echo "$t: stopped early (its run.log above)")"
+done
 exit $status
