@@ -2,8 +2,9 @@
 # items of (key tile, query head) with GQA's dK and dV summed in fp32 (perhead). One run each, the attention
 # tests of perhead, a second run. Before: build main, strip build/bench_attention to
 # .gpu_bundle/bench_attention_main; apply lab_desc.patch, build, strip to .gpu_bundle/bench_attention_desc and
-# revert; check out lab/gqa-per-head (or apply lab_gqa_per_head.patch), build, strip to .gpu_bundle/bench_attention_perhead, xz the stripped
-# packtrain_tests to .gpu_bundle/packtrain_tests_perhead.xz, run scripts/gpu_bundle.sh; carry .gpu_bundle.
+# revert; check out lab/gqa-per-head (or apply lab_gqa_per_head.patch), build, strip to
+# .gpu_bundle/bench_attention_perhead, xz the stripped packtrain_tests to
+# .gpu_bundle/packtrain_tests_perhead.xz, run scripts/gpu_bundle.sh; carry .gpu_bundle.
 R=$OUT; nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee $R/gpu.txt
 source scripts/gpu_unbundle.sh >/dev/null 2>&1
 lab() { for v in main perhead desc; do echo "== $v run $1"
