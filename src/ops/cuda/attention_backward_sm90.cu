@@ -19,13 +19,21 @@
 //     S^T[64 x 64] = K Q^T, dP^T = V dO^T   wgmma m64n64k16, both operands K-major in shared memory
 //     P^T, dS^T = P^T * (dP^T - delta)      registers, masked (key > query or, bidirectional, key past the
 //                                           real tokens; query past them; query - key >= window)
-//     dV += P^T dO, dK += dS^T Q            wgmma m64nDk16, A from registers, dO / Q MN-major
+//     dV += P^T dO                          wgmma m64nDk16, A from registers, dO MN-major; left running
 //     dS^T -> shared memory (bf16, two buffers), the consumers' barrier
 //     dQ[64 x D/2] = dS K                   wgmma m64n(D/2)k16, dS^T and K both MN-major, one half of D
-//                                           per warpgroup, then st.shared into a buffer (two, a step
+//                                           per warpgroup
+//     dK += dS^T Q                          wgmma m64nDk16, A from registers, Q MN-major; left running
+//                                           while dQ goes out: st.shared into a buffer (two, a step
 //                                           apart) in the order of the tiled layout, where a warp's 16
 //                                           rows of the half are contiguous; one cp.reduce.async.bulk per
 //                                           warp adds them to dq_accum, and no thread waits for it
+//   That is FA3's order: the tensor cores run dV's product through the barrier and dK's under dQ's
+//   stores. No branch skips a step's products where the warpgroup has no keys (a wgmma left running across
+//   a branch is serialized, ptxas advisory C7520); the masks zero its P^T and dS^T. Each step's query head
+//   and row tile are counted, not divided out of the step index. Against the order before (dV, dK, the
+//   barrier, dQ, its stores), 1.02-1.06x on SFT-like batches and 1.08-1.13x on one 8k or 32k sequence
+//   (H100, docs/results/h100-2026-12-07-s17).
 // At the item's end dK and dV leave through its K/V buffer (stage_accumulator, copy_rows_out).
 // The kernel lab (H100, bench_attention): the bulk reductions were 1.19x fp32 atomics from registers
 // (8-byte adds that touch 8 rows a warp instruction) on the backward of one 8k or 32k sequence at D = 128,
@@ -166,11 +174,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
       if (done) break;
-      for (int step = 0; step < kt.steps; ++step, ++g) {
+      // head and tile: the step's query head and row tile, counted rather than divided out of the step.
+      for (int step = 0, head = kt.kv_head * group, tile = 0; step < kt.steps; ++step, ++g) {
         const int qb = g & 1;
         if (g >= 2) mbarrier_wait(qdo_empty(qb), ((g >> 1) + 1) & 1);
-        const int head = kt.kv_head * group + step / kt.row_tiles;
-        const int row0 = query0<kCausal>(kt.key0) + step % kt.row_tiles * kRows;
+        const int row0 = query0<kCausal>(kt.key0) + tile * kRows;
         if (lane == 0) {
           const int token = static_cast<int>(kt.start) + row0;
           mbarrier_arrive_expect_tx(qdo_full(qb), 2 * kRowTile);
@@ -187,6 +195,10 @@ __global__ void __launch_bounds__(kThreads, 1)
           cp_async_4(base + kDelta + to, a.delta + at, i < kt.real ? 4 : 0);
         }
         cp_async_mbarrier_arrive(qdo_full(qb));
+        if (++tile == kt.row_tiles) {
+          tile = 0;
+          ++head;
+        }
       }
       work = __shfl_sync(0xffffffffu,
                          lane == 0 ? static_cast<int>(gridDim.x) + atomicAdd(scratch.next_tile, 1) : 0, 0);
@@ -214,11 +226,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     const KeyTile cur = key_tile<kWindowed, kCausal>(a, scratch, work);
     const int wg_key0 = cur.key0 + 64 * c;             // the warpgroup's first key in the segment
     const int thread_key0 = wg_key0 + 16 * warp + g4;  // this thread's keys: thread_key0 and thread_key0 + 8
-    for (int step = 0; step < cur.steps; ++step, ++g) {
+    for (int step = 0, head = cur.kv_head * group, tile = 0; step < cur.steps; ++step, ++g) {
       const int qb = g & 1;
       mbarrier_wait(qdo_full(qb), (g >> 1) & 1);
-      const int head = cur.kv_head * group + step / cur.row_tiles;
-      const int row0 = query0<kCausal>(cur.key0) + step % cur.row_tiles * kRows, real = cur.real;
+      const int row0 = query0<kCausal>(cur.key0) + tile * kRows, real = cur.real;
       // The descriptors of K and V are the same every step; hoisted out of the loop they would hold ~50
       // registers. Hiding the base from the optimizer recomputes them, a few integer operations per wgmma.
       uint32_t at = base;
@@ -228,8 +239,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       const uint32_t sq = at + kQ + static_cast<uint32_t>(qb) * kRowTile;
       const uint32_t sdo = at + kDo + static_cast<uint32_t>(qb) * kRowTile;
 
-      if (wg_key0 < (kCausal ? min(row0 + kRows, real) : real) &&
-          (!kWindowed || wg_key0 + 63 + a.window > row0)) {
+      // No branch around the products: a wgmma left running across a branch is serialized (ptxas C7520).
+      // A warpgroup with no keys in the step (the diagonal's second half, keys past the real tokens or out of
+      // the window) runs its products on masked scores: P^T and dS^T are zeros, and so is its half of dS^T
+      // that dQ's product reads.
+      uint32_t p[4][4], ds[4][4];  // P^T and dS^T as A fragments, read by dV's and dK's products
+      {
         float s[32], dp[32];
         wgmma_fence();
 #pragma unroll
@@ -261,7 +276,6 @@ __global__ void __launch_bounds__(kThreads, 1)
                 masked ? 0.0f : exp2_ftz(fmaf(s[4 * i + e], scale_log2, -(e % 2 ? l.y : l.x) * kLog2e));
           }
         }
-        uint32_t p[4][4];
         to_a_fragments(s, p);
         pin(dv);
         pin(p);
@@ -279,29 +293,16 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
           for (int e = 0; e < 4; ++e) dp[4 * i + e] = s[4 * i + e] * (dp[4 * i + e] - (e % 2 ? d.y : d.x));
         }
-        uint32_t ds[4][4];
         to_a_fragments(dp, ds);
         store_a_fragments(sds, kBackwardKeys, 64 * c, ds);
-
-        pin(dk);
-        pin(ds);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < kRows / 16; ++kk)
-          wgmma_m64nNk16_rs<D>(dk, ds[kk], desc_mn_major(sq, kRows, kk));
-        wgmma_commit();
-        wgmma_wait<0>();
-        pin(dv);
-        pin(dk);
-        pin(p);
-        pin(ds);
       }
-      mbarrier_arrive(qdo_empty(qb));  // this thread's reads of the step's Q, dO, lse and delta are done
-      fence_proxy_async();             // dS^T, written through the generic proxy, is read by wgmma
+      fence_proxy_async();  // dS^T, written through the generic proxy, is read by wgmma
       // The dQ buffer this step fills was sent two steps ago: its reductions must have read it.
       if (lane == 0) bulk_wait_read<1>();
       consumers_sync();
 
+      // dQ's product, then dK's: dV's (issued before dS) ran through the barrier, and dK's runs while dQ
+      // goes out through shared memory.
       float dq[D / 4];  // dq[4 i + 2 h + e]: query row0 + 16 warp + g4 + 8 h, column D/2 c + 8 i + 2 t + e
       const auto dq_product = [&](auto first, auto end) {
         wgmma_fence();
@@ -311,17 +312,17 @@ __global__ void __launch_bounds__(kThreads, 1)
                                          desc_mn_major(sk, kBackwardKeys, kk, D / 2 * c),
                                          kk > decltype(first)::value);
         wgmma_commit();
-        wgmma_wait<0>();
-        pin(dq);
       };
-      using Zero = std::integral_constant<int, 0>;
-      using Half = std::integral_constant<int, 4>;
-      if (kCausal ? row0 == cur.key0 : cur.key0 + 64 >= real)
-        dq_product(Zero{}, Half{});
-      else if (kWindowed && cur.key0 + 63 + a.window <= row0)
-        dq_product(Half{}, std::integral_constant<int, kBackwardKeys / 16>{});
-      else
-        dq_product(Zero{}, std::integral_constant<int, kBackwardKeys / 16>{});
+      dq_product(std::integral_constant<int, 0>{}, std::integral_constant<int, kBackwardKeys / 16>{});
+      pin(dk);
+      pin(ds);
+#pragma unroll
+      for (int kk = 0; kk < kRows / 16; ++kk) wgmma_m64nNk16_rs<D>(dk, ds[kk], desc_mn_major(sq, kRows, kk));
+      wgmma_commit();
+      wgmma_wait<1>();  // dV's and dQ's products
+      pin(dq);
+      pin(dv);
+      pin(p);
       // The warpgroup's [64 x D/2] half in its buffer, in the tiled layout's order (rows past the real
       // tokens hold zeros: their dS^T is masked); then each warp adds its 16 rows, contiguous there, with
       // one bulk reduction and goes on while it runs.
@@ -344,6 +345,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         bulk_reduce_add_f32(scratch.dq_accum + dq_tiled_row<D>(a.T, head, c, row_start + kWarpRows * warp),
                             sdq + static_cast<uint32_t>(kWarpRows * warp) * (D / 2) * 4, kDqTile / 4);
         bulk_commit();
+      }
+      wgmma_wait<0>();  // dK's product
+      pin(dk);
+      pin(ds);
+      mbarrier_arrive(qdo_empty(qb));  // this thread's reads of the step's Q, dO, lse and delta are done
+      if (++tile == cur.row_tiles) {
+        tile = 0;
+        ++head;
       }
     }
 
