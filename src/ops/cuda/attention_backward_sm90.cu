@@ -45,7 +45,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 
 #include "ops/cuda/attention_kernels.h"
 #include "ops/cuda/attention_sm90.cuh"
@@ -304,16 +303,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       // dQ's product, then dK's: dV's (issued before dS) ran through the barrier, and dK's runs while dQ
       // goes out through shared memory.
       float dq[D / 4];  // dq[4 i + 2 h + e]: query row0 + 16 warp + g4 + 8 h, column D/2 c + 8 i + 2 t + e
-      const auto dq_product = [&](auto first, auto end) {
-        wgmma_fence();
+      wgmma_fence();
 #pragma unroll
-        for (int kk = decltype(first)::value; kk < decltype(end)::value; ++kk)
-          wgmma_m64nNk16_ss<D / 2, 1, 1>(dq, desc_mn_major(sds, kBackwardKeys, kk),
-                                         desc_mn_major(sk, kBackwardKeys, kk, D / 2 * c),
-                                         kk > decltype(first)::value);
-        wgmma_commit();
-      };
-      dq_product(std::integral_constant<int, 0>{}, std::integral_constant<int, kBackwardKeys / 16>{});
+      for (int kk = 0; kk < kBackwardKeys / 16; ++kk)
+        wgmma_m64nNk16_ss<D / 2, 1, 1>(dq, desc_mn_major(sds, kBackwardKeys, kk),
+                                       desc_mn_major(sk, kBackwardKeys, kk, D / 2 * c), kk > 0);
+      wgmma_commit();
       pin(dk);
       pin(ds);
 #pragma unroll
